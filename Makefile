@@ -1,0 +1,32 @@
+# The two commands: `make run` and `make test`. Everything else is set up on the way.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "kb needs Python >= 3.11 (set PYTHON=python3.11)"; exit 1; }
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[mlx,dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/kb run
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check knowledge daemon bot tests bench
+	$(BIN)/ruff format --check knowledge daemon bot tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/retrieval.py
+	$(BIN)/python bench/ingest.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""The Telegram front end of the kb assistant."""

@@ -1,0 +1,1 @@
+"""The inbox watcher: turns files dropped into knowledge/inbox/ into indexed, cited knowledge."""

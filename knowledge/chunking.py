@@ -1,0 +1,199 @@
+"""Split raw Markdown into chunks that fit a token budget and end on line boundaries.
+
+Rules:
+
+* a chunk holds at most ``max_tokens`` tokens, counted on its final text;
+* chunks break between lines; only a line longer than the budget is cut, first at
+  sentence ends, then at spaces, and only then at token boundaries;
+* each chunk after the first repeats at most ``overlap_tokens`` tokens from the end of
+  the previous one: whole lines when they fit, else the tail of a cut line;
+* blank lines separate paragraphs inside a chunk (at most one in a row); a chunk never
+  starts or ends with one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from knowledge.analysis import SENTENCE_END
+from knowledge.tokenizer import TokenCounter
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of a document: its place in the raw file and its text."""
+
+    seq: int
+    start_line: int
+    end_line: int
+    token_count: int
+    text: str
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A whole line, or a contiguous piece of a line that is longer than the budget."""
+
+    line: int
+    text: str
+    tokens: int
+    is_piece: bool
+
+
+_SPACE = re.compile(r"(?<=\S)\s+")
+
+
+def chunk_lines(
+    lines: Sequence[str],
+    counter: TokenCounter,
+    *,
+    max_tokens: int,
+    overlap_tokens: int,
+    first_line: int = 1,
+) -> list[Chunk]:
+    """Split lines (numbered from ``first_line``) into chunks within the token budget."""
+    if max_tokens < 8:
+        raise ValueError("max_tokens must be at least 8")
+    overlap_tokens = max(0, min(overlap_tokens, max_tokens // 2))
+    units = _units(lines, counter, max_tokens=max_tokens, first_line=first_line)
+    chunks: list[Chunk] = []
+    prefix: list[_Unit] = []  # the overlap carried over from the previous chunk
+    start = 0
+    while start < len(units):
+        end, total = start, _estimate(prefix)
+        while end < len(units):
+            last = units[end - 1] if end > start else (prefix[-1] if prefix else None)
+            step = units[end].tokens + (1 if last is not None and last.line != units[end].line else 0)
+            if total + step > max_tokens:
+                break
+            total += step
+            end += 1
+        if end == start and prefix:
+            prefix = []  # the next unit does not fit beside the overlap: drop the overlap
+            continue
+        end = max(end, start + 1)
+        while True:
+            body = prefix + units[start:end]
+            text = _join(body)
+            tokens = counter.count_many([text])[0]
+            if tokens <= max_tokens:
+                break
+            if end - start > 1:
+                end -= 1  # the estimate was a token or two short: give back the last unit
+            elif prefix:
+                prefix = []
+            else:
+                text, tokens = _trim(text, counter, max_tokens)
+                break
+        chunks.append(Chunk(len(chunks) + 1, body[0].line, body[-1].line, tokens, text))
+        prefix = _overlap(body, counter, overlap_tokens)
+        start = end
+    return chunks
+
+
+def _units(lines: Sequence[str], counter: TokenCounter, *, max_tokens: int, first_line: int) -> list[_Unit]:
+    """Non-blank lines as units, with over-long lines cut into sentence-sized pieces."""
+    numbered = [(first_line + n, line.rstrip()) for n, line in enumerate(lines) if line.strip()]
+    counts = counter.count_many([text for _, text in numbered])
+    units: list[_Unit] = []
+    for (line_no, text), tokens in zip(numbered, counts, strict=True):
+        if tokens <= max_tokens:
+            units.append(_Unit(line_no, text, tokens, False))
+        else:
+            units.extend(_Unit(line_no, p, t, True) for p, t in _cut_line(text, counter, max_tokens))
+    return units
+
+
+def _split(text: str, pattern: re.Pattern[str]) -> list[str]:
+    """Contiguous pieces of text, cut after each match of pattern (concatenation == text)."""
+    bounds = [0, *(m.end() for m in pattern.finditer(text)), len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
+def _cut_line(text: str, counter: TokenCounter, max_tokens: int) -> list[tuple[str, int]]:
+    """Cut one long line into sentences, then words, then token slices, each within the budget."""
+    pieces: list[tuple[str, int]] = []
+    sentences = _split(text, SENTENCE_END)
+    for sentence, tokens in zip(sentences, counter.count_many(sentences), strict=True):
+        if tokens <= max_tokens:
+            pieces.append((sentence, tokens))
+            continue
+        words = _split(sentence, _SPACE)
+        buf, buf_tokens = "", 0
+        for word, word_tokens in zip(words, counter.count_many(words), strict=True):
+            if word_tokens > max_tokens:
+                if buf:
+                    pieces.append((buf, buf_tokens))
+                    buf, buf_tokens = "", 0
+                pieces.extend(_slice_tokens(word, counter, max_tokens))
+            elif buf_tokens + word_tokens > max_tokens:
+                pieces.append((buf, buf_tokens))
+                buf, buf_tokens = word, word_tokens
+            else:
+                buf, buf_tokens = buf + word, buf_tokens + word_tokens
+        if buf:
+            pieces.append((buf, buf_tokens))
+    return pieces
+
+
+def _slice_tokens(text: str, counter: TokenCounter, max_tokens: int) -> list[tuple[str, int]]:
+    """Cut text that has no sentence or space boundary at token boundaries."""
+    spans = counter.spans(text)
+    cuts = [0, *(spans[k][0] for k in range(max_tokens, len(spans), max_tokens)), len(text)]
+    sizes = [min(max_tokens, len(spans) - k) for k in range(0, len(spans), max_tokens)]
+    return [(text[a:b], n) for a, b, n in zip(cuts, cuts[1:], sizes, strict=False) if b > a]
+
+
+def _estimate(units: Sequence[_Unit]) -> int:
+    """Token estimate of joined units: their counts plus one per line break."""
+    breaks = sum(1 for a, b in zip(units, units[1:], strict=False) if b.line != a.line)
+    return sum(u.tokens for u in units) + breaks
+
+
+def _join(units: Sequence[_Unit]) -> str:
+    """The chunk text: pieces of one line concatenated, lines joined, one blank line kept between."""
+    out: list[str] = []
+    for prev, unit in zip([None, *units], units, strict=False):
+        if prev is not None and unit.line != prev.line:
+            out.append("\n\n" if unit.line > prev.line + 1 else "\n")
+        out.append(unit.text)
+    return "".join(out).strip()
+
+
+def _trim(text: str, counter: TokenCounter, max_tokens: int) -> tuple[str, int]:
+    """Cut a single unit that re-counts above the budget down to it."""
+    tokens = counter.count_many([text])[0]
+    while tokens > max_tokens:
+        spans = counter.spans(text)
+        text = text[: spans[min(len(spans), max_tokens - (tokens - max_tokens)) - 1][1]].rstrip()
+        tokens = counter.count_many([text])[0]
+    return text, tokens
+
+
+def _overlap(units: list[_Unit], counter: TokenCounter, overlap_tokens: int) -> list[_Unit]:
+    """Trailing units of a finished chunk that fit the overlap, or the tail of its last piece."""
+    if overlap_tokens == 0 or not units:
+        return []
+    tail: list[_Unit] = []
+    total = 0
+    for unit in reversed(units):
+        if total + unit.tokens > overlap_tokens:
+            break
+        tail.insert(0, unit)
+        total += unit.tokens
+    if tail or not units[-1].is_piece:
+        return tail
+    last = units[-1]
+    spans = counter.spans(last.text)
+    if len(spans) <= 1:
+        return []
+    start = spans[max(1, len(spans) - overlap_tokens)][0]
+    # Begin the overlap at a word boundary when one is near.
+    space = last.text.find(" ", start)
+    if 0 <= space < len(last.text) - 1 and space - start < 40:
+        start = space + 1
+    piece = last.text[start:]
+    tokens = counter.count_many([piece])[0]
+    return [_Unit(last.line, piece, tokens, True)] if 0 < tokens <= overlap_tokens else []

@@ -1,0 +1,369 @@
+"""The ``kb`` command line. Output shapes of ``search --json`` and ``status --json`` are a contract."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import structlog
+
+from knowledge import __version__
+from knowledge.config import SETTINGS, Settings, describe, load_settings
+from knowledge.convert.isolate import IsolatedRunner
+from knowledge.errors import ConfigError, KbError
+from knowledge.index import Index
+from knowledge.ingest import Ingestor, Outcome, is_candidate_name, iter_sources
+from knowledge.lock import WriterLock, holder
+from knowledge.logs import configure_logging
+from knowledge.retrieval import SearchResult, search
+from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter
+
+log = structlog.get_logger()
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+_EPILOG = "settings (environment, KB_HOME/.env or KB_HOME/kb.toml):\n" + "\n".join(
+    f"  {s.env:<26} {s.help} (default: {s.default or 'empty'})" for s in SETTINGS
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser, with one sub-command per job."""
+    parser = argparse.ArgumentParser(
+        prog="kb",
+        description="A self-hosted knowledge base: drop files into knowledge/inbox/, ask questions, get cited answers.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--home", metavar="DIR", help="knowledge base folder (default: $KB_HOME or the current folder)")
+    parser.add_argument("--version", action="version", version=f"kb {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="start kb: ingest the inbox, then search from the terminal")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "ingest",
+        help="convert and index files or folders now",
+        description="Convert files (HTML, PDF, text, Markdown) and index them. Originals are kept under "
+        "knowledge/inbox/processed/ (or failed/ with NAME.error.json); files from outside the inbox are copied, "
+        "never moved. Exit status: 0 all succeeded, 1 any failed.",
+    )
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser(
+        "search",
+        help="find passages for a question",
+        description="Rank passages for a question (any text is a valid query). With --json each result is "
+        '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text"}.',
+    )
+    p.add_argument("query", nargs="*", help="the question (words are joined with spaces)")
+    p.add_argument("-k", type=int, default=None, metavar="N", help="number of passages (default: KB_SEARCH_K)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--batch",
+        type=Path,
+        metavar="FILE",
+        help='one query per line; prints one line per query, in order: {"query": ..., "results": [...]}',
+    )
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser(
+        "reindex",
+        help="rebuild the index from knowledge/raw/",
+        description="Rebuild every document from knowledge/raw/ inside the live index, in one transaction "
+        "(searches see the old index until the new one is complete). Deterministic: same ids, same hashes.",
+    )
+    p.set_defaults(func=cmd_reindex)
+
+    p = sub.add_parser("status", help="documents, chunks, tokenizer, inbox and recent ingests")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("config", help="print every setting, its value and where it came from")
+    p.set_defaults(func=cmd_config)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kb`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        settings = load_settings(home=args.home)
+    except ConfigError as exc:
+        print(f"kb: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command != "config":
+        configure_logging(settings.log_path, console_level=settings.log_level)
+    try:
+        return args.func(args, settings)
+    except KbError as exc:
+        print(f"kb: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("kb: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()  # `kb search … | head`: the reader left; not an error
+        return EXIT_OK
+
+
+def load_tokenizer(settings: Settings) -> TokenCounter:
+    """The configured tokenizer, or the approximation (logged once)."""
+    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    if why:
+        log.warning("tokenizer.fallback", reason=why, counter=counter.name)
+    return counter
+
+
+# -- ingest ---------------------------------------------------------------------------------
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    """kb ingest PATH..."""
+    missing = [p for p in args.paths if not p.exists() and not p.is_symlink()]
+    if missing:
+        for p in missing:
+            print(f"kb: no such file or folder: {p}", file=sys.stderr)
+        return EXIT_USAGE
+    paths = list(iter_sources(args.paths, skip=[settings.processed, settings.failed]))
+    outcomes = run_ingest(settings, paths, out=sys.stdout)
+    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+
+
+def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Outcome]:
+    """Ingest files under the writer lock, printing a line per file and a summary."""
+    counter = load_tokenizer(settings)
+    t0 = time.perf_counter()
+    outcomes: list[Outcome] = []
+    progress = _Progress(len(paths), sys.stderr)
+    lock = WriterLock(settings.lock_path, role="kb ingest")
+    lock.acquire(wait_s=settings.lock_wait_s)
+    try:
+        with (
+            Index(settings.index_path) as index,
+            IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,
+        ):
+            _warn_tokenizer_change(index, counter)
+            ingestor = Ingestor(settings, index, counter, runner=runner)
+            for n, path in enumerate(paths, 1):
+                progress.show(n, path.name)
+                outcome = ingestor.ingest(path)
+                outcomes.append(outcome)
+                progress.clear()
+                print(describe_outcome(outcome), file=out, flush=True)
+    finally:
+        lock.release()
+        progress.clear()
+    counts = Counter(o.status for o in outcomes)
+    parts = [f"{counts[s]} {s}" for s in ("indexed", "duplicate", "failed", "skipped") if counts[s]]
+    print(f"{', '.join(parts) or 'nothing to do'} in {time.perf_counter() - t0:.1f} s", file=out)
+    return outcomes
+
+
+def describe_outcome(o: Outcome) -> str:
+    """One line for a file: what happened and where things are."""
+    if o.status == "indexed":
+        return f"indexed    {o.source.name} → {o.raw_path} ({o.chunks} chunks, {o.title!r})"
+    if o.status == "duplicate":
+        return f"duplicate  {o.source.name} = {o.duplicate_of} ({o.title!r}), kept as {_rel(o.kept_at)}"
+    if o.status == "skipped":
+        return f"skipped    {o.source.name}: {o.message}"
+    return f"failed     {o.source.name}: {o.reason}: {o.message} → {_rel(o.kept_at)}"
+
+
+def _rel(path: Path | None) -> str:
+    if path is None:
+        return "-"
+    parts = path.parts
+    return "/".join(parts[parts.index("inbox") :]) if "inbox" in parts else str(path)
+
+
+class _Progress:
+    """A one-line progress bar on a terminal, for more than a few files."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total = total
+        self.stream = stream
+        self.is_on = total > 3 and stream.isatty()
+
+    def show(self, n: int, name: str) -> None:
+        if self.is_on:
+            width = 24
+            done = int(width * (n - 1) / self.total)
+            self.stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {n}/{self.total} {name[:40]:<40}")
+            self.stream.flush()
+
+    def clear(self) -> None:
+        if self.is_on:
+            self.stream.write("\r" + " " * 80 + "\r")
+            self.stream.flush()
+
+
+def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
+    built_with = index.meta("tokenizer")
+    if built_with is not None and built_with != counter.name:
+        log.warning("index.tokenizer_changed", index=built_with, current=counter.name, fix="kb reindex")
+
+
+# -- search ---------------------------------------------------------------------------------
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    """kb search [-k N] [--json] QUERY  |  kb search --batch FILE --json"""
+    k = args.k or settings.search_k
+    if k < 1:
+        print("kb: -k must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.batch is None and not args.query:
+        print("kb: search needs a QUERY or --batch FILE", file=sys.stderr)
+        return EXIT_USAGE
+    with Index(settings.index_path, readonly=True) as index:
+        if args.batch is not None:
+            queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
+            for query in queries:
+                results = search(index, query, k=k)
+                if args.json:
+                    line = {"query": query, "results": [r.to_json() for r in results]}
+                    print(json.dumps(line, ensure_ascii=False), flush=False)
+                else:
+                    print(f"## {query}")
+                    print_results(results, sys.stdout)
+            return EXIT_OK
+        results = search(index, " ".join(args.query), k=k)
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
+    else:
+        print_results(results, sys.stdout)
+    return EXIT_OK
+
+
+def print_results(results: list[SearchResult], out: TextIO) -> None:
+    """Readable results: rank, citation, a few lines of text."""
+    if not results:
+        print("no matching passages", file=out)
+        return
+    for r in results:
+        print(f"{r.rank}. {r.citation}  (score {r.score:.3f})", file=out)
+        if r.source_url:
+            print(f"   {r.source_url}", file=out)
+        snippet = " ".join(r.text.split())
+        print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}", file=out)
+
+
+# -- reindex, status, config ----------------------------------------------------------------
+
+
+def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
+    """kb reindex"""
+    counter = load_tokenizer(settings)
+    t0 = time.perf_counter()
+    progress = _Progress(len(list(settings.raw.glob("*.md"))) if settings.raw.is_dir() else 0, sys.stderr)
+    with WriterLock(settings.lock_path, role="kb reindex") as _lock, Index(settings.index_path) as index:
+        ingestor = Ingestor(settings, index, counter)
+        docs, chunks = ingestor.reindex(progress=lambda n, total: progress.show(n, f"raw {n}"))
+    progress.clear()
+    print(f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s")
+    return EXIT_OK
+
+
+def status_report(settings: Settings) -> dict[str, object]:
+    """What ``kb status --json`` prints."""
+    report: dict[str, object] = {
+        "home": str(settings.home),
+        "documents": 0,
+        "chunks": 0,
+        "tokenizer": None,
+        "inbox": _count_files(settings.inbox),
+        "processed": _count_files(settings.processed),
+        "failed": _count_files(settings.failed),
+        "last_ingests": [],
+        "writer": holder(settings.lock_path),
+    }
+    if settings.index_path.exists():
+        with Index(settings.index_path, readonly=True) as index:
+            report["documents"] = index.document_count()
+            report["chunks"] = index.chunk_count()
+            report["tokenizer"] = index.meta("tokenizer")
+            report["last_ingests"] = [
+                {k: v for k, v in rec.__dict__.items() if v is not None} for rec in index.last_ingests(10)
+            ]
+    return report
+
+
+def _count_files(folder: Path) -> int:
+    """Source files directly in a folder (sidecars, error records, hidden and temporary names excluded)."""
+    if not folder.is_dir():
+        return 0
+    return sum(1 for p in folder.iterdir() if p.is_file() and is_candidate_name(p.name))
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    """kb status [--json]"""
+    report = status_report(settings)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    print(f"knowledge base  {report['home']}")
+    print(f"documents       {report['documents']}")
+    print(f"chunks          {report['chunks']}")
+    print(f"tokenizer       {report['tokenizer'] or '(no index yet)'}")
+    print(f"inbox           {report['inbox']} waiting, {report['processed']} processed, {report['failed']} failed")
+    print(f"writer          {report['writer'] or 'none running'}")
+    ingests = report["last_ingests"]
+    if ingests:
+        print("last ingests")
+        for rec in ingests:  # type: ignore[union-attr]
+            detail = rec.get("doc_id") or rec.get("error", "")
+            print(f"  {rec['finished_at']}  {rec['status']:<9} {Path(rec['path']).name}  {detail}")
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    """kb config"""
+    for env, value, origin, help_text in describe(settings):
+        print(f"{env:<26} {value!s:<44} [{origin}]  {help_text}")
+    return EXIT_OK
+
+
+# -- run ------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    """kb run: ingest what waits in the inbox, then a search prompt that picks up new files."""
+    settings.inbox.mkdir(parents=True, exist_ok=True)
+    print(f"kb {__version__} — knowledge base in {settings.home}")
+    print(f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}; type a question to search, /quit to leave.")
+    while True:
+        waiting = [p for p in settings.inbox.iterdir() if p.is_file() and is_candidate_name(p.name)]
+        if waiting:
+            run_ingest(settings, sorted(waiting), out=sys.stdout)
+        try:
+            query = input("kb> ").strip()
+        except EOFError:
+            print()
+            return EXIT_OK
+        if query in ("/quit", "/exit", "/q"):
+            return EXIT_OK
+        if not query:
+            continue
+        if not settings.index_path.exists():
+            print("the knowledge base is empty: drop files into the inbox first")
+            continue
+        with Index(settings.index_path, readonly=True) as index:
+            print_results(search(index, query, k=settings.search_k), sys.stdout)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

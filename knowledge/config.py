@@ -1,0 +1,238 @@
+"""Settings: every one has a default, an environment variable and an optional file entry.
+
+Precedence, highest first: the command line (``--home``), the environment, a ``.env`` file
+in KB_HOME, a ``kb.toml`` file in KB_HOME (or the file named by ``KB_CONFIG``), the default.
+A bad value stops kb at start-up with the variable's name, the value and what is expected.
+
+``kb config`` prints every setting with its value and where the value came from.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from knowledge.errors import ConfigError
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected a whole number between {lo} and {hi}") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"expected a whole number between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected a number between {lo} and {hi}") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"expected a number between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _url(raw: str) -> str:
+    raw = raw.strip().rstrip("/")
+    if not raw.startswith(("http://", "https://")):
+        raise ValueError("expected an http:// or https:// URL")
+    return raw
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError(f"expected one of: {', '.join(options)}")
+        return value
+
+    return parse
+
+
+def _text(raw: str) -> str:
+    return raw.strip()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its variable, default (as text), parser and a line of help."""
+
+    env: str
+    default: str
+    parse: Callable[[str], object]
+    help: str
+
+    @property
+    def field(self) -> str:
+        return self.env.removeprefix("KB_").lower()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("KB_MODEL", "mlx-community/Qwen3-4B-Instruct-2507-4bit", _text,
+            "model id served by mlx_lm.server (also where the tokenizer is looked up)"),
+    Setting("KB_TOKENIZER", "", _text,
+            "tokenizer.json file, model folder or cached model id; empty: KB_MODEL"),
+    Setting("KB_LLM_URL", "http://127.0.0.1:8081/v1", _url, "OpenAI-compatible base URL of the model server"),
+    Setting("KB_CHUNK_MAX_TOKENS", "160", _int(16, 8192), "largest chunk, in tokens"),
+    Setting("KB_CHUNK_OVERLAP_TOKENS", "24", _int(0, 1024), "tokens a chunk repeats from the previous one"),
+    Setting("KB_MAX_SOURCE_MB", "20", _float(0.001, 1024), "largest source file accepted, in MiB"),
+    Setting("KB_PDF_MAX_PAGES", "2000", _int(1, 100000), "PDFs with more pages are refused"),
+    Setting("KB_CONVERT_TIMEOUT_S", "30", _float(0.1, 3600), "a conversion taking longer is stopped and refused"),
+    Setting("KB_CONVERT_MEMORY_MB", "2048", _int(64, 1048576), "address-space limit of the PDF converter process"),
+    Setting("KB_SEARCH_K", "5", _int(1, 100), "passages kb search returns by default"),
+    Setting("KB_LOCK_WAIT_S", "30", _float(0, 86400), "how long kb ingest waits for the writer lock"),
+    Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved settings; paths under ``home`` follow the data layout in the README."""
+
+    home: Path
+    model: str
+    tokenizer: str
+    llm_url: str
+    chunk_max_tokens: int
+    chunk_overlap_tokens: int
+    max_source_mb: float
+    pdf_max_pages: int
+    convert_timeout_s: float
+    convert_memory_mb: int
+    search_k: int
+    lock_wait_s: float
+    log_level: str
+    sources: Mapping[str, str]
+
+    @property
+    def inbox(self) -> Path:
+        return self.home / "knowledge" / "inbox"
+
+    @property
+    def processed(self) -> Path:
+        return self.inbox / "processed"
+
+    @property
+    def failed(self) -> Path:
+        return self.inbox / "failed"
+
+    @property
+    def raw(self) -> Path:
+        return self.home / "knowledge" / "raw"
+
+    @property
+    def index_path(self) -> Path:
+        return self.home / "knowledge" / "index" / "kb.sqlite3"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.home / "knowledge" / "index" / "writer.lock"
+
+    @property
+    def runs(self) -> Path:
+        return self.home / "runs"
+
+    @property
+    def log_path(self) -> Path:
+        return self.runs / "logs" / "kb.jsonl"
+
+    @property
+    def tokenizer_spec(self) -> str:
+        """What to load the tokenizer from: KB_TOKENIZER, else the model id."""
+        return self.tokenizer or self.model
+
+    @property
+    def max_source_bytes(self) -> int:
+        return int(self.max_source_mb * 1024 * 1024)
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines of a .env file (comments, blank lines, `export` and quotes allowed)."""
+    out: dict[str, str] = {}
+    if not path.is_file():
+        return out
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.removeprefix("export ").partition("=")
+        if not sep:
+            raise ConfigError(f"{path}:{n}: expected KEY=VALUE, got {line!r}")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def read_toml(path: Path) -> dict[str, str]:
+    """Settings from a TOML file: top-level keys named like the variables, with or without KB_."""
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        name = key.upper() if key.upper().startswith("KB_") else "KB_" + key.upper()
+        out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, home: str | Path | None = None) -> Settings:
+    """Resolve every setting; raises ConfigError naming the variable on a bad value."""
+    env = dict(os.environ) if env is None else dict(env)
+    home_path = Path(home or env.get("KB_HOME") or os.getcwd()).expanduser().resolve()
+    config_file = Path(env["KB_CONFIG"]).expanduser() if env.get("KB_CONFIG") else home_path / "kb.toml"
+    layers = [
+        ("environment", env),
+        (str(home_path / ".env"), read_dotenv(home_path / ".env")),
+        (str(config_file), read_toml(config_file)),
+    ]
+    known = {s.env for s in SETTINGS} | {"KB_HOME", "KB_CONFIG"}
+    for origin, layer in layers[1:]:
+        unknown = sorted(k for k in layer if k.startswith("KB_") and k not in known)
+        if unknown:
+            raise ConfigError(f"{origin}: unknown setting {', '.join(unknown)} (see: kb config)")
+    values: dict[str, object] = {}
+    sources: dict[str, str] = {"KB_HOME": "--home" if home else ("environment" if env.get("KB_HOME") else "cwd")}
+    for setting in SETTINGS:
+        raw, origin = setting.default, "default"
+        for name, layer in layers:
+            if setting.env in layer:
+                raw, origin = layer[setting.env], name
+                break
+        try:
+            values[setting.field] = setting.parse(raw)
+        except ValueError as exc:
+            where = "" if origin in ("environment", "default") else f" (from {origin})"
+            raise ConfigError(f"{setting.env}={raw!r}{where}: {exc}") from None
+        sources[setting.env] = origin
+    if values["chunk_overlap_tokens"] >= values["chunk_max_tokens"]:  # type: ignore[operator]
+        raise ConfigError(
+            f"KB_CHUNK_OVERLAP_TOKENS={values['chunk_overlap_tokens']} must be smaller than"
+            f" KB_CHUNK_MAX_TOKENS={values['chunk_max_tokens']}"
+        )
+    return Settings(home=home_path, sources=sources, **values)  # type: ignore[arg-type]
+
+
+def describe(settings: Settings) -> list[tuple[str, str, str, str]]:
+    """(variable, value, origin, help) for every setting, for ``kb config``."""
+    rows = [("KB_HOME", str(settings.home), settings.sources["KB_HOME"], "where knowledge/ and runs/ live")]
+    by_field = {f.name: getattr(settings, f.name) for f in fields(settings)}
+    for s in SETTINGS:
+        rows.append((s.env, str(by_field[s.field]), settings.sources[s.env], s.help))
+    return rows

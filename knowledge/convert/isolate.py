@@ -1,0 +1,191 @@
+"""Run a converter in a reusable worker process with a wall-clock timeout and a memory cap.
+
+pypdf's limits are per stream: one hostile page can still loop, exhaust memory or crash the
+interpreter. The worker takes that hit instead of the daemon. It is spawned (never forked: the parent
+has threads and SQLite connections), caps its own address space, and is reused across calls because a
+fresh interpreter costs ~150 ms per file. After a timeout or crash it is killed and replaced lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import pickle
+import resource
+import signal
+import threading
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from types import TracebackType
+from typing import Any, TypeVar
+
+from knowledge.errors import ConversionError
+
+T = TypeVar("T")
+
+MIB = 1024 * 1024
+_CLOSE_GRACE_S = 2.0
+
+
+class IsolatedRunner:
+    """Runs top-level importable functions in one worker process, one call at a time."""
+
+    def __init__(self, *, memory_bytes: int = 2 * 1024**3) -> None:
+        self._memory_bytes = memory_bytes
+        self._context = multiprocessing.get_context("spawn")
+        self._lock = threading.Lock()
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._is_closed = False
+
+    def call(self, fn: Callable[..., T], *args: Any, timeout_s: float, **kwargs: Any) -> T:
+        """Return ``fn(*args, **kwargs)`` computed in the worker; failures become ConversionError."""
+        with self._lock:
+            if self._is_closed:
+                raise RuntimeError("IsolatedRunner is closed")
+            conn = self._worker()
+            try:
+                conn.send((fn, args, kwargs))
+                is_ready = conn.poll(timeout_s)
+                reply = conn.recv() if is_ready else None
+            except (EOFError, OSError):
+                raise self._crashed() from None
+            except BaseException:
+                self._stop(kill=True)  # interrupted mid-call: a late reply must not answer the next call
+                raise
+            if not is_ready:
+                self._stop(kill=True)
+                raise ConversionError(
+                    "timeout",
+                    f"conversion took longer than {timeout_s:g} s and was stopped; the file is too large "
+                    "or malformed (split it, or raise convert_timeout_s)",
+                )
+            if reply[0] == "memory":
+                self._stop(kill=True)  # a fresh heap for the next file rather than a fragmented one
+        return _unwrap(reply, self._memory_bytes)
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id, or None when no worker is running."""
+        return self._process.pid if self._process is not None else None
+
+    def close(self) -> None:
+        """Stop the worker and wait for it; later calls raise RuntimeError."""
+        with self._lock:
+            self._is_closed = True
+            self._stop(kill=False)
+
+    def __enter__(self) -> IsolatedRunner:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _worker(self) -> Connection:
+        """The live worker's pipe end, starting a worker if there is none or it died while idle."""
+        if self._process is not None and not self._process.is_alive():
+            self._stop(kill=True)
+        if self._process is None or self._conn is None:
+            parent_end, child_end = self._context.Pipe()
+            # daemon=True: if the owner never calls close(), interpreter exit still reaps the worker.
+            process = self._context.Process(
+                target=_serve, args=(child_end, self._memory_bytes), name="kb-converter", daemon=True
+            )
+            process.start()
+            child_end.close()  # only the worker holds it, so the worker's death reads as EOF here
+            self._process, self._conn = process, parent_end
+        return self._conn
+
+    def _crashed(self) -> ConversionError:
+        """Reap a worker that died mid-call and describe how it died."""
+        code = self._stop(kill=True)
+        if code is not None and code < 0:
+            how = f"killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exit code {code}"
+        return ConversionError(
+            "converter-crashed",
+            f"the converter process died ({how}), probably out of memory (limit "
+            f"{self._memory_bytes // MIB} MiB) or on a malformed file; the file was not converted",
+        )
+
+    def _stop(self, *, kill: bool) -> int | None:
+        """End the worker (asking first unless ``kill``), reap it so no zombie is left; its exit code."""
+        process, conn = self._process, self._conn
+        self._process, self._conn = None, None
+        if process is None or conn is None:
+            return None
+        if not kill:
+            with contextlib.suppress(OSError):  # already gone: the join below reaps it
+                conn.send(None)
+            process.join(_CLOSE_GRACE_S)
+        if process.is_alive():
+            process.kill()
+        process.join()
+        conn.close()
+        code = process.exitcode
+        process.close()
+        return code
+
+
+def _unwrap(reply: tuple[Any, ...], memory_bytes: int) -> Any:
+    """The call's result, or the worker's failure raised as a ConversionError."""
+    status, *payload = reply
+    if status == "ok":
+        return payload[0]
+    if status == "conversion":
+        raise ConversionError(payload[0], payload[1])
+    if status == "memory":
+        raise ConversionError(
+            "converter-error",
+            f"the conversion ran out of memory (limit {memory_bytes // MIB} MiB); the file is too large "
+            "or a decompression bomb and was not converted",
+        )
+    raise ConversionError("converter-error", f"the converter failed: {payload[0]}: {payload[1]}")
+
+
+def _serve(conn: Connection, memory_bytes: int) -> None:
+    """Worker loop: cap memory, then answer (fn, args, kwargs) requests until None or EOF."""
+    # Ctrl-C reaches the whole process group; the parent decides when the worker stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _limit_address_space(memory_bytes)
+    while True:
+        try:
+            request = conn.recv_bytes()
+        except EOFError:
+            return
+        reply = _run(request)
+        if reply is None:
+            return
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # an unpicklable result
+            conn.send(("error", type(exc).__name__, f"result cannot be sent back: {exc}"))
+
+
+def _run(request: bytes) -> tuple[Any, ...] | None:
+    """Unpickle and run one request; None asks the worker to stop."""
+    try:
+        message = pickle.loads(request)  # imports fn's module on first use
+        if message is None:
+            return None
+        fn, args, kwargs = message
+        return ("ok", fn(*args, **kwargs))
+    except ConversionError as exc:
+        return ("conversion", exc.reason, str(exc))
+    except MemoryError:
+        return ("memory",)
+    except Exception as exc:
+        return ("error", type(exc).__name__, str(exc))
+
+
+def _limit_address_space(memory_bytes: int) -> None:
+    """Cap the worker's virtual memory so an allocation bomb fails here, not in the daemon."""
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
+    # Some platforms (macOS) refuse or ignore RLIMIT_AS; the timeout and crash handling still apply.
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

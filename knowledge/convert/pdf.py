@@ -1,0 +1,161 @@
+"""PDF → Markdown with pypdf: one ``## Page N`` section per page that has text.
+
+Every way a hostile or broken PDF can fail inside pypdf ends as a ``ConversionError`` with a stable
+reason: ``empty``, ``pdf-malformed``, ``pdf-encrypted``, ``pdf-unsupported``, ``pdf-too-many-pages``,
+``pdf-no-text``, ``pdf-limit`` or ``timeout``. pypdf's own limits are per stream, and one page can still
+hang or eat memory, so callers run this through ``knowledge.convert.isolate.IsolatedRunner``; here the
+deadline is only checked between pages.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pypdf import PasswordType, PdfReader, apply_configuration
+from pypdf.errors import DependencyError, LimitReachedError
+
+from knowledge.convert.base import Converted
+from knowledge.errors import ConversionError
+
+# pypdf logs a warning for every robustness fix on a broken file ("EOF marker not found", …) and an
+# error for fonts it cannot map; the outcome that matters reaches the user as a ConversionError, so
+# these would only spam the console (and the worker's inherited stderr, where nothing is configured).
+logging.getLogger("pypdf").setLevel(logging.CRITICAL)
+
+TITLE_MAX_CHARS = 120
+
+# Titles that authoring tools fill in for the user: "Untitled", "Microsoft Word - report.docx",
+# or a bare file name. Kept to these three shapes on purpose; anything else is taken as the title.
+_JUNK_TITLE = re.compile(
+    r"untitled\b.*|microsoft \w+ - .*|\S.*\.(docx?|pdf|rtf|odt|txt|tex|dvi|pptx?|xlsx?|indd|e?ps)",
+    re.IGNORECASE,
+)
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
+def pdf_to_markdown(data: bytes, *, max_pages: int = 2000, timeout_s: float = 30.0) -> Converted:
+    """Convert PDF bytes to Markdown, one section per page with text; raise ConversionError otherwise."""
+    if not data:
+        raise ConversionError("empty", "the file is empty (0 bytes); nothing to convert")
+    deadline = time.monotonic() + timeout_s
+    # No external jbig2dec for a file we do not trust; text extraction never needs image data.
+    with apply_configuration(jbig2dec_binary=None), _pypdf_errors():
+        reader = _open(data)
+        page_count = len(reader.pages)
+        if page_count > max_pages:
+            raise ConversionError(
+                "pdf-too-many-pages",
+                f"the PDF has {page_count} pages, more than the limit of {max_pages}; split it into smaller "
+                "files or raise the page limit (pdf_max_pages)",
+            )
+        texts: list[str] = []
+        for number, page in enumerate(reader.pages, start=1):
+            if time.monotonic() > deadline:
+                raise ConversionError(
+                    "timeout",
+                    f"conversion took longer than {timeout_s:g} s (stopped before page {number} of "
+                    f"{page_count}); split the PDF or raise convert_timeout_s",
+                )
+            texts.append(clean_text(page.extract_text()))
+        info_title = _info_title(reader)
+    sections = [f"## Page {number}\n\n{text}\n" for number, text in enumerate(texts, start=1) if text]
+    if not sections:
+        raise ConversionError(
+            "pdf-no-text",
+            f"no extractable text (scanned or image-only PDF?) in {page_count} page(s); run OCR on it "
+            "(for example ocrmypdf) and drop the result in again",
+        )
+    return Converted(title=choose_title(info_title, texts), markdown="\n".join(sections), converter="pdf")
+
+
+def clean_text(text: str) -> str:
+    """Normalise extracted page text: \\n newlines, no NULs, no trailing spaces, single blank lines."""
+    text = text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return _BLANK_RUNS.sub("\n\n", text).strip("\n")
+
+
+def choose_title(info_title: str | None, texts: list[str]) -> str:
+    """The document info title unless it is junk, else the first line of text, else ""."""
+    title = " ".join((info_title or "").replace("\x00", "").split())
+    if title and not _JUNK_TITLE.fullmatch(title):
+        return _shorten(title)
+    for text in texts:
+        for line in text.split("\n"):
+            if line.strip():
+                return _shorten(" ".join(line.split()))
+    return ""
+
+
+def _shorten(text: str) -> str:
+    """Cut ``text`` to TITLE_MAX_CHARS at a word boundary where there is one."""
+    if len(text) <= TITLE_MAX_CHARS:
+        return text
+    cut = text[: TITLE_MAX_CHARS - 1]
+    if text[len(cut)] != " " and " " in cut:  # mid-word: drop the partial word
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip() + "…"
+
+
+def _open(data: bytes) -> PdfReader:
+    """Open the PDF, decrypting it when the user password is empty."""
+    reader = PdfReader(io.BytesIO(data))
+    if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
+        raise ConversionError(
+            "pdf-encrypted",
+            "the PDF is protected by a password; remove the password (for example: qpdf --decrypt "
+            "--password=… in.pdf out.pdf) and drop the unprotected file in again",
+        )
+    return reader
+
+
+def _info_title(reader: PdfReader) -> str | None:
+    """The /Title of the document information, or None when absent or unreadable."""
+    try:
+        metadata = reader.metadata
+        title = metadata.title if metadata is not None else None
+    except Exception:  # a broken /Info must not cost the text: fall back to the first line
+        return None
+    return title if isinstance(title, str) else None
+
+
+@contextmanager
+def _pypdf_errors() -> Iterator[None]:
+    """Translate whatever pypdf raises on a broken or hostile file into a ConversionError."""
+    try:
+        yield
+    except (ConversionError, MemoryError):
+        raise  # ours already; memory exhaustion is the isolating runner's to report
+    except LimitReachedError as exc:
+        raise ConversionError(
+            "pdf-limit",
+            f"the PDF exceeds a pypdf safety limit ({_describe(exc)}); it is probably a decompression "
+            "bomb or badly damaged and was not converted",
+        ) from exc
+    except DependencyError as exc:
+        # An optional package pypdf needs for this file is missing: 'cryptography' for AES, 'brotli'.
+        raise ConversionError(
+            "pdf-unsupported",
+            f"the PDF needs a package this installation lacks ({_describe(exc)}); install it, or save "
+            "a plain (unencrypted) copy of the PDF and drop that in again",
+        ) from exc
+    # Fuzzed files raise anything from inside pypdf: PdfReadError, KeyError, RecursionError, TypeError…
+    except Exception as exc:
+        raise ConversionError(
+            "pdf-malformed",
+            f"not a readable PDF ({_describe(exc)}); the file is damaged, truncated or not a PDF; "
+            "re-export or download it again",
+        ) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message``, shortened so one bad file cannot flood a reason file."""
+    message = " ".join(str(exc).split())
+    if len(message) > 200:
+        message = message[:199] + "…"
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

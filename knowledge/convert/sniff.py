@@ -1,0 +1,59 @@
+"""Decide what a source is from its bytes, not only its name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+
+from knowledge.errors import ConversionError
+
+HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml", ".shtml"})
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn"})
+
+# Magic numbers of formats kb cannot read, with a hint for the owner.
+_BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"PK\x03\x04", "a ZIP archive or an Office document (.docx/.xlsx/.odt): export it to PDF first"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "a legacy Office document (.doc/.xls): export it to PDF first"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"\x1f\x8b", "gzip-compressed data"),
+    (b"\x7fELF", "an executable (ELF)"),
+    (b"Rar!\x1a\x07", "a RAR archive"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+    (b"%!PS", "a PostScript file"),
+    (b"\xfd7zXZ\x00", "xz-compressed data"),
+)
+
+_HTML_START = re.compile(
+    rb"^\s*(?:<!--.*?-->\s*|<\?xml[^>]*>\s*)*<(?:!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL
+)
+
+
+def sniff(data: bytes, name: str) -> str:
+    """'pdf', 'html', 'markdown' or 'text'; raises ConversionError('binary') for known binary formats."""
+    head = data[:2048]
+    if b"%PDF-" in data[:1024]:
+        return "pdf"
+    for magic, what in _BINARY_MAGIC:
+        if head.startswith(magic):
+            raise ConversionError("binary", f"{name} is {what}, not a document kb can read")
+    # Two- and three-byte magics also begin ordinary words ("MZ is…"): confirm them.
+    if head.startswith(b"MZ") and b"\x00" in head[:64]:
+        raise ConversionError("binary", f"{name} is a Windows executable, not a document kb can read")
+    if head.startswith(b"BZh") and head[4:10] == b"1AY&SY":
+        raise ConversionError("binary", f"{name} is bzip2-compressed data, not a document kb can read")
+    if head[4:8] == b"ftyp" or head.startswith((b"RIFF", b"OggS", b"ID3", b"fLaC")):
+        raise ConversionError("binary", f"{name} is audio or video, not a document kb can read")
+    # UTF-16 and BOMs: look at the ASCII skeleton of the start.
+    skeleton = head.lstrip(b"\xef\xbb\xbf\xff\xfe").replace(b"\x00", b"")
+    suffix = PurePath(name).suffix.lower()
+    if _HTML_START.match(skeleton):
+        return "html"
+    if suffix in HTML_SUFFIXES:
+        return "html"
+    if suffix in MARKDOWN_SUFFIXES:
+        return "markdown"
+    return "text"

@@ -1,0 +1,53 @@
+"""Plain text and Markdown: decoded, newlines normalised, passed through."""
+
+from __future__ import annotations
+
+import re
+
+from knowledge.convert.base import Converted
+from knowledge.convert.charset import decode_bytes
+from knowledge.errors import ConversionError
+
+_FRONT_MATTER = re.compile(r"\A---\n(.*?)\n(?:---|\.\.\.)\n", re.DOTALL)
+_FM_TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+TITLE_MAX_CHARS = 120
+
+
+def normalize_newlines(text: str) -> str:
+    """\\r\\n and \\r become \\n; trailing spaces go; the text ends with one newline."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line.rstrip() for line in text.split("\n")]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def shorten(text: str, limit: int = TITLE_MAX_CHARS) -> str:
+    """Cut a title at a word boundary, with an ellipsis, when it is too long."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip(" ,;:-") + "…"
+
+
+def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None) -> Converted:
+    """Decode a text or Markdown file; a leading front matter block gives only its title."""
+    text, encoding = decode_bytes(data, declared=declared)
+    text = normalize_newlines(text)
+    title = ""
+    if markdown and (fm := _FRONT_MATTER.match(text)):
+        # Provenance comes from kb's own sidecar, never from a document's claims about itself.
+        if m := _FM_TITLE.search(fm.group(1)):
+            title = m.group(1).strip().strip("'\"")
+        text = text[fm.end() :].lstrip("\n")
+    if not text.strip():
+        raise ConversionError("no-content", "the file contains no text")
+    if not title:
+        heading = _HEADING.search(text) if markdown else None
+        title = heading.group(1) if heading else next(line for line in text.split("\n") if line.strip())
+    return Converted(
+        title=shorten(title),
+        markdown=text,
+        converter="markdown" if markdown else "text",
+        encoding=encoding,
+    )

@@ -1,0 +1,61 @@
+"""One error tree for kb.
+
+    KbError
+    ├── ConfigError          a setting has a bad value (names the variable)
+    ├── ConversionError      a source could not become Markdown (reason code + sentence)
+    ├── IndexError_          the index database is unusable or locked
+    │   └── WriterLockHeld   another kb process holds the writer lock
+    ├── TokenizerError       the configured tokenizer cannot be loaded
+    ├── ModelError           the model server failed or is unreachable
+    ├── FetchRefused         the web-import guard refused a URL (reason code)
+    └── SearchError          a web search provider failed
+
+Foreign exceptions are translated once, at the boundary, with ``raise ... from exc``.
+Every message names the object and, where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+
+class KbError(Exception):
+    """Base class of every error kb reports to a user."""
+
+
+class ConfigError(KbError):
+    """A setting has a bad value; the message names the variable."""
+
+
+class ConversionError(KbError):
+    """A source could not be converted; ``reason`` is a stable code such as ``pdf-encrypted``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class IndexError_(KbError):
+    """The index database cannot be used."""
+
+
+class WriterLockHeld(IndexError_):
+    """Another process holds the writer lock of this knowledge base."""
+
+
+class TokenizerError(KbError):
+    """The configured tokenizer cannot be loaded."""
+
+
+class ModelError(KbError):
+    """The model server failed or cannot be reached."""
+
+
+class FetchRefused(KbError):
+    """The web-import guard refused a URL; ``reason`` is a stable code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SearchError(KbError):
+    """A web search provider failed."""

@@ -1,0 +1,94 @@
+"""The writer lock: one process at a time writes raw/ and the index.
+
+An ``flock`` on ``knowledge/index/writer.lock``; the file holds the owner's pid and role so
+the refusal can say who holds it. The kernel releases the lock when the owner dies, so a
+crash never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+
+from knowledge.errors import WriterLockHeld
+
+
+class WriterLock:
+    """Exclusive, process-wide writer lock for one KB_HOME."""
+
+    def __init__(self, path: Path, *, role: str) -> None:
+        self.path = path
+        self.role = role
+        self._fd: int | None = None
+
+    def acquire(self, *, wait_s: float = 0.0, poll_s: float = 0.1) -> None:
+        """Take the lock, waiting up to ``wait_s``; raises WriterLockHeld naming the holder."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = _read_holder(fd)
+                    os.close(fd)
+                    raise WriterLockHeld(
+                        f"another kb process is writing to this knowledge base ({holder}); "
+                        f"wait for it to finish, or stop it (lock file {self.path})"
+                    ) from None
+                time.sleep(poll_s)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} {self.role}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock up."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def is_held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> WriterLock:
+        if self._fd is None:
+            self.acquire()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        text = ""
+    if not text:
+        return "holder unknown"
+    pid, _, role = text.partition(" ")
+    return f"pid {pid}, {role or 'kb'}"
+
+
+def holder(path: Path) -> str | None:
+    """Who holds the lock ('pid 123, daemon'), or None when it is free."""
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

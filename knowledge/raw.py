@@ -1,0 +1,139 @@
+"""Raw Markdown files: names, document ids and front matter (pure functions).
+
+A raw file is the truth the index is built from::
+
+    ---
+    title: "Super Bowl 50"
+    source_name: "sb50.html"
+    source_snapshot: "inbox/processed/sb50.html"
+    source_url: "https://en.wikipedia.org/wiki/Super_Bowl_50"
+    source_sha256: "4f1c…"
+    converter: "html"
+    ---
+
+    # Super Bowl 50
+    …
+
+Values are JSON strings (valid YAML too). The same source bytes give the same raw bytes:
+nothing time-dependent is written. A raw file's document id depends only on its name, so
+editing the file replaces its own chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+
+FRONT_MATTER_KEYS = ("title", "source_name", "source_snapshot", "source_url", "source_sha256", "converter")
+_SLUG_MAX = 60
+
+
+@dataclass(frozen=True)
+class RawMeta:
+    """The front matter of a raw file."""
+
+    title: str
+    source_name: str
+    source_sha256: str
+    converter: str
+    source_snapshot: str | None = None
+    source_url: str | None = None
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A parsed raw file: its front matter and its body lines, numbered as in the file."""
+
+    meta: RawMeta
+    body_lines: list[str]
+    first_body_line: int
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex SHA-256 of bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def slugify(name: str) -> str:
+    """A file-name-safe slug: letters and digits of any script, joined by '-', at most 60 chars."""
+    text = unicodedata.normalize("NFKC", name).casefold()
+    slug = re.sub(r"[^\w]+", "-", text).strip("-_")
+    slug = re.sub(r"[-_]{2,}", "-", slug)[:_SLUG_MAX].strip("-_")
+    return slug or "document"
+
+
+def raw_name(source_name: str, source_sha256: str) -> str:
+    """``<slug>-<hash8>.md`` for a source file name and its content hash."""
+    stem = source_name.rsplit(".", 1)[0] if "." in source_name.lstrip(".") else source_name
+    return f"{slugify(stem)}-{source_sha256[:8]}.md"
+
+
+def document_id(raw_relpath: str) -> str:
+    """``doc-<16 hex>``, stable for a raw file (its path under knowledge/, e.g. ``raw/x.md``)."""
+    return "doc-" + hashlib.sha256(raw_relpath.encode("utf-8")).hexdigest()[:16]
+
+
+def chunk_id(doc_id: str, seq: int) -> str:
+    """``doc-<16 hex>-chunk-0001``."""
+    return f"{doc_id}-chunk-{seq:04d}"
+
+
+def render(meta: RawMeta, body: str) -> str:
+    """The raw file's text: front matter, a blank line, the body ending with one newline."""
+    lines = ["---"]
+    for key in FRONT_MATTER_KEYS:
+        value = getattr(meta, key)
+        if value is not None:
+            lines.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    lines += ["---", "", body.strip("\n"), ""]
+    return "\n".join(lines)
+
+
+def parse(text: str, *, fallback_name: str, sha256: str) -> RawFile:
+    """Front matter and numbered body of a raw file; a hand-written file without one still parses."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    values: dict[str, str] = {}
+    first_body = 1
+    if lines and lines[0].strip() == "---":
+        for n, line in enumerate(lines[1:], start=2):
+            if line.strip() in ("---", "..."):
+                first_body = n + 1
+                break
+            key, sep, value = line.partition(":")
+            if sep and key.strip() in FRONT_MATTER_KEYS:
+                values[key.strip()] = _value(value.strip())
+        else:  # an opening '---' that never closes is body text, not front matter
+            values, first_body = {}, 1
+    body = lines[first_body - 1 :]
+    title = values.get("title") or _first_heading(body) or fallback_name
+    meta = RawMeta(
+        title=title,
+        source_name=values.get("source_name") or fallback_name,
+        source_sha256=values.get("source_sha256") or sha256,
+        converter=values.get("converter") or "markdown",
+        source_snapshot=values.get("source_snapshot"),
+        source_url=values.get("source_url"),
+    )
+    return RawFile(meta=meta, body_lines=body, first_body_line=first_body)
+
+
+def _value(raw: str) -> str:
+    if raw.startswith('"'):
+        try:
+            value = json.loads(raw)
+            return value if isinstance(value, str) else raw
+        except json.JSONDecodeError:
+            return raw.strip('"')
+    return raw.strip("'")
+
+
+def _first_heading(lines: list[str]) -> str | None:
+    for line in lines:
+        if line.startswith("#"):
+            title = line.lstrip("#").strip()
+            if title:
+                return title
+    return None

@@ -1,0 +1,152 @@
+"""Token counting with the model's own tokenizer, or a documented approximation.
+
+kb counts tokens to size chunks and prompt budgets. The right counter is the model's
+``tokenizer.json`` loaded with the `tokenizers` library; ``KB_TOKENIZER`` names it as
+
+* a path to a ``tokenizer.json`` file,
+* a model folder containing one, or
+* a Hugging Face model id, looked up in the local cache only (never downloaded).
+
+When none is found, :class:`ApproxCounter` stands in. Its rule, chosen to over-count
+rather than under-count for Qwen-family tokenizers:
+
+* every CJK ideograph, kana or hangul syllable is one token;
+* Thai, Lao, Khmer and Myanmar text is one token per three characters;
+* a run of letters is one token per eight letters; digits are one token per three;
+* every other visible character (punctuation, symbols, emoji) is one token.
+
+The index records the counter's ``name``; ``kb reindex`` rebuilds when it changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from knowledge.errors import TokenizerError
+
+Span = tuple[int, int]
+
+
+class TokenCounter(Protocol):
+    """Counts tokens and locates them in a string."""
+
+    name: str
+
+    def spans(self, text: str) -> list[Span]:
+        """Character spans of the tokens of ``text``, in order."""
+        ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of many strings (one call, so a fast backend can batch)."""
+        ...
+
+
+def count(counter: TokenCounter, text: str) -> int:
+    """Token count of one string."""
+    return counter.count_many([text])[0]
+
+
+_APPROX = re.compile(
+    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f]"
+    r"|[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]{1,3}"
+    r"|[^\W\d_\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]{1,8}"
+    r"|\d{1,3}"
+    r"|\S"
+)
+
+
+@dataclass(frozen=True)
+class ApproxCounter:
+    """A tokenizer-free estimate (see the module docstring for the rule)."""
+
+    name: str = "approx-v1"
+
+    def spans(self, text: str) -> list[Span]:
+        """Character spans of the estimated tokens."""
+        return [m.span() for m in _APPROX.finditer(text)]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Estimated token counts."""
+        return [sum(1 for _ in _APPROX.finditer(t)) for t in texts]
+
+
+@dataclass
+class HfCounter:
+    """The model's own tokenizer, loaded from a ``tokenizer.json`` with `tokenizers`."""
+
+    path: Path
+    name: str = ""
+    _tok: object = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            self._tok = Tokenizer.from_file(str(self.path))
+        except Exception as exc:  # the library raises a bare Exception on a bad file
+            raise TokenizerError(f"cannot load tokenizer {self.path}: {exc}") from exc
+        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:12]
+        self.name = f"tokenizers:{self.path.parent.name}/{self.path.name}@{digest}"
+
+    def spans(self, text: str) -> list[Span]:
+        """Character spans of the model's tokens."""
+        return list(self._tok.encode(text, add_special_tokens=False).offsets)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Exact token counts, without special tokens."""
+        if not texts:
+            return []
+        return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens)."""
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+
+def hf_cache_dir(env: dict[str, str] | None = None) -> Path:
+    """The Hugging Face hub cache folder, as the hub library finds it."""
+    env = dict(os.environ) if env is None else env
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"])
+    hf_home = Path(env["HF_HOME"]) if env.get("HF_HOME") else Path.home() / ".cache" / "huggingface"
+    return hf_home / "hub"
+
+
+def find_tokenizer_file(spec: str, *, cache_dir: Path) -> Path | None:
+    """Locate ``tokenizer.json`` for a file path, a model folder or a cached hub model id."""
+    if not spec:
+        return None
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return path
+    if path.is_dir():
+        candidate = path / "tokenizer.json"
+        return candidate if candidate.is_file() else None
+    if spec.count("/") == 1 and not spec.startswith(("/", ".", "~")):
+        repo = cache_dir / ("models--" + spec.replace("/", "--"))
+        ref = repo / "refs" / "main"
+        snapshots = repo / "snapshots"
+        if ref.is_file():
+            candidate = snapshots / ref.read_text().strip() / "tokenizer.json"
+            if candidate.is_file():
+                return candidate
+        if snapshots.is_dir():
+            for snap in sorted(snapshots.iterdir()):
+                if (snap / "tokenizer.json").is_file():
+                    return snap / "tokenizer.json"
+    return None
+
+
+def load_counter(spec: str, *, cache_dir: Path) -> tuple[TokenCounter, str | None]:
+    """The counter for ``spec`` and, when falling back to the approximation, why."""
+    found = find_tokenizer_file(spec, cache_dir=cache_dir)
+    if found is None:
+        why = f"no tokenizer.json found for {spec!r} (file, model folder or cached model id)"
+        return ApproxCounter(), why
+    return HfCounter(found), None

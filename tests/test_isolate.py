@@ -1,0 +1,135 @@
+"""IsolatedRunner: results and errors come back, hangs and crashes stay in the worker."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from knowledge.convert.isolate import IsolatedRunner
+from knowledge.errors import ConversionError
+from tests import isolate_targets as targets
+
+
+@pytest.fixture
+def runner() -> Iterator[IsolatedRunner]:
+    with IsolatedRunner(memory_bytes=256 * 1024**2) as r:
+        yield r
+
+
+def is_reaped(pid: int) -> bool:
+    """True when no process (not even a zombie) has this id any more."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_call_returns_the_value_computed_in_another_process(runner):
+    assert runner.call(targets.add, 2, 3, c=4, timeout_s=10) == 9
+    assert runner.call(targets.worker_pid, timeout_s=10) != os.getpid()
+
+
+def test_worker_is_reused_across_calls(runner):
+    pids = {runner.call(targets.worker_pid, timeout_s=10) for _ in range(5)}
+    assert pids == {runner.pid}
+
+
+def test_conversion_error_keeps_reason_and_message(runner):
+    with pytest.raises(ConversionError) as caught:
+        runner.call(targets.refuse, "pdf-encrypted", "the PDF is protected by a password", timeout_s=10)
+    assert caught.value.reason == "pdf-encrypted"
+    assert str(caught.value) == "the PDF is protected by a password"
+
+
+def test_foreign_exception_becomes_converter_error_naming_its_type(runner):
+    with pytest.raises(ConversionError) as caught:
+        runner.call(targets.explode, timeout_s=10)
+    assert caught.value.reason == "converter-error"
+    assert "KeyError" in str(caught.value) and "no such thing" in str(caught.value)
+    assert runner.call(targets.add, 1, 1, timeout_s=10) == 2
+
+
+def test_unpicklable_result_becomes_converter_error(runner):
+    with pytest.raises(ConversionError) as caught:
+        runner.call(targets.unpicklable_result, timeout_s=10)
+    assert caught.value.reason == "converter-error"
+    assert runner.call(targets.add, 1, 2, timeout_s=10) == 3
+
+
+def test_hang_is_killed_after_the_timeout_and_the_next_call_works(runner):
+    first_pid = runner.call(targets.worker_pid, timeout_s=10)
+    started = time.monotonic()
+    with pytest.raises(ConversionError) as caught:
+        runner.call(targets.sleep, 60, timeout_s=0.5)
+    elapsed = time.monotonic() - started
+    assert caught.value.reason == "timeout"
+    assert "0.5 s" in str(caught.value)
+    assert 0.5 <= elapsed < 1.5
+    assert is_reaped(first_pid)
+    assert runner.call(targets.sleep, 0, timeout_s=10) == "slept"
+    assert runner.pid != first_pid
+
+
+def test_allocation_beyond_the_memory_limit_fails_without_harming_the_parent(runner):
+    parent_limit = resource.getrlimit(resource.RLIMIT_AS)
+    with pytest.raises(ConversionError) as caught:
+        runner.call(targets.allocate, 1024**3, timeout_s=10)
+    assert caught.value.reason in {"converter-error", "converter-crashed"}
+    assert "memory" in str(caught.value)
+    assert resource.getrlimit(resource.RLIMIT_AS) == parent_limit
+    assert runner.call(targets.allocate, 16 * 1024**2, timeout_s=10) == 16 * 1024**2
+
+
+def test_segfault_is_reported_as_crash_and_the_next_call_works(runner):
+    with pytest.raises(ConversionError) as caught:
+        runner.call(targets.segfault, timeout_s=10)
+    assert caught.value.reason == "converter-crashed"
+    assert "SIGSEGV" in str(caught.value)
+    assert runner.call(targets.add, 2, 2, timeout_s=10) == 4
+
+
+def test_os_exit_is_reported_as_crash_and_the_next_call_works(runner):
+    with pytest.raises(ConversionError) as caught:
+        runner.call(targets.hard_exit, 3, timeout_s=10)
+    assert caught.value.reason == "converter-crashed"
+    assert "exit code 3" in str(caught.value)
+    assert runner.call(targets.add, 3, 3, timeout_s=10) == 6
+
+
+def test_worker_killed_while_idle_is_replaced(runner):
+    pid = runner.call(targets.worker_pid, timeout_s=10)
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.2)
+    assert runner.call(targets.worker_pid, timeout_s=10) not in {pid, os.getpid()}
+
+
+def test_call_interrupted_in_the_parent_does_not_leak_its_reply_into_the_next_call(runner):
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):
+            runner.call(targets.sleep, 0.6, timeout_s=10)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    time.sleep(0.5)  # past the moment the interrupted call would have answered
+    assert runner.call(targets.add, 1, 2, timeout_s=10) == 3
+
+
+def test_close_reaps_the_worker_and_refuses_further_calls():
+    runner = IsolatedRunner()
+    pid = runner.call(targets.worker_pid, timeout_s=10)
+    runner.close()
+    assert is_reaped(pid)
+    assert runner.pid is None
+    with pytest.raises(RuntimeError):
+        runner.call(targets.add, 1, 1, timeout_s=10)
