@@ -12,6 +12,7 @@ tokenizer, so SQLite indexes exactly the terms kb's analyzer produced, for every
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,7 +52,9 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_document ON chunks (document_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (title, body, tokenize = 'ascii');
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab (chunks_fts, 'row');
+-- How many chunks contain each term (title or body), kept in step with chunks_fts: FTS5's own
+-- vocabulary table counts by walking a term's whole posting list, far too slow per query.
+CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ingests (
     id INTEGER PRIMARY KEY,
     path TEXT NOT NULL,
@@ -118,10 +121,10 @@ class IngestRecord:
 
 @dataclass(frozen=True)
 class Candidate:
-    """An FTS5 match before reranking: rowid, bm25 (lower is better) and the analysed body."""
+    """A chunk matching some query terms: rowid, the idf mass it matched, its analysed body."""
 
     rowid: int
-    bm25: float
+    coverage: float
     body: str
 
 
@@ -137,6 +140,9 @@ def connect(path: Path, *, readonly: bool = False, timeout_s: float = 10.0) -> s
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        # A 64 MiB page cache keeps the B-tree pages a write touches (term table, FTS segments)
+        # in memory, so ingest time stays flat as the index grows.
+        conn.execute("PRAGMA cache_size = -65536")
     except sqlite3.DatabaseError as exc:
         raise IndexError_(f"cannot open the index {path}: {exc} — rebuild it with: kb reindex") from exc
     return conn
@@ -155,6 +161,9 @@ class Index:
                 self.conn.executescript(_SCHEMA)
                 self._set_meta_default("schema_version", SCHEMA_VERSION)
                 self._set_meta_default("analyzer", analysis.ANALYZER_VERSION)
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) SELECT 'chunk_total', count(*) FROM chunks"
+                )
             except sqlite3.DatabaseError as exc:
                 self.conn.close()
                 raise IndexError_(f"the index {path} is unreadable ({exc}) — delete it and run: kb reindex") from exc
@@ -208,6 +217,8 @@ class Index:
             conn.execute("DELETE FROM chunks_fts")
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM documents")
+            conn.execute("DELETE FROM term_df")
+            conn.execute("DELETE FROM meta WHERE key = 'chunk_total'")
             for doc, chunks in rows:
                 self._insert(conn, doc, chunks)
 
@@ -223,16 +234,22 @@ class Index:
             ),
         )  # fmt: skip
         title_terms = analysis.index_text(doc.title)
-        for c in chunks:
+        bodies = [analysis.index_body(c.text) for c in chunks]
+        for c, body in zip(chunks, bodies, strict=True):
             cur = conn.execute(
                 "INSERT INTO chunks (id, document_id, seq, start_line, end_line, token_count, text,"
                 " text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (c.id, c.document_id, c.seq, c.start_line, c.end_line, c.token_count, c.text, c.text_sha256),
             )
             conn.execute(
-                "INSERT INTO chunks_fts (rowid, title, body) VALUES (?, ?, ?)",
-                (cur.lastrowid, title_terms, analysis.index_body(c.text)),
+                "INSERT INTO chunks_fts (rowid, title, body) VALUES (?, ?, ?)", (cur.lastrowid, title_terms, body)
             )
+        added = _document_terms((title_terms, body) for body in bodies)
+        conn.executemany(
+            "INSERT INTO term_df (term, df) VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
+            added.items(),
+        )
+        _add_chunk_total(conn, len(chunks))
 
     def delete_document(self, doc_id: str) -> bool:
         """Remove a document and its chunks; False when it was not there."""
@@ -241,8 +258,17 @@ class Index:
 
     @staticmethod
     def _delete(conn: sqlite3.Connection, doc_id: str) -> bool:
-        rowids = [r[0] for r in conn.execute("SELECT rowid FROM chunks WHERE document_id = ?", (doc_id,))]
-        conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", ((r,) for r in rowids))
+        rows = conn.execute(
+            "SELECT f.rowid, f.title, f.body FROM chunks c JOIN chunks_fts f ON f.rowid = c.rowid"
+            " WHERE c.document_id = ?",
+            (doc_id,),
+        ).fetchall()
+        if rows:
+            gone = _document_terms((title, body) for _, title, body in rows)
+            conn.executemany("UPDATE term_df SET df = df - ? WHERE term = ?", ((n, t) for t, n in gone.items()))
+            conn.execute("DELETE FROM term_df WHERE df <= 0")
+            conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", ((r,) for r, _, _ in rows))
+            _add_chunk_total(conn, -len(rows))
         conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
         return conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount > 0
 
@@ -290,32 +316,46 @@ class Index:
         )
         return {r[0]: (ChunkRecord(*r[1:9]), DocumentRecord(*r[9:])) for r in rows}
 
-    def document_rowids(self, doc_id: str) -> list[int]:
-        """Rowids of a document's chunks, in order."""
-        rows = self.conn.execute("SELECT rowid FROM chunks WHERE document_id = ? ORDER BY seq", (doc_id,))
-        return [r[0] for r in rows]
+    def candidates(
+        self, weights: Sequence[tuple[str, float]], *, limit: int, rowid_range: tuple[int, int] | None = None
+    ) -> list[Candidate]:
+        """Chunks matching the most idf mass of the given (term, weight) pairs, with their bodies.
 
-    def match(self, expression: str, *, limit: int, rowids: Sequence[int] | None = None) -> list[Candidate]:
-        """FTS5 candidates for a MATCH expression, best bm25 first (title weighs double)."""
-        sql = "SELECT rowid, bm25(chunks_fts, 2.0, 1.0) AS score, body FROM chunks_fts WHERE chunks_fts MATCH ?"
-        params: list[object] = [expression]
-        if rowids is not None:
-            sql += f" AND rowid IN ({','.join('?' * len(rowids))})"
-            params.extend(rowids)
-        sql += " ORDER BY score LIMIT ?"
-        params.append(limit)
+        Each term's posting list is read without ranking and the weights are summed per chunk,
+        all inside SQLite; the caller re-ranks the few survivors.
+        """
+        if not weights:
+            return []
+        where = "chunks_fts MATCH ?" + (" AND rowid BETWEEN ? AND ?" if rowid_range else "")
+        union = " UNION ALL ".join(f"SELECT rowid, ? AS w FROM chunks_fts WHERE {where}" for _ in weights)
+        params: list[object] = []
+        for term, weight in weights:
+            params += [weight, '"' + term.replace('"', '""') + '"', *(rowid_range or ())]
+        sql = (
+            f"SELECT f.rowid, a.s, f.body FROM (SELECT rowid, sum(w) AS s FROM ({union}) GROUP BY rowid"
+            f" ORDER BY s DESC, rowid LIMIT ?) AS a JOIN chunks_fts f ON f.rowid = a.rowid ORDER BY a.s DESC, f.rowid"
+        )
         try:
-            return [Candidate(*r) for r in self.conn.execute(sql, params)]
-        except sqlite3.OperationalError as exc:  # only a bug in expression building gets here
+            return [Candidate(*r) for r in self.conn.execute(sql, [*params, limit])]
+        except sqlite3.OperationalError as exc:  # only a bug in query building gets here
             raise IndexError_(f"search failed: {exc}") from exc
 
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many chunks contain each term."""
+        """How many chunks contain each term (terms in no chunk are left out)."""
         if not terms:
             return {}
         marks = ",".join("?" * len(terms))
-        rows = self.conn.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms))
-        return dict(rows)
+        return dict(self.conn.execute(f"SELECT term, df FROM term_df WHERE term IN ({marks})", list(terms)))
+
+    def chunk_total(self) -> int:
+        """Number of chunks, kept in the meta table by every write (count(*) is a full scan)."""
+        value = self.meta("chunk_total")
+        return int(value) if value is not None else self.chunk_count()
+
+    def document_rowid_range(self, doc_id: str) -> tuple[int, int] | None:
+        """First and last rowid of a document's chunks (written together, so contiguous)."""
+        row = self.conn.execute("SELECT min(rowid), max(rowid) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()
+        return (row[0], row[1]) if row and row[0] is not None else None
 
     def chunk_count(self) -> int:
         """Number of chunks."""
@@ -342,6 +382,22 @@ class Index:
         except sqlite3.DatabaseError as exc:
             problems.append(f"fts5: {exc}")
         return problems
+
+
+def _document_terms(rows: Iterable[tuple[str, str]]) -> Counter[str]:
+    """For each term, the number of (title, body) rows that contain it."""
+    counts: Counter[str] = Counter()
+    for title, body in rows:
+        counts.update(set(title.split()) | set(body.replace(analysis.SENTENCE_MARK, " ").split()))
+    return counts
+
+
+def _add_chunk_total(conn: sqlite3.Connection, delta: int) -> None:
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('chunk_total', ?)"
+        " ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + ?",
+        (str(max(delta, 0)), delta),
+    )
 
 
 _DOC_FIELDS = (

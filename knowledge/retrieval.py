@@ -1,30 +1,35 @@
 """Retrieval: a natural-language question in, the best passages out.
 
-Two stages:
+A question is a sentence, not a keyword list: no term is required, each counts by its
+rarity (bm25's idf). Three steps, all bounded whatever the index size:
 
-1. FTS5 finds candidate chunks with bm25 over the question's terms OR-ed together (a
-   question is a sentence, not a keyword list: no term is required). A long question keeps
-   only its most selective terms, so a pasted page is still a fast query.
-2. The candidates are re-ranked in Python: the chunk's bm25 plus a sentence score, the bm25
-   of its best-matching sentence. A question is usually a rephrased sentence of its answer,
-   so the chunk that holds that sentence beats a chunk that merely mentions the same names.
+1. the question's terms are looked up in the term table; the most selective ones (at most
+   12, and no more postings than ``MAX_POSTINGS``) pick candidates inside SQLite: every
+   chunk gets the idf mass of the terms it contains, and the best ``CANDIDATES`` survive;
+2. each survivor is scored with bm25 over *all* the question's terms, plus the bm25 of its
+   best sentence: a question is usually a rephrased sentence of its answer, so the chunk
+   holding that sentence beats a chunk that merely mentions the same names;
+3. the best k are returned with their documents.
+
+Any string is a valid query: terms are quoted for FTS5, never parsed as its syntax.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from knowledge import analysis
 from knowledge.index import Candidate, Index
 
-MAX_QUERY_TERMS = 48
-CANDIDATES = 24
+PROBE_TERMS = 12
+MAX_POSTINGS = 40_000
+CANDIDATES = 30
 SENTENCE_WEIGHT = 0.5
 _K1 = 1.2
-_B = 0.5
+_B_CHUNK = 0.75
+_B_SENTENCE = 0.5
 _AVG_SENTENCE_TERMS = 20.0
 
 
@@ -61,41 +66,55 @@ def idf(df: int, n: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def select_terms(terms: Sequence[str], df: Mapping[str, int], *, limit: int = MAX_QUERY_TERMS) -> list[str]:
-    """The terms worth searching: present in the index, the most selective first when too many."""
-    present = [t for t in terms if df.get(t, 0) > 0]
-    if len(present) <= limit:
-        return present
-    keep = set(sorted(present, key=lambda t: (df[t], t))[:limit])
-    return [t for t in present if t in keep]
+def probe_terms(df: Mapping[str, int], *, limit: int = PROBE_TERMS, max_postings: int = MAX_POSTINGS) -> list[str]:
+    """The most selective terms, within a budget of postings (always at least one term)."""
+    chosen: list[str] = []
+    total = 0
+    for term in sorted(df, key=lambda t: (df[t], t))[:limit]:
+        if chosen and total + df[term] > max_postings:
+            break
+        chosen.append(term)
+        total += df[term]
+    return chosen
 
 
-def sentence_score(body: str, weights: Mapping[str, float]) -> float:
-    """bm25 of the best-matching sentence of an analysed body (sentences split by the index mark)."""
+def score_body(body: str, weights: Mapping[str, float], avg_terms: float) -> tuple[float, float]:
+    """(bm25 of the chunk, bm25 of its best sentence) for an analysed body."""
+    chunk_tf: dict[str, int] = {}
+    length = 0
     best = 0.0
     for sentence in body.split(analysis.SENTENCE_MARK):
         words = sentence.split()
-        tf = Counter(w for w in words if w in weights)
+        length += len(words)
+        tf: dict[str, int] = {}
+        for w in words:
+            if w in weights:
+                tf[w] = tf.get(w, 0) + 1
         if not tf:
             continue
-        norm = _K1 * (1.0 - _B + _B * len(words) / _AVG_SENTENCE_TERMS)
-        score = sum(weights[t] * n * (_K1 + 1.0) / (n + norm) for t, n in tf.items())
-        best = max(best, score)
-    return best
+        norm = _K1 * (1.0 - _B_SENTENCE + _B_SENTENCE * len(words) / _AVG_SENTENCE_TERMS)
+        best = max(best, sum(weights[t] * n * (_K1 + 1.0) / (n + norm) for t, n in tf.items()))
+        for t, n in tf.items():
+            chunk_tf[t] = chunk_tf.get(t, 0) + n
+    norm = _K1 * (1.0 - _B_CHUNK + _B_CHUNK * length / max(avg_terms, 1.0))
+    chunk = sum(weights[t] * n * (_K1 + 1.0) / (n + norm) for t, n in chunk_tf.items())
+    return chunk, best
 
 
 def rerank(candidates: Sequence[Candidate], weights: Mapping[str, float]) -> list[tuple[int, float]]:
-    """(rowid, score) best first: normalised bm25 plus the weighted best-sentence score."""
+    """(rowid, score) best first: chunk bm25 plus the weighted best-sentence bm25, each normalised."""
     if not candidates:
         return []
-    top_bm25 = max(-c.bm25 for c in candidates) or 1.0
-    sentences = [sentence_score(c.body, weights) for c in candidates]
-    top_sentence = max(sentences) or 1.0
-    scored = [
-        (c.rowid, -c.bm25 / top_bm25 + SENTENCE_WEIGHT * s / top_sentence)
-        for c, s in zip(candidates, sentences, strict=True)
+    lengths = [c.body.count(" ") + 1 for c in candidates]
+    avg = sum(lengths) / len(lengths)
+    scores = [score_body(c.body, weights, avg) for c in candidates]
+    top_chunk = max(s[0] for s in scores) or 1.0
+    top_sentence = max(s[1] for s in scores) or 1.0
+    ranked = [
+        (c.rowid, chunk / top_chunk + SENTENCE_WEIGHT * sentence / top_sentence)
+        for c, (chunk, sentence) in zip(candidates, scores, strict=True)
     ]
-    return sorted(scored, key=lambda x: (-x[1], x[0]))
+    return sorted(ranked, key=lambda x: (-x[1], x[0]))
 
 
 def search(index: Index, query: str, *, k: int = 5) -> list[SearchResult]:
@@ -107,27 +126,28 @@ def search(index: Index, query: str, *, k: int = 5) -> list[SearchResult]:
 def get_document_chunks(index: Index, doc_id: str, query: str, *, k: int = 3) -> list[SearchResult]:
     """At most 3 chunks of one document, best for the query first (its opening when nothing matches)."""
     k = max(0, min(k, 3))
-    rowids = index.document_rowids(doc_id)
-    if not rowids or k == 0:
+    span = index.document_rowid_range(doc_id)
+    if span is None or k == 0:
         return []
-    ranked = _rank(index, query, limit=k, rowids=rowids)
+    ranked = _rank(index, query, limit=CANDIDATES, rowid_range=span)
     if not ranked:
-        ranked = [(r, 0.0) for r in rowids[:k]]
+        ranked = [(r, 0.0) for r in range(span[0], min(span[1], span[0] + k - 1) + 1)]
     return _results(index, ranked[:k])
 
 
-def _rank(index: Index, query: str, *, limit: int, rowids: Sequence[int] | None = None) -> list[tuple[int, float]]:
-    terms = analysis.query_terms(query)
+def _rank(
+    index: Index, query: str, *, limit: int, rowid_range: tuple[int, int] | None = None
+) -> list[tuple[int, float]]:
+    terms = analysis.query_terms(query)[: PROBE_TERMS * 16]
     if not terms:
         return []
-    df = index.document_frequencies(terms[: MAX_QUERY_TERMS * 8])
-    terms = select_terms(terms, df)
-    if not terms:
+    df = index.document_frequencies(terms)
+    if not df:
         return []
-    n = max(1, index.chunk_count()) if rowids is None else max(1, len(rowids))
-    weights = {t: idf(df[t], n) for t in terms}
-    candidates = index.match(analysis.match_expression(terms), limit=limit, rowids=rowids)
-    return rerank(candidates, weights)
+    n = max(index.chunk_total(), max(df.values()))
+    weights = {t: idf(df[t], n) for t in df}
+    probe = [(t, weights[t]) for t in probe_terms(df)]
+    return rerank(index.candidates(probe, limit=limit, rowid_range=rowid_range), weights)
 
 
 def _results(index: Index, ranked: Sequence[tuple[int, float]]) -> list[SearchResult]:

@@ -106,25 +106,12 @@ def flate_bomb(size: int, *, rounds: int = 1) -> bytes:
     return one_page(data, extra=b"/Filter [%s] " % filters)
 
 
-def encrypted(plain: bytes, *, user_password: str, owner_password: str = "owner") -> bytes:
-    """``plain`` re-written with RC4-128 encryption (AES needs the cryptography package)."""
+def encrypted(
+    plain: bytes, *, user_password: str, owner_password: str = "owner", algorithm: str = "RC4-128"
+) -> bytes:
+    """``plain`` re-written with encryption (RC4-128, AES-128 or AES-256)."""
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(plain)))
-    writer.encrypt(user_password, owner_password, algorithm="RC4-128")
+    writer.encrypt(user_password, owner_password, algorithm=algorithm)
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
-
-
-def claims_aes(rc4_pdf: bytes) -> bytes:
-    """An encrypted PDF from ``encrypted`` whose /Encrypt dictionary now says AES-128 (crypt filter AESV2).
-
-    The key and password check are the same as RC4-128's, so pypdf accepts the empty password and then
-    needs an AES implementation to read any string or stream.
-    """
-    old = b"/V 2\n/R 3\n"
-    new = b"/V 4\n/R 4\n/CF << /StdCF << /CFM /AESV2 /Length 16 >> >> /StmF /StdCF /StrF /StdCF\n"
-    body, _, tail = rc4_pdf.rpartition(b"startxref\n")
-    xref_at = int(tail.split()[0])
-    # PdfWriter writes /Encrypt as the last object before the xref table, so only startxref moves.
-    assert body.count(old) == 1 and b" obj" not in body[body.index(old) :], "PdfWriter's layout changed"
-    return body.replace(old, new) + b"startxref\n%d\n%%%%EOF\n" % (xref_at + len(new) - len(old))

@@ -89,8 +89,9 @@ def test_choose_title(info_title, texts, title):
     assert len(choose_title(info_title, texts)) <= 120
 
 
-def test_encrypted_with_empty_user_password_is_decrypted_and_converted():
-    data = pdfs.encrypted(pdfs.text_pdf(THREE_PAGES, title="Locked"), user_password="")
+@pytest.mark.parametrize("algorithm", ["RC4-128", "AES-128", "AES-256"])
+def test_encrypted_with_empty_user_password_is_decrypted_and_converted(algorithm):
+    data = pdfs.encrypted(pdfs.text_pdf(THREE_PAGES, title="Locked"), user_password="", algorithm=algorithm)
     converted = pdf_to_markdown(data)
     assert converted.title == "Locked"
     assert "## Page 3\n\nthird page text" in converted.markdown
@@ -169,10 +170,10 @@ FAILURES = [
         id="page-tree-cycle",
     ),
     pytest.param(
-        lambda: pdfs.claims_aes(pdfs.encrypted(SMALL, user_password="")),
-        {"pdf-unsupported"},
-        "cryptography",
-        id="aes-without-cryptography",
+        lambda: pdfs.encrypted(SMALL, user_password="secret", algorithm="AES-256"),
+        {"pdf-encrypted"},
+        "password",
+        id="aes-256-unknown-password",
     ),
 ]
 

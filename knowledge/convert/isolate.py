@@ -59,7 +59,7 @@ class IsolatedRunner:
                 raise ConversionError(
                     "timeout",
                     f"conversion took longer than {timeout_s:g} s and was stopped; the file is too large "
-                    "or malformed (split it, or raise convert_timeout_s)",
+                    "or malformed (split it, or raise KB_CONVERT_TIMEOUT_S)",
                 )
             if reply[0] == "memory":
                 self._stop(kill=True)  # a fresh heap for the next file rather than a fragmented one

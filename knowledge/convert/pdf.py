@@ -51,7 +51,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int = 2000, timeout_s: float = 30
             raise ConversionError(
                 "pdf-too-many-pages",
                 f"the PDF has {page_count} pages, more than the limit of {max_pages}; split it into smaller "
-                "files or raise the page limit (pdf_max_pages)",
+                "files or raise the page limit (KB_PDF_MAX_PAGES)",
             )
         texts: list[str] = []
         for number, page in enumerate(reader.pages, start=1):
@@ -59,7 +59,7 @@ def pdf_to_markdown(data: bytes, *, max_pages: int = 2000, timeout_s: float = 30
                 raise ConversionError(
                     "timeout",
                     f"conversion took longer than {timeout_s:g} s (stopped before page {number} of "
-                    f"{page_count}); split the PDF or raise convert_timeout_s",
+                    f"{page_count}); split the PDF or raise KB_CONVERT_TIMEOUT_S",
                 )
             texts.append(clean_text(page.extract_text()))
         info_title = _info_title(reader)

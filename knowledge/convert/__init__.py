@@ -1,0 +1,54 @@
+"""Converters: any supported source (HTML, PDF, text, Markdown) in, Markdown with a title out.
+
+``convert_source`` decides the type by sniffing the bytes, enforces the size limit and runs
+PDF extraction in an isolated worker process (pypdf can hang or blow up on hostile files).
+Every failure is a ``ConversionError`` with a stable reason code and a sentence for the owner.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from knowledge.convert.base import Converted, Limits
+from knowledge.convert.html import convert_html_bytes
+from knowledge.convert.isolate import IsolatedRunner
+from knowledge.convert.pdf import pdf_to_markdown
+from knowledge.convert.sniff import sniff
+from knowledge.convert.text import shorten, text_to_markdown
+from knowledge.errors import ConversionError
+
+__all__ = ["Converted", "Limits", "convert_source"]
+
+
+def convert_source(
+    data: bytes,
+    *,
+    name: str,
+    limits: Limits,
+    declared_charset: str | None = None,
+    source_url: str | None = None,
+    runner: IsolatedRunner | None = None,
+) -> Converted:
+    """Convert a source's bytes to Markdown; the title falls back to the file name."""
+    if not data:
+        raise ConversionError("empty", "the file is empty")
+    if len(data) > limits.max_source_bytes:
+        raise ConversionError(
+            "too-large",
+            f"the file is {len(data) / 2**20:.1f} MiB, over the {limits.max_source_bytes / 2**20:g} MiB limit"
+            " (KB_MAX_SOURCE_MB)",
+        )
+    kind = sniff(data, name)
+    if kind == "pdf":
+        kwargs = {"max_pages": limits.pdf_max_pages, "timeout_s": limits.convert_timeout_s}
+        if runner is None:
+            converted = pdf_to_markdown(data, **kwargs)
+        else:
+            # The worker's own deadline fires first; the runner's kill is the backstop for a hang.
+            converted = runner.call(pdf_to_markdown, data, timeout_s=limits.convert_timeout_s + 5.0, **kwargs)
+    elif kind == "html":
+        converted = convert_html_bytes(data, declared=declared_charset, base_url=source_url)
+    else:
+        converted = text_to_markdown(data, markdown=kind == "markdown", declared=declared_charset)
+    title = shorten(converted.title) if converted.title.strip() else PurePath(name).stem
+    return Converted(title=title, markdown=converted.markdown, converter=converted.converter, encoding=converted.encoding)
