@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import random
 import statistics
 import sys
@@ -155,6 +156,8 @@ def main() -> int:
         with Index(settings.index_path) as index:
             ingestor = Ingestor(settings, index, ApproxCounter())
             ingest_batch(ingestor, settings, [synthetic_doc(rng, sentences, i) for i in range(10)], "seed")
+            index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            os.sync()
             small = ingest_batch(ingestor, settings, probe[:20], "small")[1:]
 
     home = args.keep or Path(tempfile.mkdtemp(prefix="kb-bench-big-"))
@@ -174,6 +177,9 @@ def main() -> int:
                     print(f"\r  building the big index: {have + n}/{args.docs} documents ({rate:.0f}/s)",
                           end="", file=sys.stderr, flush=True)
             print(file=sys.stderr)
+        # Same starting conditions as the small index: the build's WAL checkpointed and flushed.
+        index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        os.sync()
         big = ingest_batch(ingestor, settings, [d.replace("# Document", "# Probe") for d in probe[:20]], "big")[1:]
         n_docs, n_chunks = index.document_count(), index.chunk_count()
         ratio = statistics.median(big) / statistics.median(small)

@@ -12,6 +12,7 @@ tokenizer reference figures from the data set's README, and query latency.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import statistics
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from knowledge.config import load_settings
 from knowledge.index import Index
+from knowledge.logs import configure_logging
 from knowledge.ingest import Ingestor
 from knowledge.retrieval import search
 from knowledge.tokenizer import hf_cache_dir, load_counter
@@ -58,6 +60,7 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--tokenizer", default="", help="KB_TOKENIZER for chunking (default: approximation)")
     args = parser.parse_args()
+    configure_logging(None, console=io.StringIO())
     docs, questions = load_xquad(args.data)
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         home = Path(tmp)

@@ -5,7 +5,7 @@ One analyzer for every language, so one index serves them all:
 * text is NFKC-normalised and case-folded; zero-width, BiDi-control and tag characters
   and NULs are removed, so a word with a hidden character still matches;
 * words of alphabetic scripts become lower-case terms with diacritics removed and the
-  Porter stemmer applied ("died" and "die", "engines" and "engine" meet);
+  Porter stemmer applied ("running" and "run", "engines" and "engine" meet);
 * Chinese, Japanese and Korean have no spaces between words: each run is indexed as
   overlapping character bigrams (a single character stays a unigram);
 * Thai, Lao, Khmer and Myanmar have no spaces between words either: each run is indexed

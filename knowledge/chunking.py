@@ -57,7 +57,8 @@ def chunk_lines(
     if max_tokens < 8:
         raise ValueError("max_tokens must be at least 8")
     overlap_tokens = max(0, min(overlap_tokens, max_tokens // 2))
-    units = _units(lines, counter, max_tokens=max_tokens, first_line=first_line)
+    # Pieces of a cut line leave room for the overlap, so consecutive pieces can share it.
+    units = _units(lines, counter, max_tokens=max_tokens, piece_tokens=max_tokens - overlap_tokens, first_line=first_line)
     chunks: list[Chunk] = []
     prefix: list[_Unit] = []  # the overlap carried over from the previous chunk
     start = 0
@@ -93,7 +94,9 @@ def chunk_lines(
     return chunks
 
 
-def _units(lines: Sequence[str], counter: TokenCounter, *, max_tokens: int, first_line: int) -> list[_Unit]:
+def _units(
+    lines: Sequence[str], counter: TokenCounter, *, max_tokens: int, piece_tokens: int, first_line: int
+) -> list[_Unit]:
     """Non-blank lines as units, with over-long lines cut into sentence-sized pieces."""
     numbered = [(first_line + n, line.rstrip()) for n, line in enumerate(lines) if line.strip()]
     counts = counter.count_many([text for _, text in numbered])
@@ -102,7 +105,7 @@ def _units(lines: Sequence[str], counter: TokenCounter, *, max_tokens: int, firs
         if tokens <= max_tokens:
             units.append(_Unit(line_no, text, tokens, False))
         else:
-            units.extend(_Unit(line_no, p, t, True) for p, t in _cut_line(text, counter, max_tokens))
+            units.extend(_Unit(line_no, p, t, True) for p, t in _cut_line(text, counter, piece_tokens))
     return units
 
 

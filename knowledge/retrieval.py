@@ -4,7 +4,7 @@ A question is a sentence, not a keyword list: no term is required, each counts b
 rarity (bm25's idf). Three steps, all bounded whatever the index size:
 
 1. the question's terms are looked up in the term table; the most selective ones (at most
-   12, and no more postings than ``MAX_POSTINGS``) pick candidates inside SQLite: every
+   ``PROBE_TERMS``, and no more postings than ``MAX_POSTINGS``) pick candidates inside SQLite: every
    chunk gets the idf mass of the terms it contains, and the best ``CANDIDATES`` survive;
 2. each survivor is scored with bm25 over *all* the question's terms, plus the bm25 of its
    best sentence: a question is usually a rephrased sentence of its answer, so the chunk
@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass
 from knowledge import analysis
 from knowledge.index import Candidate, Index
 
-PROBE_TERMS = 12
-MAX_POSTINGS = 40_000
-CANDIDATES = 30
+PROBE_TERMS = 10
+MAX_POSTINGS = 12_000
+CANDIDATES = 24
 SENTENCE_WEIGHT = 0.5
 _K1 = 1.2
 _B_CHUNK = 0.75

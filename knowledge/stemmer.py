@@ -1,11 +1,13 @@
 """The Porter stemmer (M. F. Porter, 1980) for English search terms.
 
-"died" and "die", "engines" and "engine", "connection" and "connected" meet at one stem,
+"running" and "run", "engines" and "engine", "connection" and "connected" meet at one stem,
 so a question finds a passage that words the same idea differently. Stems are index keys,
 not words ("happy" → "happi"). The algorithm is the original one, step by step.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 _VOWELS = frozenset("aeiou")
 
@@ -120,6 +122,7 @@ def _step5(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=65536)  # a pure function of the word; text repeats words constantly
 def porter_stem(word: str) -> str:
     """The Porter stem of a lower-case ASCII word; other words come back unchanged."""
     if len(word) <= 2 or not word.isascii() or not word.isalpha():

@@ -73,7 +73,7 @@ class ApproxCounter:
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """Estimated token counts."""
-        return [sum(1 for _ in _APPROX.finditer(t)) for t in texts]
+        return [len(_APPROX.findall(t)) for t in texts]
 
 
 @dataclass

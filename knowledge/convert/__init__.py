@@ -7,6 +7,7 @@ Every failure is a ``ConversionError`` with a stable reason code and a sentence 
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import PurePath
 
 from knowledge.convert.base import Converted, Limits
@@ -40,12 +41,12 @@ def convert_source(
         )
     kind = sniff(data, name)
     if kind == "pdf":
-        kwargs = {"max_pages": limits.pdf_max_pages, "timeout_s": limits.convert_timeout_s}
+        convert = partial(pdf_to_markdown, max_pages=limits.pdf_max_pages, timeout_s=limits.convert_timeout_s)
         if runner is None:
-            converted = pdf_to_markdown(data, **kwargs)
+            converted = convert(data)
         else:
             # The worker's own deadline fires first; the runner's kill is the backstop for a hang.
-            converted = runner.call(pdf_to_markdown, data, timeout_s=limits.convert_timeout_s + 5.0, **kwargs)
+            converted = runner.call(convert, data, timeout_s=limits.convert_timeout_s + 5.0)
     elif kind == "html":
         converted = convert_html_bytes(data, declared=declared_charset, base_url=source_url)
     else:

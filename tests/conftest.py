@@ -1,0 +1,60 @@
+"""Shared fixtures: a fresh knowledge base folder, its settings, and a real BPE tokenizer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from knowledge.config import Settings, load_settings
+
+XQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "xquad"
+if not XQUAD.is_dir():  # a clone checked out beside shared/ or inside it
+    XQUAD = Path(__file__).resolve().parents[1] / "shared" / "data" / "xquad"
+
+TRAINING_TEXT = [
+    "The Panthers defense gave up just 308 points, ranking sixth in the league.",
+    "Oxygen was discovered independently by Carl Wilhelm Scheele and Joseph Priestley.",
+    "黑豹队的防守只丢了 308分，在联赛中排名第六。氧气是由卡尔·威廉·舍勒独立发现的。",
+    "ทีมรับของแพนเธอร์สถอดใจที่คะแนน 308 ได้อันดับที่หกของลีก",
+    "臺灣的首都是臺北，這裡的資料庫使用繁體中文。",
+]
+
+
+def make_settings(home: Path, **env: str) -> Settings:
+    """Settings for a knowledge base in ``home``, isolated from the caller's environment."""
+    base = {"KB_MODEL": "", "KB_TOKENIZER": ""}
+    base.update(env)
+    return load_settings(base, home=home)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """A fresh, empty knowledge base."""
+    return make_settings(tmp_path / "kb")
+
+
+@pytest.fixture(scope="session")
+def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A byte-level BPE tokenizer trained on a little English, Chinese and Thai (a real tokenizer.json)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    corpus = list(TRAINING_TEXT)
+    for lang in ("en", "zh", "th"):
+        data = json.loads((XQUAD / f"xquad.{lang}.json").read_text(encoding="utf-8"))["data"]
+        corpus += [p["context"] for a in data[:6] for p in a["paragraphs"]]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=2000,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus, trainer=trainer)
+    folder = tmp_path_factory.mktemp("tiny-model")
+    path = folder / "tokenizer.json"
+    tok.save(str(path))
+    return path

@@ -1,0 +1,154 @@
+"""The kb command line, run as a user runs it: a real process, real files, exit codes and output."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import pdfs
+
+
+def kb(home: Path, *args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    full_env.update({"KB_MODEL": "", "KB_TOKENIZER": ""}, **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=stdin,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def sources(tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "panthers.md").write_text("# Panthers\n\nThe Panthers defense gave up just 308 points.\n")
+    (src / "sub" / "oxygen.html").write_text(
+        "<html><head><title>Oxygen</title></head><body><p>Oxygen was discovered by Scheele in Uppsala.</p></body></html>"
+    )
+    (src / "sub" / "黑豹.txt").write_text("黑豹队的防守只丢了 308分，在联赛中排名第六。", encoding="utf-8")
+    (src / ".hidden.md").write_text("# hidden\n\nnot ingested\n")
+    return src
+
+
+def test_ingest_then_search_then_status(tmp_path, sources):
+    home = tmp_path / "kb"
+    done = kb(home, "ingest", str(sources))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().split("\n")
+    assert len(lines) == 4 and lines[-1].startswith("3 indexed in ")
+    assert all(line.startswith("indexed") for line in lines[:3])
+    assert (sources / "panthers.md").exists()  # copied from outside the inbox, never moved
+
+    found = kb(home, "search", "--json", "-k", "2", "How", "many", "points?")
+    assert found.returncode == 0
+    results = json.loads(found.stdout)
+    assert results[0]["source_name"] == "panthers.md" and "308 points" in results[0]["text"]
+    assert list(results[0]) == ["rank", "score", "chunk_id", "document_id", "title", "source_name", "source_url",
+                                "start_line", "end_line", "text"]  # fmt: skip
+
+    human = kb(home, "search", "黑豹队丢了多少分")
+    assert human.returncode == 0 and "raw/" in human.stdout and "308分" in human.stdout
+
+    status = json.loads(kb(home, "status", "--json").stdout)
+    assert {"documents", "chunks", "tokenizer", "inbox", "processed", "failed", "last_ingests"} <= set(status)
+    assert status["documents"] == 3 and status["processed"] == 3 and status["failed"] == 0
+    assert status["tokenizer"] == "approx-v1" and len(status["last_ingests"]) == 3
+    assert "documents       3" in kb(home, "status").stdout
+
+
+def test_batch_search_prints_one_line_per_query_in_order(tmp_path, sources):
+    home = tmp_path / "kb"
+    kb(home, "ingest", str(sources))
+    batch = tmp_path / "queries.txt"
+    batch.write_text('Uppsala oxygen\n"\n\n308分\nAND NEAR( *\n', encoding="utf-8")
+    out = kb(home, "search", "--batch", str(batch), "--json")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.strip().split("\n")]
+    assert [r["query"] for r in rows] == ["Uppsala oxygen", '"', "", "308分", "AND NEAR( *"]
+    assert rows[0]["results"][0]["title"] == "Oxygen"
+    assert rows[1]["results"] == [] and rows[2]["results"] == []
+
+
+def test_a_failed_file_makes_ingest_exit_1_and_is_reported(tmp_path):
+    home = tmp_path / "kb"
+    bad = tmp_path / "locked.pdf"
+    bad.write_bytes(pdfs.encrypted(pdfs.text_pdf([["secret"]]), user_password="pw"))
+    good = tmp_path / "ok.md"
+    good.write_text("# ok\n\nfine\n")
+    out = kb(home, "ingest", str(bad), str(good))
+    assert out.returncode == 1
+    assert "failed     locked.pdf: pdf-encrypted:" in out.stdout and "→ inbox/failed/locked.pdf" in out.stdout
+    assert out.stdout.strip().endswith("s") and "1 indexed, 1 failed" in out.stdout
+    assert (home / "knowledge" / "inbox" / "failed" / "locked.pdf.error.json").is_file()
+    log = (home / "runs" / "logs" / "kb.jsonl").read_text().strip().split("\n")
+    events = [json.loads(line)["event"] for line in log]
+    assert "ingest.failed" in events and "ingest.done" in events
+
+
+def test_reindex_is_deterministic(tmp_path, sources):
+    home = tmp_path / "kb"
+    kb(home, "ingest", str(sources))
+    before = kb(home, "search", "--json", "308").stdout
+    out = kb(home, "reindex")
+    assert out.returncode == 0 and out.stdout.startswith("reindexed 3 documents")
+    assert kb(home, "search", "--json", "308").stdout == before
+
+
+def test_bad_setting_is_named_and_exits_2(tmp_path):
+    out = kb(tmp_path, "status", env={"KB_CHUNK_MAX_TOKENS": "lots"})
+    assert out.returncode == 2
+    assert "KB_CHUNK_MAX_TOKENS='lots'" in out.stderr and "whole number" in out.stderr
+
+
+def test_usage_errors(tmp_path):
+    assert kb(tmp_path, "search").returncode == 2
+    missing = kb(tmp_path, "ingest", str(tmp_path / "nope.md"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    empty = kb(tmp_path, "search", "anything")
+    assert empty.returncode == 1 and "kb ingest" in empty.stderr
+
+
+def test_help_lists_commands_and_settings(tmp_path):
+    out = kb(tmp_path, "--help")
+    assert out.returncode == 0
+    for word in ("ingest", "search", "reindex", "status", "run", "KB_CHUNK_MAX_TOKENS", "KB_HOME"):
+        assert word in out.stdout
+    assert '"query"' in kb(tmp_path, "search", "--help").stdout
+
+
+def test_config_shows_values_and_origins(tmp_path):
+    (tmp_path / ".env").write_text("KB_SEARCH_K=7\n")
+    out = kb(tmp_path, "config")
+    assert out.returncode == 0
+    line = next(line for line in out.stdout.split("\n") if line.startswith("KB_SEARCH_K"))
+    assert " 7 " in line and ".env" in line
+
+
+def test_run_ingests_the_inbox_and_answers_searches(tmp_path):
+    home = tmp_path / "kb"
+    inbox = home / "knowledge" / "inbox"
+    inbox.mkdir(parents=True)
+    (inbox / "note.md").write_text("# Note\n\nThe zebrafish sleeps at noon.\n")
+    out = kb(home, "run", stdin="when does the zebrafish sleep\n/quit\n")
+    assert out.returncode == 0, out.stderr
+    assert "indexed    note.md" in out.stdout and "zebrafish sleeps at noon" in out.stdout
+    assert (inbox / "processed" / "note.md").is_file()
+
+
+def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path):
+    from knowledge.lock import WriterLock
+
+    home = tmp_path / "kb"
+    note = tmp_path / "n.md"
+    note.write_text("# n\n\ntext\n")
+    with WriterLock(home / "knowledge" / "index" / "writer.lock", role="kb daemon"):
+        out = kb(home, "ingest", str(note), env={"KB_LOCK_WAIT_S": "0.5"})
+    assert out.returncode == 1
+    assert "another kb process is writing" in out.stderr and "kb daemon" in out.stderr
