@@ -9,9 +9,13 @@ import pytest
 
 from knowledge.config import Settings, load_settings
 
-XQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "xquad"
-if not XQUAD.is_dir():  # a clone checked out beside shared/ or inside it
-    XQUAD = Path(__file__).resolve().parents[1] / "shared" / "data" / "xquad"
+# Two XQuAD articles per language (CC BY-SA 4.0, see data/XQUAD-LICENSE): real English, Chinese and Thai.
+XQUAD_SAMPLE = Path(__file__).resolve().parent / "data" / "xquad_sample.json"
+
+
+def xquad_articles(lang: str) -> list[dict]:
+    """[{"title", "paragraphs": [...]}] of the bundled sample for 'en', 'zh' or 'th'."""
+    return json.loads(XQUAD_SAMPLE.read_text(encoding="utf-8"))["contexts"][lang]
 
 TRAINING_TEXT = [
     "The Panthers defense gave up just 308 points, ranking sixth in the league.",
@@ -42,8 +46,7 @@ def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     corpus = list(TRAINING_TEXT)
     for lang in ("en", "zh", "th"):
-        data = json.loads((XQUAD / f"xquad.{lang}.json").read_text(encoding="utf-8"))["data"]
-        corpus += [p["context"] for a in data[:6] for p in a["paragraphs"]]
+        corpus += [p for a in xquad_articles(lang) for p in a["paragraphs"]]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

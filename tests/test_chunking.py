@@ -1,4 +1,3 @@
-import json
 import random
 
 import pytest
@@ -6,18 +5,17 @@ import pytest
 from knowledge.chunking import chunk_lines
 from knowledge.tokenizer import ApproxCounter, HfCounter, count
 
-from tests.conftest import XQUAD
+from tests.conftest import xquad_articles
 
 APPROX = ApproxCounter()
 
 
-def xquad_lines(lang: str, articles: int = 3) -> list[str]:
-    data = json.loads((XQUAD / f"xquad.{lang}.json").read_text(encoding="utf-8"))["data"]
+def xquad_lines(lang: str, articles: int = 2) -> list[str]:
     lines: list[str] = []
-    for article in data[:articles]:
+    for article in xquad_articles(lang)[:articles]:
         lines += [f"# {article['title']}", ""]
         for p in article["paragraphs"]:
-            lines += [p["context"], ""]
+            lines += [p, ""]
     return lines
 
 
