@@ -84,9 +84,11 @@ def big_html(paragraphs: list[str], target_bytes: int = 170_000) -> str:
             f"<ul><li>Point {n}.1 about the topic</li><li>Point {n}.2 with <a href='/x/{n}'>a link</a></li></ul>"
         )
         if n % 10 == 0:
-            section += "<table><tr><th>Key</th><th>Value</th></tr>" + "".join(
-                f"<tr><td>k{n}-{i}</td><td>v{i}</td></tr>" for i in range(5)
-            ) + "</table>"
+            section += (
+                "<table><tr><th>Key</th><th>Value</th></tr>"
+                + "".join(f"<tr><td>k{n}-{i}</td><td>v{i}</td></tr>" for i in range(5))
+                + "</table>"
+            )
         body.append(section)
         size += len(section.encode())
         n += 1
@@ -114,15 +116,19 @@ def bench_big_page(paragraphs: list[str], runs: int = 5) -> list[float]:
             with Index(settings.index_path) as index:
                 ingestor = Ingestor(settings, index, ApproxCounter())
                 path = settings.inbox / f"page-{run}.html"
-                path.write_text(page.replace("Big benchmark page", f"Big benchmark page {run}"), encoding="utf-8")
+                path.write_text(
+                    page.replace("Big benchmark page", f"Big benchmark page {run}"), encoding="utf-8"
+                )
                 t0 = time.perf_counter()
                 outcome = ingestor.ingest(path)
                 results = search(index, "zebrafish marker sentence", k=1)
                 elapsed = time.perf_counter() - t0
                 assert outcome.status == "indexed" and results and "zebrafish" in results[0].text, outcome
                 times.append(elapsed)
-    print(f"170 KB HTML page ({len(page.encode()) // 1024} KB) converted and searchable: "
-          f"median {statistics.median(times) * 1000:.0f} ms over {runs} runs (target < 1000 ms)")
+    print(
+        f"170 KB HTML page ({len(page.encode()) // 1024} KB) converted and searchable: "
+        f"median {statistics.median(times) * 1000:.0f} ms over {runs} runs (target < 1000 ms)"
+    )
     return times
 
 
@@ -140,7 +146,9 @@ def ingest_batch(ingestor: Ingestor, settings: Settings, docs: list[str], tag: s
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--docs", type=int, default=10_000, help="documents in the big index")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the big index in this folder")
     args = parser.parse_args()
@@ -174,17 +182,25 @@ def main() -> int:
                 ingestor.ingest(path)
                 if n % 500 == 0 or n == len(todo):
                     rate = n / (time.perf_counter() - t0)
-                    print(f"\r  building the big index: {have + n}/{args.docs} documents ({rate:.0f}/s)",
-                          end="", file=sys.stderr, flush=True)
+                    print(
+                        f"\r  building the big index: {have + n}/{args.docs} documents ({rate:.0f}/s)",
+                        end="",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             print(file=sys.stderr)
         # Same starting conditions as the small index: the build's WAL checkpointed and flushed.
         index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         os.sync()
-        big = ingest_batch(ingestor, settings, [d.replace("# Document", "# Probe") for d in probe[:20]], "big")[1:]
+        big = ingest_batch(
+            ingestor, settings, [d.replace("# Document", "# Probe") for d in probe[:20]], "big"
+        )[1:]
         n_docs, n_chunks = index.document_count(), index.chunk_count()
         ratio = statistics.median(big) / statistics.median(small)
-        print(f"per-file ingest: median {statistics.median(small) * 1000:.1f} ms at 10 documents, "
-              f"{statistics.median(big) * 1000:.1f} ms at {n_docs} documents: ratio {ratio:.2f}x (target <= 1.2x)")
+        print(
+            f"per-file ingest: median {statistics.median(small) * 1000:.1f} ms at 10 documents, "
+            f"{statistics.median(big) * 1000:.1f} ms at {n_docs} documents: ratio {ratio:.2f}x (target <= 1.2x)"
+        )
 
         for q in questions[:50]:  # warm the page cache
             search(index, q, k=5)
@@ -194,8 +210,10 @@ def main() -> int:
             search(index, q, k=5)
             latencies.append((time.perf_counter() - t0) * 1000)
         latencies.sort()
-        print(f"search at {n_chunks} chunks ({len(latencies)} questions): median {statistics.median(latencies):.2f} ms,"
-              f" p95 {latencies[int(0.95 * len(latencies))]:.2f} ms, max {latencies[-1]:.1f} ms (target p95 < 10 ms)")
+        print(
+            f"search at {n_chunks} chunks ({len(latencies)} questions): median {statistics.median(latencies):.2f} ms,"
+            f" p95 {latencies[int(0.95 * len(latencies))]:.2f} ms, max {latencies[-1]:.1f} ms (target p95 < 10 ms)"
+        )
     if args.keep is None:
         import shutil
 

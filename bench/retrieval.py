@@ -22,8 +22,8 @@ from pathlib import Path
 
 from knowledge.config import load_settings
 from knowledge.index import Index
-from knowledge.logs import configure_logging
 from knowledge.ingest import Ingestor
+from knowledge.logs import configure_logging
 from knowledge.retrieval import search
 from knowledge.tokenizer import hf_cache_dir, load_counter
 
@@ -55,7 +55,9 @@ def load_xquad(data_dir: Path) -> tuple[dict[str, str], list[tuple[str, str, str
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with xquad.{en,zh,th}.json")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--tokenizer", default="", help="KB_TOKENIZER for chunking (default: approximation)")
@@ -81,8 +83,10 @@ def main() -> int:
                     return 1
                 doc_of[path.stem] = outcome.doc_id or ""
             build_s = time.perf_counter() - t0
-            print(f"index: {index.document_count()} documents, {index.chunk_count()} chunks "
-                  f"(tokenizer {counter.name}, max 160 / overlap 24 tokens), built in {build_s:.1f} s")
+            print(
+                f"index: {index.document_count()} documents, {index.chunk_count()} chunks "
+                f"(tokenizer {counter.name}, max 160 / overlap 24 tokens), built in {build_s:.1f} s"
+            )
             if why:
                 print(f"  ({why}; chunk sizes are approximate)")
             hits: dict[str, list[int | None]] = {lang: [] for lang in LANGS}
@@ -92,7 +96,11 @@ def main() -> int:
                 results = search(index, question, k=args.k)
                 latencies.append((time.perf_counter() - t) * 1000)
                 rank = next(
-                    (r.rank for r in results if r.document_id == doc_of[key] and any(a in r.text for a in answers)),
+                    (
+                        r.rank
+                        for r in results
+                        if r.document_id == doc_of[key] and any(a in r.text for a in answers)
+                    ),
                     None,
                 )
                 hits[lang].append(rank)
@@ -106,9 +114,13 @@ def main() -> int:
         is_met &= r[1] >= TARGET and r[1] > best
         print(f"{lang:<6}{len(ranks):>6}{r[1]:>8.3f}{r[3]:>8.3f}{r[5]:>8.3f}   {best:.3f}")
     latencies.sort()
-    print(f"\nquery latency: median {statistics.median(latencies):.2f} ms, "
-          f"p95 {latencies[int(0.95 * len(latencies))]:.2f} ms")
-    print(f"target recall@1 >= {TARGET} in every language and above every baseline: {'met' if is_met else 'NOT met'}")
+    print(
+        f"\nquery latency: median {statistics.median(latencies):.2f} ms, "
+        f"p95 {latencies[int(0.95 * len(latencies))]:.2f} ms"
+    )
+    print(
+        f"target recall@1 >= {TARGET} in every language and above every baseline: {'met' if is_met else 'NOT met'}"
+    )
     return 0
 
 

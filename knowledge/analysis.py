@@ -29,12 +29,13 @@ from knowledge.stemmer import porter_stem
 ANALYZER_VERSION = "ml-3"
 
 # Invisible characters that must not split or hide a word.
-_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\x00\U000e0000-\U000e007f]")
+_INVISIBLE = re.compile(
+    "[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\x00\U000e0000-\U000e007f]"
+)
 
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
 _SEA = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
 _RUNS = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<sea>[{_SEA}]+)|(?P<word>[^\W_{_CJK}{_SEA}]+)")
-
 
 
 def normalize(text: str) -> str:
@@ -83,9 +84,7 @@ def index_text(text: str) -> str:
 
 # Sentence ends: . ! ? ; before a space, a CJK full stop (no space follows those), a line
 # break, or a space between Thai characters (Thai separates phrases, not words, by spaces).
-SENTENCE_END = re.compile(
-    r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+|(?<=[\u0e00-\u0e7f])\s+(?=[\u0e00-\u0e7f])"
-)
+SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+|(?<=[\u0e00-\u0e7f])\s+(?=[\u0e00-\u0e7f])")
 # Separates sentences in the stored analysed body. The FTS5 ascii tokenizer treats it as
 # punctuation, so it never becomes a term; the ranker splits on it to score sentences.
 SENTENCE_MARK = " | "

@@ -58,7 +58,9 @@ def chunk_lines(
         raise ValueError("max_tokens must be at least 8")
     overlap_tokens = max(0, min(overlap_tokens, max_tokens // 2))
     # Pieces of a cut line leave room for the overlap, so consecutive pieces can share it.
-    units = _units(lines, counter, max_tokens=max_tokens, piece_tokens=max_tokens - overlap_tokens, first_line=first_line)
+    units = _units(
+        lines, counter, max_tokens=max_tokens, piece_tokens=max_tokens - overlap_tokens, first_line=first_line
+    )
     chunks: list[Chunk] = []
     prefix: list[_Unit] = []  # the overlap carried over from the previous chunk
     start = 0

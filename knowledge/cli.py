@@ -41,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--home", metavar="DIR", help="knowledge base folder (default: $KB_HOME or the current folder)")
+    parser.add_argument(
+        "--home", metavar="DIR", help="knowledge base folder (default: $KB_HOME or the current folder)"
+    )
     parser.add_argument("--version", action="version", version=f"kb {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -65,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text"}.',
     )
     p.add_argument("query", nargs="*", help="the question (words are joined with spaces)")
-    p.add_argument("-k", type=int, default=None, metavar="N", help="number of passages (default: KB_SEARCH_K)")
+    p.add_argument(
+        "-k", type=int, default=None, metavar="N", help="number of passages (default: KB_SEARCH_K)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument(
         "--batch",
@@ -274,7 +278,9 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
         ingestor = Ingestor(settings, index, counter)
         docs, chunks = ingestor.reindex(progress=lambda n, total: progress.show(n, f"raw {n}"))
     progress.clear()
-    print(f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s"
+    )
     return EXIT_OK
 
 
@@ -319,7 +325,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"documents       {report['documents']}")
     print(f"chunks          {report['chunks']}")
     print(f"tokenizer       {report['tokenizer'] or '(no index yet)'}")
-    print(f"inbox           {report['inbox']} waiting, {report['processed']} processed, {report['failed']} failed")
+    print(
+        f"inbox           {report['inbox']} waiting, {report['processed']} processed, {report['failed']} failed"
+    )
     print(f"writer          {report['writer'] or 'none running'}")
     ingests = report["last_ingests"]
     if ingests:
@@ -344,7 +352,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """kb run: ingest what waits in the inbox, then a search prompt that picks up new files."""
     settings.inbox.mkdir(parents=True, exist_ok=True)
     print(f"kb {__version__} — knowledge base in {settings.home}")
-    print(f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}; type a question to search, /quit to leave.")
+    print(
+        f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}; type a question to search, /quit to leave."
+    )
     while True:
         waiting = [p for p in settings.inbox.iterdir() if p.is_file() and is_candidate_name(p.name)]
         if waiting:

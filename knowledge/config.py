@@ -208,7 +208,9 @@ def load_settings(env: Mapping[str, str] | None = None, *, home: str | Path | No
         if unknown:
             raise ConfigError(f"{origin}: unknown setting {', '.join(unknown)} (see: kb config)")
     values: dict[str, object] = {}
-    sources: dict[str, str] = {"KB_HOME": "--home" if home else ("environment" if env.get("KB_HOME") else "cwd")}
+    sources: dict[str, str] = {
+        "KB_HOME": "--home" if home else ("environment" if env.get("KB_HOME") else "cwd")
+    }
     for setting in SETTINGS:
         raw, origin = setting.default, "default"
         for name, layer in layers:

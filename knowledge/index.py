@@ -166,7 +166,9 @@ class Index:
                 )
             except sqlite3.DatabaseError as exc:
                 self.conn.close()
-                raise IndexError_(f"the index {path} is unreadable ({exc}) — delete it and run: kb reindex") from exc
+                raise IndexError_(
+                    f"the index {path} is unreadable ({exc}) — delete it and run: kb reindex"
+                ) from exc
 
     def close(self) -> None:
         """Close the connection."""
@@ -242,7 +244,8 @@ class Index:
                 (c.id, c.document_id, c.seq, c.start_line, c.end_line, c.token_count, c.text, c.text_sha256),
             )
             conn.execute(
-                "INSERT INTO chunks_fts (rowid, title, body) VALUES (?, ?, ?)", (cur.lastrowid, title_terms, body)
+                "INSERT INTO chunks_fts (rowid, title, body) VALUES (?, ?, ?)",
+                (cur.lastrowid, title_terms, body),
             )
         added = _document_terms((title_terms, body) for body in bodies)
         conn.executemany(
@@ -265,7 +268,9 @@ class Index:
         ).fetchall()
         if rows:
             gone = _document_terms((title, body) for _, title, body in rows)
-            conn.executemany("UPDATE term_df SET df = df - ? WHERE term = ?", ((n, t) for t, n in gone.items()))
+            conn.executemany(
+                "UPDATE term_df SET df = df - ? WHERE term = ?", ((n, t) for t, n in gone.items())
+            )
             conn.execute("DELETE FROM term_df WHERE df <= 0")
             conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", ((r,) for r, _, _ in rows))
             _add_chunk_total(conn, -len(rows))
@@ -354,7 +359,9 @@ class Index:
 
     def document_rowid_range(self, doc_id: str) -> tuple[int, int] | None:
         """First and last rowid of a document's chunks (written together, so contiguous)."""
-        row = self.conn.execute("SELECT min(rowid), max(rowid) FROM chunks WHERE document_id = ?", (doc_id,)).fetchone()
+        row = self.conn.execute(
+            "SELECT min(rowid), max(rowid) FROM chunks WHERE document_id = ?", (doc_id,)
+        ).fetchone()
         return (row[0], row[1]) if row and row[0] is not None else None
 
     def chunk_count(self) -> int:

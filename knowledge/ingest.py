@@ -37,7 +37,7 @@ from knowledge.config import Settings
 from knowledge.convert import Limits, convert_source
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, KbError
-from knowledge.index import ChunkRecord, DocumentRecord, IngestRecord, Index
+from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 from knowledge.tokenizer import TokenCounter
 
 log = structlog.get_logger()
@@ -136,7 +136,11 @@ class Ingestor:
             log.info("ingest.duplicate", file=path.name, duplicate_of=outcome.duplicate_of, ms=ms)
         elif outcome.status == "failed":
             log.warning(
-                "ingest.failed", file=path.name, stage=outcome.stage, reason=outcome.reason, error=outcome.message
+                "ingest.failed",
+                file=path.name,
+                stage=outcome.stage,
+                reason=outcome.reason,
+                error=outcome.message,
             )
         else:
             log.info("ingest.skipped", file=path.name, reason=outcome.reason)
@@ -149,7 +153,9 @@ class Ingestor:
             return Outcome(path, "skipped", reason="missing", message="the file is gone")
         if not stat.S_ISREG(st.st_mode):
             what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-            return Outcome(path, "skipped", reason="not-regular", message=f"{path.name} is {what}; kb does not follow it")
+            return Outcome(
+                path, "skipped", reason="not-regular", message=f"{path.name} is {what}; kb does not follow it"
+            )
         if st.st_size > self.limits.max_source_bytes:
             raise _Failure(
                 "read",
@@ -166,9 +172,13 @@ class Ingestor:
         if dup is not None:
             kept = self._keep(path, self.settings.processed)
             self.index.record_ingest(
-                IngestRecord(str(path), sha, "duplicate", started, self._now(), doc_id=dup.id, duplicate_of=dup.id)
+                IngestRecord(
+                    str(path), sha, "duplicate", started, self._now(), doc_id=dup.id, duplicate_of=dup.id
+                )
             )
-            return Outcome(path, "duplicate", doc_id=dup.id, title=dup.title, kept_at=kept, duplicate_of=dup.id)
+            return Outcome(
+                path, "duplicate", doc_id=dup.id, title=dup.title, kept_at=kept, duplicate_of=dup.id
+            )
         sidecar = read_sidecar(sidecar_path(path))
         try:
             converted = convert_source(
@@ -199,7 +209,9 @@ class Ingestor:
         try:
             write_atomic(raw_path, text.encode("utf-8"))
         except OSError as exc:
-            raise _Failure("store", "write-failed", f"cannot write {raw_rel}: {exc.strerror or exc}", exc) from exc
+            raise _Failure(
+                "store", "write-failed", f"cannot write {raw_rel}: {exc.strerror or exc}", exc
+            ) from exc
         try:
             kept = self._keep(path, self.settings.processed, name=processed_name)
             doc_id, chunks = self.index_raw(raw_rel, text)
@@ -210,8 +222,12 @@ class Ingestor:
             if processed.exists() and not path.exists():
                 os.replace(processed, path)  # put the original back, so the failure path can file it
             raise _Failure("index", "index-failed", f"cannot index the document: {exc}", exc) from exc
-        self.index.record_ingest(IngestRecord(str(path), sha, "indexed", started, self._now(), doc_id=doc_id, chunks=chunks))
-        return Outcome(path, "indexed", doc_id=doc_id, title=meta.title, chunks=chunks, raw_path=raw_rel, kept_at=kept)
+        self.index.record_ingest(
+            IngestRecord(str(path), sha, "indexed", started, self._now(), doc_id=doc_id, chunks=chunks)
+        )
+        return Outcome(
+            path, "indexed", doc_id=doc_id, title=meta.title, chunks=chunks, raw_path=raw_rel, kept_at=kept
+        )
 
     def _fail(self, path: Path, failure: _Failure, started: str) -> Outcome:
         kept: Path | None = None
@@ -227,11 +243,15 @@ class Ingestor:
             }
             try:
                 kept = self._keep(path, self.settings.failed, name=name)
-                write_atomic(self.settings.failed / (name + ERROR_SUFFIX), json.dumps(record, indent=2).encode())
+                write_atomic(
+                    self.settings.failed / (name + ERROR_SUFFIX), json.dumps(record, indent=2).encode()
+                )
             except OSError as exc:
                 log.error("ingest.quarantine_failed", file=path.name, error=str(exc))
         self.index.record_ingest(
-            IngestRecord(str(path), None, "failed", started, self._now(), stage=failure.stage, error=failure.message)
+            IngestRecord(
+                str(path), None, "failed", started, self._now(), stage=failure.stage, error=failure.message
+            )
         )
         return Outcome(
             path, "failed", kept_at=kept, stage=failure.stage, reason=failure.reason, message=failure.message
@@ -358,7 +378,9 @@ def read_sidecar(path: Path) -> Sidecar:
     url = data.get("source_url")
     if not (isinstance(url, str) and url.startswith(("http://", "https://")) and len(url) <= 4096):
         if url is not None:
-            log.warning("ingest.sidecar_ignored", sidecar=path.name, reason="source_url is not an http(s) URL")
+            log.warning(
+                "ingest.sidecar_ignored", sidecar=path.name, reason="source_url is not an http(s) URL"
+            )
         url = None
     charset = data.get("charset")
     if not (isinstance(charset, str) and 0 < len(charset) <= 40):
@@ -399,7 +421,9 @@ def iter_sources(paths: Iterable[Path], *, skip: Iterable[Path] = ()) -> Iterato
         if path.is_dir() and not path.is_symlink():
             for root, dirs, files in os.walk(path):
                 here = Path(root)
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and (here / d).resolve() not in skipped)
+                dirs[:] = sorted(
+                    d for d in dirs if not d.startswith(".") and (here / d).resolve() not in skipped
+                )
                 for name in sorted(files):
                     if is_candidate_name(name):
                         yield here / name
@@ -407,18 +431,24 @@ def iter_sources(paths: Iterable[Path], *, skip: Iterable[Path] = ()) -> Iterato
             yield path
 
 
-_TEMP_SUFFIXES = (".part", ".crdownload", ".tmp", ".download", ".filepart", ".swp", "~", ERROR_SUFFIX, SIDECAR_SUFFIX)
+_TEMP_SUFFIXES = (
+    ".part",
+    ".crdownload",
+    ".tmp",
+    ".download",
+    ".filepart",
+    ".swp",
+    "~",
+    ERROR_SUFFIX,
+    SIDECAR_SUFFIX,
+)
 _JUNK_NAMES = frozenset({"thumbs.db", "desktop.ini", ".ds_store"})
 
 
 def is_candidate_name(name: str) -> bool:
     """False for hidden, temporary, lock and OS-junk names, and for kb's own sidecars."""
     lower = name.lower()
-    return not (
-        name.startswith((".", "~$", "~"))
-        or lower.endswith(_TEMP_SUFFIXES)
-        or lower in _JUNK_NAMES
-    )
+    return not (name.startswith((".", "~$", "~")) or lower.endswith(_TEMP_SUFFIXES) or lower in _JUNK_NAMES)
 
 
 def _read_regular(path: Path, limit: int) -> bytes:

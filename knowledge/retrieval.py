@@ -66,7 +66,9 @@ def idf(df: int, n: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def probe_terms(df: Mapping[str, int], *, limit: int = PROBE_TERMS, max_postings: int = MAX_POSTINGS) -> list[str]:
+def probe_terms(
+    df: Mapping[str, int], *, limit: int = PROBE_TERMS, max_postings: int = MAX_POSTINGS
+) -> list[str]:
     """The most selective terms, within a budget of postings (always at least one term)."""
     chosen: list[str] = []
     total = 0

@@ -17,6 +17,7 @@ def xquad_articles(lang: str) -> list[dict]:
     """[{"title", "paragraphs": [...]}] of the bundled sample for 'en', 'zh' or 'th'."""
     return json.loads(XQUAD_SAMPLE.read_text(encoding="utf-8"))["contexts"][lang]
 
+
 TRAINING_TEXT = [
     "The Panthers defense gave up just 308 points, ranking sixth in the league.",
     "Oxygen was discovered independently by Carl Wilhelm Scheele and Joseph Priestley.",

@@ -4,7 +4,6 @@ import pytest
 
 from knowledge.chunking import chunk_lines
 from knowledge.tokenizer import ApproxCounter, HfCounter, count
-
 from tests.conftest import xquad_articles
 
 APPROX = ApproxCounter()
@@ -45,7 +44,13 @@ def check(chunks, lines, counter, max_tokens, overlap_tokens, first_line=1):
 @pytest.mark.parametrize(("max_tokens", "overlap"), [(160, 24), (64, 8), (300, 0)])
 def test_xquad_documents_with_the_approximate_counter(lang, max_tokens, overlap):
     lines = xquad_lines(lang)
-    check(chunk_lines(lines, APPROX, max_tokens=max_tokens, overlap_tokens=overlap), lines, APPROX, max_tokens, overlap)
+    check(
+        chunk_lines(lines, APPROX, max_tokens=max_tokens, overlap_tokens=overlap),
+        lines,
+        APPROX,
+        max_tokens,
+        overlap,
+    )
 
 
 @pytest.mark.parametrize("lang", ["en", "zh", "th"])
@@ -114,7 +119,9 @@ def test_random_documents_keep_every_invariant():
     rng = random.Random(7)
     words = ["alpha", "beta", "面试", "ภาษาไทย", "308", "!", "gamma.", "delta?"]
     for _ in range(30):
-        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 120))) for _ in range(rng.randint(1, 40))]
+        lines = [
+            " ".join(rng.choice(words) for _ in range(rng.randint(0, 120))) for _ in range(rng.randint(1, 40))
+        ]
         max_tokens = rng.choice([16, 32, 100])
         overlap = rng.choice([0, 4, 8])
         chunks = chunk_lines(lines, APPROX, max_tokens=max_tokens, overlap_tokens=overlap)

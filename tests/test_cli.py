@@ -11,7 +11,9 @@ import pytest
 from tests import pdfs
 
 
-def kb(home: Path, *args: str, env: dict | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+def kb(
+    home: Path, *args: str, env: dict | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
     full_env.update({"KB_MODEL": "", "KB_TOKENIZER": ""}, **(env or {}))
     return subprocess.run(

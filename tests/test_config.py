@@ -23,7 +23,9 @@ def test_home_from_environment_and_command_line(tmp_path):
 
 
 def test_precedence_environment_over_dotenv_over_toml(tmp_path):
-    (tmp_path / "kb.toml").write_text('chunk_max_tokens = 300\nKB_SEARCH_K = 7\nKB_LLM_URL = "http://a:1/v1"\n')
+    (tmp_path / "kb.toml").write_text(
+        'chunk_max_tokens = 300\nKB_SEARCH_K = 7\nKB_LLM_URL = "http://a:1/v1"\n'
+    )
     (tmp_path / ".env").write_text("# local\nexport KB_CHUNK_MAX_TOKENS=200\nKB_LLM_URL='http://b:2/v1'\n")
     s = load_settings({"KB_LLM_URL": "http://c:3/v1/"}, home=tmp_path)
     assert s.chunk_max_tokens == 200
@@ -42,7 +44,10 @@ def test_precedence_environment_over_dotenv_over_toml(tmp_path):
         ({"KB_LLM_URL": "localhost:8081"}, "KB_LLM_URL"),
         ({"KB_LOG_LEVEL": "loud"}, "KB_LOG_LEVEL"),
         ({"KB_CONVERT_TIMEOUT_S": "-1"}, "KB_CONVERT_TIMEOUT_S"),
-        ({"KB_CHUNK_OVERLAP_TOKENS": "200"}, "KB_CHUNK_OVERLAP_TOKENS=200 must be smaller than KB_CHUNK_MAX_TOKENS"),
+        (
+            {"KB_CHUNK_OVERLAP_TOKENS": "200"},
+            "KB_CHUNK_OVERLAP_TOKENS=200 must be smaller than KB_CHUNK_MAX_TOKENS",
+        ),
     ],
 )
 def test_bad_values_name_the_variable(tmp_path, env, named):

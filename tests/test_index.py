@@ -5,13 +5,15 @@ import pytest
 
 from knowledge import analysis
 from knowledge.errors import IndexError_
-from knowledge.index import ChunkRecord, DocumentRecord, IngestRecord, Index
+from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 
 
 def doc(n: int, chunks: int, *, word: str = "alpha") -> tuple[DocumentRecord, list[ChunkRecord]]:
     doc_id = f"doc-{n:016x}"
     rows = [
-        ChunkRecord(f"{doc_id}-chunk-{i:04d}", doc_id, i, i, i, 3, f"{word} chunk {i} of document {n}", f"h{i}")
+        ChunkRecord(
+            f"{doc_id}-chunk-{i:04d}", doc_id, i, i, i, 3, f"{word} chunk {i} of document {n}", f"h{i}"
+        )
         for i in range(1, chunks + 1)
     ]
     record = DocumentRecord(doc_id, f"raw/d{n}.md", f"Document {n}", f"d{n}.md", None, None, f"sha{n}", "text",
@@ -57,7 +59,7 @@ def test_readers_never_see_half_a_document(tmp_path):
             while not stop.is_set():
                 row = reader.conn.execute(
                     "SELECT d.chunk_count, (SELECT count(*) FROM chunks c WHERE c.document_id = d.id),"
-                    " (SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH '\"beta\" OR \"alpha\"')"
+                    ' (SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH \'"beta" OR "alpha"\')'
                     " FROM documents d"
                 ).fetchone()
                 if row and not (row[0] == row[1] == row[2]):
@@ -101,7 +103,9 @@ def test_candidates_sum_idf_weights_inside_sqlite(tmp_path):
 def test_ingest_records(tmp_path):
     with Index(tmp_path / "kb.sqlite3") as index:
         index.record_ingest(IngestRecord("a.md", "s1", "indexed", "t0", "t1", doc_id="d", chunks=2))
-        index.record_ingest(IngestRecord("b.pdf", None, "failed", "t2", "t3", stage="convert", error="pdf-no-text"))
+        index.record_ingest(
+            IngestRecord("b.pdf", None, "failed", "t2", "t3", stage="convert", error="pdf-no-text")
+        )
         last = index.last_ingests()
         assert [r.path for r in last] == ["b.pdf", "a.md"] and last[0].error == "pdf-no-text"
 

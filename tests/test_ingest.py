@@ -51,7 +51,13 @@ def error_record(settings, name: str) -> dict:
 
 
 def nested_divs(depth: int) -> bytes:
-    return (b"<html><body>" + b"<div>" * depth + b"deep text survives here" + b"</div>" * depth + b"</body></html>")
+    return (
+        b"<html><body>"
+        + b"<div>" * depth
+        + b"deep text survives here"
+        + b"</div>" * depth
+        + b"</body></html>"
+    )
 
 
 BAD = [
@@ -59,10 +65,20 @@ BAD = [
     ("junk.pdf", lambda: random.Random(1).randbytes(4096), {"binary", "no-content"}),
     ("truncated.pdf", lambda: pdfs.text_pdf([["some text"]])[:120], "pdf-malformed"),
     ("locked.pdf", lambda: pdfs.encrypted(pdfs.text_pdf([["secret"]]), user_password="pw"), "pdf-encrypted"),
-    ("scan.pdf", lambda: pdfs.one_page(pdfs.DRAW_IMAGE, resources=pdfs.IMAGE), {"pdf-no-text", "pdf-malformed"}),
+    (
+        "scan.pdf",
+        lambda: pdfs.one_page(pdfs.DRAW_IMAGE, resources=pdfs.IMAGE),
+        {"pdf-no-text", "pdf-malformed"},
+    ),
     ("big.txt", lambda: b"a" * (25 * 1024 * 1024), "too-large"),
-    ("app.html", lambda: b"<html><head><script src=app.js></script></head><body><div id=root></div>"
-     b"<noscript>You need to enable JavaScript to run this app.</noscript></body></html>", "requires-javascript"),
+    (
+        "app.html",
+        lambda: (
+            b"<html><head><script src=app.js></script></head><body><div id=root></div>"
+            b"<noscript>You need to enable JavaScript to run this app.</noscript></body></html>"
+        ),
+        "requires-javascript",
+    ),
     ("archive.docx", lambda: b"PK\x03\x04" + bytes(200), "binary"),
 ]
 
@@ -113,7 +129,9 @@ def test_html_nested_100000_divs_deep_converts(settings, kb):
     assert "deep text survives" in search(kb.index, "deep text survives", k=1)[0].text
 
 
-@pytest.mark.parametrize("name", ["my notes.md", "🙂 emoji 🙂.md", "a..b.md", "..hidden-ish.md", "-dash.md", "ü-ä.md"])
+@pytest.mark.parametrize(
+    "name", ["my notes.md", "🙂 emoji 🙂.md", "a..b.md", "..hidden-ish.md", "-dash.md", "ü-ä.md"]
+)
 def test_awkward_file_names(settings, kb, name):
     outcome = kb.ingest(drop(settings, name, f"# Notes\n\nContent of {name!r} here.\n".encode()))
     assert outcome.status == "indexed"
@@ -124,10 +142,14 @@ def test_awkward_file_names(settings, kb, name):
 
 
 def test_pdf_and_html_convert_with_citations(settings, kb):
-    pdf = kb.ingest(drop(settings, "paper.pdf", pdfs.text_pdf([["Intro page"], ["Results on page two"]], title="Paper")))
+    pdf = kb.ingest(
+        drop(settings, "paper.pdf", pdfs.text_pdf([["Intro page"], ["Results on page two"]], title="Paper"))
+    )
     assert pdf.status == "indexed" and pdf.title == "Paper"
-    html = b"<html><head><title>Guide</title></head><body><nav>Home | Menu</nav><main><h1>Guide</h1>" \
-           b"<p>Install the widget with pip.</p></main><footer>Copyright</footer></body></html>"
+    html = (
+        b"<html><head><title>Guide</title></head><body><nav>Home | Menu</nav><main><h1>Guide</h1>"
+        b"<p>Install the widget with pip.</p></main><footer>Copyright</footer></body></html>"
+    )
     page = kb.ingest(drop(settings, "guide.html", html))
     assert page.title == "Guide"
     hit = search(kb.index, "results page two", k=1)[0]
@@ -141,7 +163,9 @@ def test_front_matter_and_deterministic_raw_bytes(settings, kb, tmp_path):
     data = b"# Title here\n\nBody text.\n"
     outcome = kb.ingest(drop(settings, "a.md", data))
     raw = (settings.raw / outcome.raw_path.removeprefix("raw/")).read_text()
-    assert raw.startswith('---\ntitle: "Title here"\nsource_name: "a.md"\nsource_snapshot: "inbox/processed/a.md"\n')
+    assert raw.startswith(
+        '---\ntitle: "Title here"\nsource_name: "a.md"\nsource_snapshot: "inbox/processed/a.md"\n'
+    )
     assert 'converter: "markdown"' in raw and "source_url" not in raw
     other = make_settings(tmp_path / "second")
     with Index(other.index_path) as index:
@@ -151,7 +175,11 @@ def test_front_matter_and_deterministic_raw_bytes(settings, kb, tmp_path):
 
 
 def test_a_sidecar_gives_the_source_url_and_travels_with_the_file(settings, kb):
-    path = drop(settings, "page.html", b"<html><head><title>T</title></head><body><p>Hello from the web, a page with enough words to keep.</p></body></html>")
+    path = drop(
+        settings,
+        "page.html",
+        b"<html><head><title>T</title></head><body><p>Hello from the web, a page with enough words to keep.</p></body></html>",
+    )
     (settings.inbox / "page.html.source.json").write_text(
         json.dumps({"source_url": "https://example.org/page", "charset": "utf-8"})
     )
@@ -169,7 +197,9 @@ def test_a_sidecar_with_a_bad_url_is_not_trusted(settings, kb):
 
 
 def test_markdown_claiming_a_source_in_its_front_matter_changes_no_provenance(settings, kb):
-    kb.ingest(drop(settings, "c.md", b"---\ntitle: Claimed\nsource_url: https://evil.example/\n---\n# C\n\nbody\n"))
+    kb.ingest(
+        drop(settings, "c.md", b"---\ntitle: Claimed\nsource_url: https://evil.example/\n---\n# C\n\nbody\n")
+    )
     hit = search(kb.index, "body", k=1)[0]
     assert hit.title == "Claimed" and hit.source_url is None
 
@@ -265,7 +295,9 @@ def test_a_pdf_taking_too_long_is_stopped_and_filed(tmp_path, runner):
     slow = make_settings(tmp_path / "slow", KB_CONVERT_TIMEOUT_S="0.1", KB_PDF_MAX_PAGES="5000")
     with Index(slow.index_path) as index:
         ingestor = Ingestor(slow, index, ApproxCounter(), runner=runner)
-        outcome = ingestor.ingest(drop(slow, "long.pdf", pdfs.text_pdf([[f"page {n} text"] for n in range(3000)])))
+        outcome = ingestor.ingest(
+            drop(slow, "long.pdf", pdfs.text_pdf([[f"page {n} text"] for n in range(3000)]))
+        )
     assert outcome.status == "failed" and outcome.reason == "timeout"
     assert "KB_CONVERT_TIMEOUT_S" in outcome.message
     assert error_record(slow, "long.pdf")["reason"] == outcome.reason

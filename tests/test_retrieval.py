@@ -14,7 +14,8 @@ DOCS = {
     "臺北.md": "# 臺北\n\n臺北是臺灣的首都，也是最大的都會區。\n\n故宮博物院收藏了大量的文物。\n",
     "thai.md": "# ทีมแพนเธอร์ส\n\nทีมรับของแพนเธอร์สถอดใจที่คะแนน 308 ได้อันดับที่หกของลีก\n\n"
     "คาวันน์ ชอร์ต นำทีมด้วยการแซ็ค 11 ครั้ง\n",
-    "engine.md": "# Steam engine\n\nA steam engine uses a rotor and a stator.\n\n" + "Filler text about boilers and pressure.\n" * 200,
+    "engine.md": "# Steam engine\n\nA steam engine uses a rotor and a stator.\n\n"
+    + "Filler text about boilers and pressure.\n" * 200,
 }
 
 
@@ -48,7 +49,9 @@ def test_questions_in_three_languages_find_their_passage_first(index, question, 
     assert results, question
     top = results[0]
     assert top.source_name == source and says in top.text
-    assert top.citation.startswith(f"{top.title} — raw/") and f":{top.start_line}-{top.end_line}" in top.citation
+    assert (
+        top.citation.startswith(f"{top.title} — raw/") and f":{top.start_line}-{top.end_line}" in top.citation
+    )
 
 
 def test_result_json_has_the_contract_fields(index):

@@ -52,4 +52,6 @@ def convert_source(
     else:
         converted = text_to_markdown(data, markdown=kind == "markdown", declared=declared_charset)
     title = shorten(converted.title) if converted.title.strip() else PurePath(name).stem
-    return Converted(title=title, markdown=converted.markdown, converter=converted.converter, encoding=converted.encoding)
+    return Converted(
+        title=title, markdown=converted.markdown, converter=converted.converter, encoding=converted.encoding
+    )
