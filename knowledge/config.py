@@ -18,30 +18,25 @@ from pathlib import Path
 from knowledge.errors import ConfigError
 
 
-def _int(lo: int, hi: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
+def _number(cast: Callable[[str], float], lo: float, hi: float, what: str) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
         try:
-            value = int(raw.strip())
+            value = cast(raw.strip())
         except ValueError:
-            raise ValueError(f"expected a whole number between {lo} and {hi}") from None
-        if not lo <= value <= hi:
-            raise ValueError(f"expected a whole number between {lo} and {hi}")
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise ValueError(f"expected {what} between {lo} and {hi}")
         return value
 
     return parse
+
+
+def _int(lo: int, hi: int) -> Callable[[str], float]:
+    return _number(int, lo, hi, "a whole number")
 
 
 def _float(lo: float, hi: float) -> Callable[[str], float]:
-    def parse(raw: str) -> float:
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            raise ValueError(f"expected a number between {lo} and {hi}") from None
-        if not lo <= value <= hi:
-            raise ValueError(f"expected a number between {lo} and {hi}")
-        return value
-
-    return parse
+    return _number(float, lo, hi, "a number")
 
 
 def _url(raw: str) -> str:
