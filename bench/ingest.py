@@ -193,7 +193,10 @@ def main() -> int:
         index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         os.sync()
         big = ingest_batch(
-            ingestor, settings, [d.replace("# Document", f"# Probe {time.time_ns()}") for d in probe[:20]], "big"
+            ingestor,
+            settings,
+            [d.replace("# Document", f"# Probe {time.time_ns()}") for d in probe[:20]],
+            "big",
         )[1:]
         n_docs, n_chunks = index.document_count(), index.chunk_count()
         ratio = statistics.median(big) / statistics.median(small)

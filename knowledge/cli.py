@@ -47,8 +47,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kb {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("run", help="start kb: ingest the inbox, then search from the terminal")
+    p = sub.add_parser("run", help="start kb: the inbox daemon and a search prompt in this terminal")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "daemon",
+        help="watch knowledge/inbox/ and raw/ and keep the index up to date",
+        description="Watch knowledge/inbox/: every complete file (unchanged for KB_SETTLE_S) is converted, kept "
+        "under processed/ (or failed/ with NAME.error.json) and indexed, in arrival order. Edits and deletions "
+        "in knowledge/raw/ update the index. Stops cleanly on SIGTERM/SIGINT. One daemon per knowledge base.",
+    )
+    p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser("logs", help="show the structured log readably (runs/logs/kb.jsonl)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as they come")
+    p.add_argument(
+        "-n", type=int, default=50, metavar="N", help="how many recent lines to show first (default 50)"
+    )
+    p.add_argument("--event", metavar="PREFIX", help="only events starting with PREFIX (e.g. ingest.)")
+    p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser(
         "ingest",
@@ -349,30 +366,50 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    """kb run: ingest what waits in the inbox, then a search prompt that picks up new files."""
-    settings.inbox.mkdir(parents=True, exist_ok=True)
-    print(f"kb {__version__} — knowledge base in {settings.home}")
-    print(
-        f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}; type a question to search, /quit to leave."
-    )
-    while True:
-        waiting = [p for p in settings.inbox.iterdir() if p.is_file() and is_candidate_name(p.name)]
-        if waiting:
-            run_ingest(settings, sorted(waiting), out=sys.stdout)
-        try:
-            query = input("kb> ").strip()
-        except EOFError:
-            print()
-            return EXIT_OK
-        if query in ("/quit", "/exit", "/q"):
-            return EXIT_OK
-        if not query:
-            continue
-        if not settings.index_path.exists():
-            print("the knowledge base is empty: drop files into the inbox first")
-            continue
-        with Index(settings.index_path, readonly=True) as index:
-            print_results(search(index, query, k=settings.search_k), sys.stdout)
+    """kb run: the daemon in the background and a search prompt in the foreground."""
+    from daemon.main import background
+
+    counter = load_tokenizer(settings)
+    with background(settings, counter):
+        print(f"kb {__version__} — knowledge base in {settings.home}")
+        print(f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}")
+        print("Type a question to search; /quit leaves.")
+        while True:
+            try:
+                query = input("kb> ").strip()
+            except EOFError:
+                print()
+                return EXIT_OK
+            if query in ("/quit", "/exit", "/q"):
+                return EXIT_OK
+            if query:
+                with Index(settings.index_path, readonly=True) as index:
+                    print_results(search(index, query, k=settings.search_k), sys.stdout)
+
+
+def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:
+    """kb daemon"""
+    from daemon.main import serve
+
+    return serve(settings, load_tokenizer(settings))
+
+
+def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
+    """kb logs [-f] [-n N] [--event PREFIX]"""
+    from knowledge.logview import follow, format_line, last_lines
+
+    path = settings.log_path
+    if not path.exists() and not args.follow:
+        print(f"no log yet at {path}")
+        return EXIT_OK
+    wanted = args.event or ""
+    lines = last_lines(path, args.n, event_prefix=wanted) if path.exists() else []
+    for line in lines:
+        print(format_line(line))
+    if args.follow:
+        for line in follow(path, event_prefix=wanted):
+            print(format_line(line), flush=True)
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -88,6 +88,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_CONVERT_MEMORY_MB", "2048", _int(64, 1048576), "address-space limit of the PDF converter process"),
     Setting("KB_SEARCH_K", "5", _int(1, 100), "passages kb search returns by default"),
     Setting("KB_LOCK_WAIT_S", "30", _float(0, 86400), "how long kb ingest waits for the writer lock"),
+    Setting("KB_SETTLE_S", "1", _float(0.05, 600), "an inbox file is taken once unchanged this long"),
+    Setting("KB_RESCAN_S", "300", _float(1, 86400), "the daemon rescans the inbox and raw/ this often"),
+    Setting("KB_RETRY_ATTEMPTS", "5", _int(0, 100), "retries of a locked file, full disk or busy database"),
+    Setting("KB_ORPHAN_SIDECAR_S", "3600", _float(1, 10**7), "a sidecar without its file goes to failed/ after"),
     Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
 )  # fmt: skip
 
@@ -108,6 +112,10 @@ class Settings:
     convert_memory_mb: int
     search_k: int
     lock_wait_s: float
+    settle_s: float
+    rescan_s: float
+    retry_attempts: int
+    orphan_sidecar_s: float
     log_level: str
     sources: Mapping[str, str]
 
@@ -130,6 +138,11 @@ class Settings:
     @property
     def index_path(self) -> Path:
         return self.home / "knowledge" / "index" / "kb.sqlite3"
+
+    @property
+    def staging(self) -> Path:
+        """Where files are written before being renamed into raw/ (same file system, not watched)."""
+        return self.home / "knowledge" / "index" / "staging"
 
     @property
     def lock_path(self) -> Path:

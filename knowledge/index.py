@@ -129,13 +129,22 @@ class Candidate:
 
 
 def connect(path: Path, *, readonly: bool = False, timeout_s: float = 10.0) -> sqlite3.Connection:
-    """A connection in WAL mode with a busy timeout, foreign keys on and autocommit."""
+    """A connection in WAL mode with a busy timeout, foreign keys on and autocommit.
+
+    It may be handed to another thread (the daemon's worker), but never used by two at once.
+    """
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s, isolation_level=None)
+            conn = sqlite3.connect(
+                f"file:{path}?mode=ro",
+                uri=True,
+                timeout=timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+            conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")

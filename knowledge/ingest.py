@@ -19,9 +19,11 @@ nothing the owner gave kb is ever deleted.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -51,7 +53,7 @@ class Outcome:
     """What happened to one source file."""
 
     source: Path
-    status: str  # indexed | duplicate | failed | skipped
+    status: str  # indexed | duplicate | failed | skipped | retry
     doc_id: str | None = None
     title: str | None = None
     chunks: int = 0
@@ -81,6 +83,22 @@ class _Failure(Exception):
         super().__init__(message)
         self.stage, self.reason, self.message = stage, reason, message
         self.exc_type = type(exc).__name__ if exc is not None else "ConversionError"
+        self.is_transient = exc is not None and is_transient(exc)
+
+
+# errno values that say "try again later" rather than "this file is bad".
+_TRANSIENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EBUSY, errno.EAGAIN, errno.ENOSPC, errno.EDQUOT,
+                               errno.EIO, errno.ETXTBSY, errno.EMFILE, errno.ENFILE})  # fmt: skip
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A locked or unreadable file, a full disk, a busy database: worth retrying later."""
+    if isinstance(exc, OSError):
+        return exc.errno in _TRANSIENT_ERRNOS
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return any(word in text for word in ("locked", "busy", "disk", "full", "i/o"))
+    return isinstance(exc.__cause__, OSError | sqlite3.OperationalError) and is_transient(exc.__cause__)
 
 
 def utc_now() -> datetime:
@@ -112,20 +130,30 @@ class Ingestor:
         )
         for folder in (settings.inbox, settings.processed, settings.failed, settings.raw):
             folder.mkdir(parents=True, exist_ok=True)
+        self._inbox = settings.inbox.resolve()
         if index.meta("tokenizer") is None:
             index.set_meta("tokenizer", counter.name)
 
     # -- sources ----------------------------------------------------------------------------
 
-    def ingest(self, path: Path) -> Outcome:
-        """Run the whole pipeline on one file and report what happened."""
+    def ingest(self, path: Path, *, may_retry: bool = False) -> Outcome:
+        """Run the whole pipeline on one file and report what happened.
+
+        With ``may_retry``, a transient failure (locked file, full disk, busy database) leaves
+        the file where it is and returns status ``retry``; the caller tries again later.
+        """
         t0 = time.perf_counter()
         started = self._now()
         structlog.contextvars.bind_contextvars(file=path.name)
         try:
             outcome = self._ingest(path, started)
         except _Failure as failure:
-            outcome = self._fail(path, failure, started)
+            if may_retry and failure.is_transient:
+                outcome = Outcome(
+                    path, "retry", stage=failure.stage, reason=failure.reason, message=failure.message
+                )
+            else:
+                outcome = self._fail(path, failure, started)
         finally:
             structlog.contextvars.unbind_contextvars("file")
         ms = round((time.perf_counter() - t0) * 1000, 1)
@@ -134,6 +162,14 @@ class Ingestor:
             log.info("ingest.done", file=path.name, doc_id=outcome.doc_id, chunks=outcome.chunks, ms=ms)
         elif outcome.status == "duplicate":
             log.info("ingest.duplicate", file=path.name, duplicate_of=outcome.duplicate_of, ms=ms)
+        elif outcome.status == "retry":
+            log.info(
+                "ingest.retry",
+                file=path.name,
+                stage=outcome.stage,
+                reason=outcome.reason,
+                error=outcome.message,
+            )
         elif outcome.status == "failed":
             log.warning(
                 "ingest.failed",
@@ -207,7 +243,7 @@ class Ingestor:
         raw_rel = "raw/" + rawfile.raw_name(path.name, sha)
         raw_path = self.settings.raw / raw_rel.removeprefix("raw/")
         try:
-            write_atomic(raw_path, text.encode("utf-8"))
+            write_atomic(raw_path, text.encode("utf-8"), staging=self.settings.staging)
         except OSError as exc:
             raise _Failure(
                 "store", "write-failed", f"cannot write {raw_rel}: {exc.strerror or exc}", exc
@@ -215,7 +251,7 @@ class Ingestor:
         try:
             kept = self._keep(path, self.settings.processed, name=processed_name)
             doc_id, chunks = self.index_raw(raw_rel, text)
-        except (OSError, KbError, ValueError) as exc:
+        except (OSError, KbError, ValueError, sqlite3.Error) as exc:
             if self.index.document(rawfile.document_id(raw_rel)) is None:
                 raw_path.unlink(missing_ok=True)
             processed = self.settings.processed / processed_name
@@ -242,13 +278,15 @@ class Ingestor:
                 "time": self._now(),
             }
             try:
-                kept = self._keep(path, self.settings.failed, name=name)
+                # The record first: a crash between the two leaves the original in the inbox, to be
+                # tried again, rather than an original in failed/ without its reason.
                 write_atomic(
                     self.settings.failed / (name + ERROR_SUFFIX), json.dumps(record, indent=2).encode()
                 )
+                kept = self._keep(path, self.settings.failed, name=name)
             except OSError as exc:
                 log.error("ingest.quarantine_failed", file=path.name, error=str(exc))
-        self.index.record_ingest(
+        self._record(
             IngestRecord(
                 str(path), None, "failed", started, self._now(), stage=failure.stage, error=failure.message
             )
@@ -257,11 +295,20 @@ class Ingestor:
             path, "failed", kept_at=kept, stage=failure.stage, reason=failure.reason, message=failure.message
         )
 
+    def _record(self, record: IngestRecord) -> None:
+        """Append an ingest record; a busy database must not turn a done file into a failure."""
+        try:
+            self.index.record_ingest(record)
+        except sqlite3.Error as exc:
+            log.error(
+                "ingest.record_failed", file=Path(record.path).name, status=record.status, error=str(exc)
+            )
+
     def _keep(self, path: Path, folder: Path, *, name: str | None = None) -> Path:
         """Move an inbox file (copy any other) and its sidecar into folder, never overwriting."""
         name = name or unique_name(folder, path.name)
         dest = folder / name
-        is_inbox = _is_within(path, self.settings.inbox)
+        is_inbox = _is_within(path, self._inbox)
         transfer = os.replace if is_inbox else shutil.copy2
         transfer(path, dest)
         side = sidecar_path(path)
@@ -291,6 +338,40 @@ class Ingestor:
             overlap_tokens=self.settings.chunk_overlap_tokens,
             indexed_at=self._now(),
         )
+
+    def sync_raw(self, name: str) -> str:
+        """Bring one raw file's document in line with the file: 'indexed', 'deleted' or 'unchanged'.
+
+        Content decides, not events: a raw file kb itself just wrote hashes the same as its
+        document and is left alone.
+        """
+        raw_rel = "raw/" + name
+        doc_id = rawfile.document_id(raw_rel)
+        path = self.settings.raw / name
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            if self.index.delete_document(doc_id):
+                log.info("raw.deleted", file=name, doc_id=doc_id)
+                return "deleted"
+            return "unchanged"
+        doc = self.index.document(doc_id)
+        if doc is not None and doc.raw_sha256 == rawfile.sha256_hex(data):
+            return "unchanged"
+        doc_id, chunks = self.index_raw(raw_rel)
+        log.info("raw.changed", file=name, doc_id=doc_id, chunks=chunks)
+        return "indexed"
+
+    def reconcile_raw(self) -> dict[str, int]:
+        """Index new and changed raw files, drop documents whose raw file is gone; counts by outcome."""
+        on_disk = {
+            p.name for p in self.settings.raw.glob("*.md") if p.is_file() and is_candidate_name(p.name)
+        }
+        indexed = {d.raw_path.removeprefix("raw/") for d in self.index.documents()}
+        counts = {"indexed": 0, "deleted": 0, "unchanged": 0}
+        for name in sorted(on_disk | indexed):
+            counts[self.sync_raw(name)] += 1
+        return counts
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
         """Rebuild every document from raw/ inside the live database, in one transaction."""
@@ -389,20 +470,29 @@ def read_sidecar(path: Path) -> Sidecar:
 
 
 def unique_name(folder: Path, name: str) -> str:
-    """``name``, or ``stem-2.ext``, ``stem-3.ext``… whichever is free in folder (with its sidecars)."""
+    """``name``, or ``stem-2.ext``, ``stem-3.ext``… whichever is free in folder (with its sidecar).
+
+    An error record without its original does not hold a name: it is the trace of an attempt
+    that was interrupted, and the next attempt writes over it.
+    """
     stem, dot, ext = name.rpartition(".") if "." in name.lstrip(".") else (name, "", "")
     n = 1
     candidate = name
-    while any((folder / (candidate + s)).exists() for s in ("", SIDECAR_SUFFIX, ERROR_SUFFIX)):
+    while any(os.path.lexists(folder / (candidate + s)) for s in ("", SIDECAR_SUFFIX)):
         n += 1
         candidate = f"{stem}-{n}{dot}{ext}"
     return candidate
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary file and rename, so readers see the old or the new file."""
+def write_atomic(path: Path, data: bytes, *, staging: Path | None = None) -> None:
+    """Write through a temporary file and rename, so readers see the old or the new file.
+
+    ``staging`` (same file system) keeps the temporary file out of a watched folder.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if staging is not None:
+        staging.mkdir(parents=True, exist_ok=True)
+    tmp = (staging or path.parent) / f".{path.name}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -464,8 +554,9 @@ def _read_regular(path: Path, limit: int) -> bytes:
 
 
 def _is_within(path: Path, folder: Path) -> bool:
+    """Is path inside folder (an already resolved path)?"""
     try:
-        path.resolve().relative_to(folder.resolve())
+        path.resolve().relative_to(folder)
     except ValueError:
         return False
     return True

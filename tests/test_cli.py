@@ -2,8 +2,10 @@
 
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,15 +135,32 @@ def test_config_shows_values_and_origins(tmp_path):
     assert " 7 " in line and ".env" in line
 
 
-def test_run_ingests_the_inbox_and_answers_searches(tmp_path):
+def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     home = tmp_path / "kb"
     inbox = home / "knowledge" / "inbox"
     inbox.mkdir(parents=True)
     (inbox / "note.md").write_text("# Note\n\nThe zebrafish sleeps at noon.\n")
-    out = kb(home, "run", stdin="when does the zebrafish sleep\n/quit\n")
-    assert out.returncode == 0, out.stderr
-    assert "indexed    note.md" in out.stdout and "zebrafish sleeps at noon" in out.stdout
-    assert (inbox / "processed" / "note.md").is_file()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update(KB_MODEL="", KB_TOKENIZER="", KB_SETTLE_S="0.1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "knowledge.cli", "--home", str(home), "run"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while (
+            time.monotonic() < deadline and json.loads(kb(home, "status", "--json").stdout)["documents"] < 1
+        ):
+            time.sleep(0.1)
+        out, err = proc.communicate("when does the zebrafish sleep\n/quit\n", timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "zebrafish sleeps at noon" in out and "raw/note-" in out
 
 
 def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path):
@@ -154,3 +173,46 @@ def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path):
         out = kb(home, "ingest", str(note), env={"KB_LOCK_WAIT_S": "0.5"})
     assert out.returncode == 1
     assert "another kb process is writing" in out.stderr and "kb daemon" in out.stderr
+
+
+def test_logs_show_events_readably_and_follow(tmp_path):
+    home = tmp_path / "kb"
+    note = tmp_path / "n.md"
+    note.write_text("# n\n\ntext\n")
+    kb(home, "ingest", str(note))
+    out = kb(home, "logs", "--event", "ingest.")
+    assert out.returncode == 0
+    line = out.stdout.strip().split("\n")[-1]
+    assert " ingest.done " in line and "file=n.md" in line and "chunks=1" in line
+    assert "tokenizer.fallback" not in out.stdout
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    follower = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "knowledge.cli",
+            "--home",
+            str(home),
+            "logs",
+            "-f",
+            "-n",
+            "0",
+            "--event",
+            "ingest.",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    followed = ""
+    try:
+        for n in range(10):  # the follower may start after the first write: keep writing until it sees one
+            other = tmp_path / f"m{n}.md"
+            other.write_text(f"# m{n}\n\nmore text {n}\n")
+            kb(home, "ingest", str(other))
+            if select.select([follower.stdout], [], [], 2.0)[0]:
+                followed = follower.stdout.readline()
+                break
+    finally:
+        follower.kill()
+    assert " ingest.done " in followed and "file=m" in followed

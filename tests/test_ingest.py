@@ -287,7 +287,9 @@ def test_unique_name(tmp_path):
     (tmp_path / "c.md.error.json").write_text("x")
     assert unique_name(tmp_path, "a.md") == "a-2.md"
     assert unique_name(tmp_path, "b") == "b-2"
-    assert unique_name(tmp_path, "c.md") == "c-2.md"
+    assert unique_name(tmp_path, "c.md") == "c.md"  # a stray error record does not hold the name
+    (tmp_path / "d.md.source.json").write_text("x")
+    assert unique_name(tmp_path, "d.md") == "d-2.md"
     assert unique_name(tmp_path, "new.md") == "new.md"
 
 

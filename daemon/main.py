@@ -1,0 +1,53 @@
+"""Entry point of ``kb daemon``: take the writer lock, wire the parts, watch until a signal."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from daemon.service import Daemon
+from knowledge.config import Settings
+from knowledge.convert.isolate import IsolatedRunner
+from knowledge.index import Index
+from knowledge.ingest import Ingestor
+from knowledge.lock import WriterLock
+from knowledge.tokenizer import TokenCounter
+
+
+@contextmanager
+def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
+    """A daemon ready to run, holding the writer lock (WriterLockHeld when another process has it)."""
+    lock = WriterLock(settings.lock_path, role="kb daemon")
+    lock.acquire(wait_s=0)
+    try:
+        with (
+            Index(settings.index_path) as index,
+            IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,
+        ):
+            yield Daemon(settings, Ingestor(settings, index, counter, runner=runner))
+    finally:
+        lock.release()
+
+
+def serve(settings: Settings, counter: TokenCounter) -> int:
+    """Run in the foreground until SIGTERM or SIGINT; exit status 0 after a clean stop."""
+    with open_daemon(settings, counter) as daemon:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: daemon.stop())
+        daemon.run()
+    return 0
+
+
+@contextmanager
+def background(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
+    """The daemon in a thread of this process (``kb run``); stopped and joined on exit."""
+    with open_daemon(settings, counter) as daemon:
+        thread = threading.Thread(target=daemon.run, name="kb-daemon", daemon=True)
+        thread.start()
+        try:
+            yield daemon
+        finally:
+            daemon.stop()
+            thread.join()

@@ -1,0 +1,323 @@
+"""The inbox daemon: watchdog events in, one worker converting and indexing in arrival order.
+
+Threads and their jobs:
+
+* the watchdog observer turns events into "this path may have changed" notes (no I/O);
+* the scheduler (``run``'s thread) stats the noted paths, hands complete files to a bounded
+  queue, rescans the inbox on start and every ``KB_RESCAN_S`` (watchdog drops events on an
+  inotify overflow), re-establishes the watch if the inbox folder is replaced, and plans retries;
+* one worker takes tasks from the queue in order: ingest a file, sync a raw file, reconcile
+  raw/ with the index, file an orphan sidecar.
+
+``stop()`` (SIGTERM/SIGINT in ``kb daemon``) stops taking new files; the worker finishes the
+file in hand and the daemon returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from daemon.stability import Signature, StabilityTracker, lstat_signature
+from knowledge.config import Settings
+from knowledge.ingest import (
+    ERROR_SUFFIX,
+    SIDECAR_SUFFIX,
+    Ingestor,
+    is_candidate_name,
+    unique_name,
+    write_atomic,
+)
+
+log = structlog.get_logger()
+
+QUEUE_SIZE = 256
+POLL_S = 0.1
+_STOP = ("stop", None)
+
+
+@dataclass(order=True)
+class _Retry:
+    due: float
+    path: Path = field(compare=False)
+
+
+class _Events(FileSystemEventHandler):
+    """Watchdog callbacks: note the paths; never do heavy work on the observer's thread."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        kind = event.event_type
+        if kind in ("opened", "closed_no_write"):
+            return
+        paths = [event.src_path]
+        if kind == "moved":
+            paths.append(event.dest_path)
+        for raw_path in paths:
+            path = Path(os.fsdecode(raw_path))
+            if event.is_directory:
+                if kind in ("created", "moved") and path.exists():
+                    self.daemon.note_folder(path)
+            else:
+                self.daemon.note(path)
+
+
+class Daemon:
+    """Watches one knowledge base's inbox and raw/ folder and keeps the index in step."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        ingestor: Ingestor,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self.settings = settings
+        self.ingestor = ingestor
+        self.clock = clock
+        self.poll_s = poll_s
+        self.inbox = settings.inbox
+        self.raw = settings.raw
+        self.files = StabilityTracker(settings.settle_s)
+        self.raw_files = StabilityTracker(settings.settle_s)
+        self.tasks: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=QUEUE_SIZE)
+        self.attempts: dict[Path, int] = {}
+        # Raw files this daemon wrote, with their signature: their own events need no second look.
+        self._written: dict[str, Signature] = {}
+        self._retries: list[_Retry] = []
+        self._retry_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._excluded = (settings.processed, settings.failed)
+
+    # -- notes from the watcher -------------------------------------------------------------
+
+    def note(self, path: Path) -> None:
+        """A path in the inbox or raw/ may have changed."""
+        if path.parent == self.raw:
+            if path.suffix == ".md" and is_candidate_name(path.name):
+                self.raw_files.touch(path, self.clock())
+        elif self._is_input(path):
+            self.files.touch(path, self.clock())
+
+    def note_folder(self, folder: Path) -> None:
+        """A folder appeared in the inbox (moved in whole): its files may not raise events of their own."""
+        if folder == self.inbox or self._is_input(folder / "x"):
+            for root, dirs, names in os.walk(folder):
+                here = Path(root)
+                dirs[:] = [d for d in dirs if self._is_input(here / d / "x")]
+                for name in names:
+                    self.note(here / name)
+
+    def _is_input(self, path: Path) -> bool:
+        """A file the inbox takes: inside it, not in processed/ or failed/, no hidden or temporary part."""
+        try:
+            parts = path.relative_to(self.inbox).parts
+        except ValueError:
+            return False
+        if not parts or any(path.is_relative_to(x) for x in self._excluded):
+            return False
+        return all(not p.startswith(".") for p in parts[:-1]) and is_candidate_name(parts[-1])
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop taking new files; the file in hand is finished."""
+        self._stop.set()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Block until nothing is pending, queued or being worked on (for tests and benchmarks)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if (
+                self._idle.wait(0.05)
+                and not len(self.files)
+                and not len(self.raw_files)
+                and self.tasks.empty()
+            ):
+                with self._retry_lock:
+                    if not self._retries:
+                        return True
+        return False
+
+    def run(self) -> None:
+        """Watch until stopped (blocks); the caller holds the writer lock."""
+        self._make_folders()
+        log.info("daemon.start", inbox=str(self.inbox), pid=os.getpid(), settle_s=self.settings.settle_s)
+        observer = Observer()
+        handler = _Events(self)
+        inbox_watch = observer.schedule(handler, str(self.inbox), recursive=True)
+        observer.schedule(handler, str(self.raw), recursive=False)
+        observer.start()
+        inbox_id = _identity(self.inbox)
+        worker = threading.Thread(target=self._work, name="kb-ingest-worker", daemon=True)
+        worker.start()
+        self._scan()
+        next_scan = self.clock() + self.settings.rescan_s
+        try:
+            while not self._stop.is_set():
+                self._schedule()
+                if self.clock() >= next_scan:
+                    self._scan()
+                    next_scan = self.clock() + self.settings.rescan_s
+                current = _identity(self.inbox)
+                if current != inbox_id:  # the inbox was deleted or replaced: watch the new one
+                    log.warning("daemon.inbox_replaced", inbox=str(self.inbox))
+                    self._make_folders()
+                    with contextlib.suppress(KeyError, OSError):  # watchdog may have dropped it already
+                        observer.unschedule(inbox_watch)
+                    inbox_watch = observer.schedule(handler, str(self.inbox), recursive=True)
+                    inbox_id = _identity(self.inbox)
+                    self._scan()
+                self._stop.wait(self.poll_s)
+        finally:
+            observer.stop()
+            self._put(_STOP, force=True)
+            worker.join()
+            observer.join(timeout=5)
+            log.info("daemon.stop", pid=os.getpid())
+
+    def _make_folders(self) -> None:
+        for folder in (self.inbox, self.settings.processed, self.settings.failed, self.raw):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    # -- scheduler --------------------------------------------------------------------------
+
+    def _scan(self) -> None:
+        """Note everything in the inbox and queue a raw/ reconciliation (start-up and periodic)."""
+        self.note_folder(self.inbox)
+        self._file_orphan_sidecars()
+        self._put(("reconcile", None))
+
+    def _schedule(self) -> None:
+        now = self.clock()
+        with self._retry_lock:
+            while self._retries and self._retries[0].due <= now:
+                self.files.touch(heapq.heappop(self._retries).path, now)
+        checked = self.files.check(now)
+        for path in checked.not_regular:
+            log.info("ingest.skipped", file=path.name, reason="not a regular file (link, FIFO or folder)")
+        for path in checked.ready:
+            if path.name.endswith(SIDECAR_SUFFIX):
+                continue  # read with its file; never converted on its own
+            log.info("ingest.queued", file=path.name)
+            if not self._put(("file", path)):
+                return
+        raw = self.raw_files.check(now)
+        for path in raw.ready:
+            written = self._written.pop(path.name, None)
+            if written is None or written != lstat_signature(path):
+                self._put(("raw", path.name))
+        for path in raw.gone:
+            self._put(("raw", path.name))
+
+    def _put(self, task: tuple[str, object], *, force: bool = False) -> bool:
+        """Queue a task, waiting while the queue is full; False when stopping first."""
+        self._idle.clear()
+        while True:
+            if self._stop.is_set() and not force:
+                return False
+            try:
+                self.tasks.put(task, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+
+    def _file_orphan_sidecars(self) -> None:
+        """Sidecars whose file never came, after KB_ORPHAN_SIDECAR_S: to failed/ with a reason."""
+        now = time.time()
+        for side in self.inbox.glob("*" + SIDECAR_SUFFIX):
+            owner = side.with_name(side.name.removesuffix(SIDECAR_SUFFIX))
+            try:
+                age = now - side.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if not owner.exists() and age > self.settings.orphan_sidecar_s:
+                self._put(("orphan", side))
+
+    # -- worker -----------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            try:
+                kind, arg = self.tasks.get(timeout=0.2)
+            except queue.Empty:
+                self._idle.set()
+                continue
+            if (kind, arg) == _STOP:
+                return
+            structlog.contextvars.clear_contextvars()
+            try:
+                if kind == "file":
+                    self._ingest(arg)  # type: ignore[arg-type]
+                elif kind == "raw":
+                    self.ingestor.sync_raw(arg)  # type: ignore[arg-type]
+                elif kind == "reconcile":
+                    counts = self.ingestor.reconcile_raw()
+                    if counts["indexed"] or counts["deleted"]:
+                        log.info("raw.reconciled", **counts)
+                elif kind == "orphan":
+                    self._file_orphan(arg)  # type: ignore[arg-type]
+            except Exception as exc:  # one bad task must not stop the daemon
+                log.exception("daemon.task_failed", task=kind, arg=str(arg), error=str(exc))
+            finally:
+                self.tasks.task_done()
+
+    def _ingest(self, path: Path) -> None:
+        if not os.path.lexists(path):
+            return  # handled already (queued twice) or moved away
+        structlog.contextvars.bind_contextvars(file=path.name)
+        attempt = self.attempts.get(path, 0)
+        outcome = self.ingestor.ingest(path, may_retry=attempt < self.settings.retry_attempts)
+        if outcome.raw_path:
+            name = outcome.raw_path.removeprefix("raw/")
+            signature = lstat_signature(self.raw / name)
+            if signature is not None:
+                self._written[name] = signature
+        if outcome.status == "retry":
+            self.attempts[path] = attempt + 1
+            delay = min(60.0, self.settings.settle_s * 2 ** (attempt + 1))
+            with self._retry_lock:
+                heapq.heappush(self._retries, _Retry(self.clock() + delay, path))
+        else:
+            self.attempts.pop(path, None)
+
+    def _file_orphan(self, side: Path) -> None:
+        owner = side.with_name(side.name.removesuffix(SIDECAR_SUFFIX))
+        if owner.exists() or not side.exists():
+            return
+        name = unique_name(self.settings.failed, side.name)
+        record = {
+            "file": side.name,
+            "stage": "read",
+            "reason": "orphan-sidecar",
+            "message": f"the file {owner.name} this sidecar describes never arrived",
+            "exception": None,
+            "time": self.ingestor.clock().isoformat(timespec="seconds"),
+        }
+        write_atomic(self.settings.failed / (name + ERROR_SUFFIX), json.dumps(record, indent=2).encode())
+        os.replace(side, self.settings.failed / name)
+        log.warning("ingest.failed", file=side.name, stage="read", reason="orphan-sidecar")
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
