@@ -310,8 +310,9 @@ def mixed_files(n: int) -> dict[str, bytes | None]:
         if kind in (0, 1, 2):
             files[f"t{i}.md"] = f"# Text {i}\n\nplain note number {i} about item{i}\n".encode()
         elif kind == 3:
+            body = f"<p>web page {i} body text for item{i}</p>"
             files[f"h{i}.html"] = (
-                f"<html><head><title>Page {i}</title></head><body><p>web page {i} body text for item{i}</p></body></html>".encode()
+                f"<html><head><title>Page {i}</title></head><body>{body}</body></html>".encode()
             )
         elif kind == 4:
             files[f"p{i}.pdf"] = pdfs.text_pdf([[f"pdf document {i} item{i}"]])
