@@ -158,28 +158,7 @@ class Ingestor:
             structlog.contextvars.unbind_contextvars("file")
         ms = round((time.perf_counter() - t0) * 1000, 1)
         outcome = Outcome(**{**outcome.__dict__, "ms": ms})
-        if outcome.status == "indexed":
-            log.info("ingest.done", file=path.name, doc_id=outcome.doc_id, chunks=outcome.chunks, ms=ms)
-        elif outcome.status == "duplicate":
-            log.info("ingest.duplicate", file=path.name, duplicate_of=outcome.duplicate_of, ms=ms)
-        elif outcome.status == "retry":
-            log.info(
-                "ingest.retry",
-                file=path.name,
-                stage=outcome.stage,
-                reason=outcome.reason,
-                error=outcome.message,
-            )
-        elif outcome.status == "failed":
-            log.warning(
-                "ingest.failed",
-                file=path.name,
-                stage=outcome.stage,
-                reason=outcome.reason,
-                error=outcome.message,
-            )
-        else:
-            log.info("ingest.skipped", file=path.name, reason=outcome.reason)
+        _log_outcome(outcome)
         return outcome
 
     def _ingest(self, path: Path, started: str) -> Outcome:
@@ -387,6 +366,20 @@ class Ingestor:
 
     def _now(self) -> str:
         return self.clock().isoformat(timespec="seconds")
+
+
+_PROBLEM_EVENTS = {"retry": "ingest.retry", "failed": "ingest.failed", "skipped": "ingest.skipped"}
+
+
+def _log_outcome(o: Outcome) -> None:
+    """One log line per file, under a stable event name."""
+    if o.status == "indexed":
+        log.info("ingest.done", file=o.source.name, doc_id=o.doc_id, chunks=o.chunks, ms=o.ms)
+    elif o.status == "duplicate":
+        log.info("ingest.duplicate", file=o.source.name, duplicate_of=o.duplicate_of, ms=o.ms)
+    else:
+        emit = log.warning if o.status == "failed" else log.info
+        emit(_PROBLEM_EVENTS[o.status], file=o.source.name, stage=o.stage, reason=o.reason, error=o.message)
 
 
 def build_rows(
