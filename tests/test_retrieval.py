@@ -81,7 +81,7 @@ def test_get_document_chunks_returns_at_most_three_of_that_document(index):
     engine = next(d for d in index.documents() if d.source_name == "engine.md")
     assert engine.chunk_count > 3
     chunks = get_document_chunks(index, engine.id, "rotor stator", k=10)
-    assert 1 <= len(chunks) <= 3
+    assert len(chunks) in (1, 2, 3)
     assert all(c.document_id == engine.id for c in chunks)
     assert "rotor" in chunks[0].text
     opening = get_document_chunks(index, engine.id, "nothing matches zzz", k=2)
