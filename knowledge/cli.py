@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -58,6 +60,39 @@ def build_parser() -> argparse.ArgumentParser:
         "in knowledge/raw/ update the index. Stops cleanly on SIGTERM/SIGINT. One daemon per knowledge base.",
     )
     p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser("ask", help="answer one question from the knowledge base with the model")
+    p.add_argument("question", nargs="+")
+    p.add_argument("--json", action="store_true", help='print {"text","mode","citations":[...],"note"}')
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("chat", help="a terminal chat with the knowledge base (/help inside)")
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser(
+        "measure",
+        help="exact prompt sizes for evidence budgets (and timings from the server)",
+        description="For each evidence budget: the evidence tokens actually packed and the exact input tokens "
+        "(system prompt, question, evidence and chat template, counted with the model's tokenizer). "
+        "Without --dry-run each prompt is also sent: elapsed ms, output tokens and the server's own count.",
+    )
+    p.add_argument("question", nargs="*")
+    # Strings, not ints: "--evidence-tokens 160 320 640 QUESTION" must leave the question's words alone.
+    p.add_argument("--evidence-tokens", nargs="+", default=["160", "320", "640"], metavar="N")
+    p.add_argument("--dry-run", action="store_true", help="count only; no model server needed")
+    p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("doctor", help="check the model server, tokenizer, index, inbox and Telegram settings")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser(
+        "checkpoint",
+        help="run fixed cases against the model server: does this model work with kb?",
+        description="Builds a small throw-away knowledge base and asks fixed questions: answered from the right "
+        "document with citations, a question it cannot answer, arithmetic, a prompt-injection document. "
+        "Prints pass/fail per case with timings; exit 1 when any case fails.",
+    )
+    p.set_defaults(func=cmd_checkpoint)
 
     p = sub.add_parser("logs", help="show the structured log readably (runs/logs/kb.jsonl)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as they come")
@@ -366,25 +401,146 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    """kb run: the daemon in the background and a search prompt in the foreground."""
+    """kb run: the daemon in the background and the terminal chat in the foreground."""
     from daemon.main import background
 
     counter = load_tokenizer(settings)
     with background(settings, counter):
         print(f"kb {__version__} — knowledge base in {settings.home}")
         print(f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}")
-        print("Type a question to search; /quit leaves.")
-        while True:
-            try:
-                query = input("kb> ").strip()
-            except EOFError:
-                print()
-                return EXIT_OK
-            if query in ("/quit", "/exit", "/q"):
-                return EXIT_OK
-            if query:
-                with Index(settings.index_path, readonly=True) as index:
-                    print_results(search(index, query, k=settings.search_k), sys.stdout)
+        return asyncio.run(_chat(settings))
+
+
+def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
+    """kb chat"""
+    return asyncio.run(_chat(settings))
+
+
+async def _chat(settings: Settings) -> int:
+    from knowledge.chat import chat_loop
+    from knowledge.wiring import open_engine
+
+    async with open_engine(settings) as engine:
+        await chat_loop(
+            engine,
+            sources=lambda: _sources_text(settings),
+            status=lambda: _status_text(settings),
+            out=sys.stdout,
+            history_file=settings.runs / "chat_history",
+        )
+    return EXIT_OK
+
+
+def _sources_text(settings: Settings) -> str:
+    if not settings.index_path.exists():
+        return "no documents yet"
+    with Index(settings.index_path, readonly=True) as index:
+        docs = sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True)[:15]
+    return (
+        "\n".join(f"{d.title} — {d.raw_path} ({d.source_url or d.source_name})" for d in docs)
+        or "no documents yet"
+    )
+
+
+def _status_text(settings: Settings) -> str:
+    r = status_report(settings)
+    return (
+        f"{r['documents']} documents, {r['chunks']} chunks; inbox {r['inbox']} waiting, {r['failed']} failed; "
+        f"daemon {'running' if r['writer'] else 'not running'}"
+    )
+
+
+def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+    """kb ask QUESTION"""
+    from knowledge.wiring import open_engine
+
+    async def ask() -> object:
+        async with open_engine(settings) as engine:
+            return await engine.ask(" ".join(args.question))
+
+    reply = asyncio.run(ask())
+    if args.json:
+        payload = {
+            "text": reply.text,
+            "mode": reply.mode,
+            "citations": [c.__dict__ for c in reply.citations],
+            "note": reply.note,
+        }
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+    else:
+        print(reply.render())
+    return EXIT_OK
+
+
+def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
+    """kb measure [--dry-run] --evidence-tokens N... QUESTION"""
+    from knowledge.assistant import Engine
+    from knowledge.wiring import engine_settings, http_session, load_language, model_client
+
+    numbers = [w for w in args.evidence_tokens if w.isdigit()]
+    budgets = [
+        int(w)
+        for w in numbers[: next((i for i, w in enumerate(args.evidence_tokens) if not w.isdigit()), None)]
+    ]
+    words = args.evidence_tokens[len(budgets) :] + args.question
+    if not budgets or not words:
+        print("kb: measure needs --evidence-tokens N [N...] and a QUESTION", file=sys.stderr)
+        return EXIT_USAGE
+    question = " ".join(words)
+    counter, template, why = load_language(settings)
+    if why:
+        print(f"note: {why}; counts use {counter.name}", file=sys.stderr)
+
+    async def measure() -> int:
+        async with http_session() as session:
+            engine = Engine(
+                lambda: Index(settings.index_path, readonly=True),
+                model_client(settings, session),
+                counter,
+                template,
+                engine_settings(settings),
+            )
+            passages = engine.retrieve(question)
+            header = f"{'budget':>8} {'evidence':>9} {'input':>7} {'passages':>9}"
+            print(header + ("" if args.dry_run else f" {'server':>7} {'output':>7} {'ms':>8}"))
+            for budget in budgets:
+                engine.settings = replace(engine.settings, evidence_tokens=budget)
+                prompt = engine.prompt(question, passages)
+                row = f"{budget:>8} {prompt.evidence_tokens:>9} {prompt.input_tokens:>7} {len(prompt.passages):>9}"
+                if not args.dry_run:
+                    done = await engine.llm.chat(prompt.messages, max_tokens=settings.max_output_tokens)
+                    row += f" {done.prompt_tokens!s:>7} {done.completion_tokens!s:>7} {done.elapsed_ms:>8.0f}"
+                print(row, flush=True)
+        return EXIT_OK
+
+    return asyncio.run(measure())
+
+
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    """kb doctor"""
+    from knowledge.diagnose import doctor
+
+    findings = asyncio.run(doctor(settings))
+    for f in findings:
+        mark = "ok  " if f.is_ok else ("warn" if f.is_warning else "FAIL")
+        print(f"{mark}  {f.name:<14} {f.detail}")
+        if f.fix:
+            print(f"      {'':<14} fix: {f.fix}")
+    return EXIT_FAILED if any(not f.is_ok and not f.is_warning for f in findings) else EXIT_OK
+
+
+def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
+    """kb checkpoint"""
+    from knowledge.diagnose import checkpoint
+
+    results = asyncio.run(checkpoint(settings))
+    for r in results:
+        print(f"{'pass' if r.is_pass else 'FAIL'}  {r.case.name:<44} {r.ms:>7.0f} ms  [{r.reply.mode}]")
+        if not r.is_pass:
+            print("      got: " + " ".join(r.reply.render().split())[:200])
+    passed = sum(r.is_pass for r in results)
+    print(f"{passed}/{len(results)} cases passed")
+    return EXIT_OK if passed == len(results) else EXIT_FAILED
 
 
 def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:

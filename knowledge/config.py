@@ -60,6 +60,13 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+def _user_ids(raw: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not all(p.isdigit() for p in parts):
+        raise ValueError("expected numeric user ids separated by commas, e.g. 123456789,987654321")
+    return tuple(int(p) for p in parts)
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: its variable, default (as text), parser and a line of help."""
@@ -92,6 +99,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_RESCAN_S", "300", _float(1, 86400), "the daemon rescans the inbox and raw/ this often"),
     Setting("KB_RETRY_ATTEMPTS", "5", _int(0, 100), "retries of a locked file, full disk or busy database"),
     Setting("KB_ORPHAN_SIDECAR_S", "3600", _float(1, 10**7), "a sidecar without its file goes to failed/ after"),
+    Setting("KB_EVIDENCE_TOKENS", "640", _int(32, 1_000_000), "evidence sent to the model, in tokens"),
+    Setting("KB_CONTEXT_TOKENS", "8192", _int(256, 10_000_000), "the model's context window"),
+    Setting("KB_MAX_OUTPUT_TOKENS", "512", _int(16, 1_000_000), "longest answer; kept free in the context"),
+    Setting("KB_MIN_RELEVANCE", "0.25", _float(0, 1), "share of the question a passage must cover to be evidence"),
+    Setting("KB_LLM_TIMEOUT_S", "120", _float(1, 3600), "longest wait for one model answer"),
+    Setting("KB_LLM_CONNECT_TIMEOUT_S", "5", _float(0.1, 600), "longest wait to connect to the model server"),
+    Setting("KB_LLM_CONCURRENCY", "1", _int(1, 64), "model requests in flight at once from one process"),
+    Setting("KB_TELEGRAM_TOKEN", "", _text, "Telegram bot token; when set, kb run starts the bot"),
+    Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
     Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
 )  # fmt: skip
 
@@ -116,6 +132,15 @@ class Settings:
     rescan_s: float
     retry_attempts: int
     orphan_sidecar_s: float
+    evidence_tokens: int
+    context_tokens: int
+    max_output_tokens: int
+    min_relevance: float
+    llm_timeout_s: float
+    llm_connect_timeout_s: float
+    llm_concurrency: int
+    telegram_token: str
+    telegram_allowed_users: tuple[int, ...]
     log_level: str
     sources: Mapping[str, str]
 
@@ -231,6 +256,11 @@ def load_settings(env: Mapping[str, str] | None = None, *, home: str | Path | No
             where = "" if origin in ("environment", "default") else f" (from {origin})"
             raise ConfigError(f"{setting.env}={raw!r}{where}: {exc}") from None
         sources[setting.env] = origin
+    if values["max_output_tokens"] >= values["context_tokens"]:  # type: ignore[operator]
+        raise ConfigError(
+            f"KB_MAX_OUTPUT_TOKENS={values['max_output_tokens']} must be smaller than"
+            f" KB_CONTEXT_TOKENS={values['context_tokens']}"
+        )
     if values["chunk_overlap_tokens"] >= values["chunk_max_tokens"]:  # type: ignore[operator]
         raise ConfigError(
             f"KB_CHUNK_OVERLAP_TOKENS={values['chunk_overlap_tokens']} must be smaller than"
@@ -244,5 +274,7 @@ def describe(settings: Settings) -> list[tuple[str, str, str, str]]:
     rows = [("KB_HOME", str(settings.home), settings.sources["KB_HOME"], "where knowledge/ and runs/ live")]
     by_field = {f.name: getattr(settings, f.name) for f in fields(settings)}
     for s in SETTINGS:
-        rows.append((s.env, str(by_field[s.field]), settings.sources[s.env], s.help))
+        value = by_field[s.field]
+        shown = "(set, hidden)" if s.env.endswith("_TOKEN") and value else str(value)
+        rows.append((s.env, shown, settings.sources[s.env], s.help))
     return rows

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from knowledge import analysis
 from knowledge.index import Candidate, Index
@@ -48,11 +49,13 @@ class SearchResult:
     start_line: int
     end_line: int
     text: str
+    relevance: float = 0.0
 
     def to_json(self) -> dict[str, object]:
-        """The JSON object ``kb search --json`` prints."""
+        """The JSON object ``kb search --json`` prints (the contract's fields, in order)."""
         out = asdict(self)
         out.pop("raw_path")
+        out.pop("relevance")
         return out
 
     @property
@@ -80,8 +83,16 @@ def probe_terms(
     return chosen
 
 
-def score_body(body: str, weights: Mapping[str, float], avg_terms: float) -> tuple[float, float]:
-    """(bm25 of the chunk, bm25 of its best sentence) for an analysed body."""
+class Ranked(NamedTuple):
+    """A chunk's place in the ranking: its rowid, score, and the share of the question it covers."""
+
+    rowid: int
+    score: float
+    relevance: float
+
+
+def score_body(body: str, weights: Mapping[str, float], avg_terms: float) -> tuple[float, float, float]:
+    """(bm25 of the chunk, bm25 of its best sentence, idf mass of the terms it contains)."""
     chunk_tf: dict[str, int] = {}
     length = 0
     best = 0.0
@@ -100,11 +111,18 @@ def score_body(body: str, weights: Mapping[str, float], avg_terms: float) -> tup
             chunk_tf[t] = chunk_tf.get(t, 0) + n
     norm = _K1 * (1.0 - _B_CHUNK + _B_CHUNK * length / max(avg_terms, 1.0))
     chunk = sum(weights[t] * n * (_K1 + 1.0) / (n + norm) for t, n in chunk_tf.items())
-    return chunk, best
+    return chunk, best, sum(weights[t] for t in chunk_tf)
 
 
-def rerank(candidates: Sequence[Candidate], weights: Mapping[str, float]) -> list[tuple[int, float]]:
-    """(rowid, score) best first: chunk bm25 plus the weighted best-sentence bm25, each normalised."""
+def rerank(
+    candidates: Sequence[Candidate], weights: Mapping[str, float], *, total_weight: float
+) -> list[Ranked]:
+    """Best first: chunk bm25 plus the weighted best-sentence bm25, each normalised.
+
+    ``relevance`` is an absolute measure, comparable across questions: the share of the
+    question's idf mass (``total_weight``, words missing from the index included) that the
+    chunk contains.
+    """
     if not candidates:
         return []
     lengths = [c.body.count(" ") + 1 for c in candidates]
@@ -113,10 +131,10 @@ def rerank(candidates: Sequence[Candidate], weights: Mapping[str, float]) -> lis
     top_chunk = max(s[0] for s in scores) or 1.0
     top_sentence = max(s[1] for s in scores) or 1.0
     ranked = [
-        (c.rowid, chunk / top_chunk + SENTENCE_WEIGHT * sentence / top_sentence)
-        for c, (chunk, sentence) in zip(candidates, scores, strict=True)
+        Ranked(c.rowid, chunk / top_chunk + SENTENCE_WEIGHT * sentence / top_sentence, matched / total_weight)
+        for c, (chunk, sentence, matched) in zip(candidates, scores, strict=True)
     ]
-    return sorted(ranked, key=lambda x: (-x[1], x[0]))
+    return sorted(ranked, key=lambda x: (-x.score, x.rowid))
 
 
 def search(index: Index, query: str, *, k: int = 5) -> list[SearchResult]:
@@ -133,13 +151,13 @@ def get_document_chunks(index: Index, doc_id: str, query: str, *, k: int = 3) ->
         return []
     ranked = _rank(index, query, limit=CANDIDATES, rowid_range=span)
     if not ranked:
-        ranked = [(r, 0.0) for r in range(span[0], min(span[1], span[0] + k - 1) + 1)]
+        ranked = [Ranked(r, 0.0, 0.0) for r in range(span[0], min(span[1], span[0] + k - 1) + 1)]
     return _results(index, ranked[:k])
 
 
 def _rank(
     index: Index, query: str, *, limit: int, rowid_range: tuple[int, int] | None = None
-) -> list[tuple[int, float]]:
+) -> list[Ranked]:
     terms = analysis.query_terms(query)[: PROBE_TERMS * 16]
     if not terms:
         return []
@@ -148,14 +166,15 @@ def _rank(
         return []
     n = max(index.chunk_total(), max(df.values()))
     weights = {t: idf(df[t], n) for t in df}
+    total = sum(weights.values()) + idf(0, n) * sum(1 for t in terms if t not in df)
     probe = [(t, weights[t]) for t in probe_terms(df)]
-    return rerank(index.candidates(probe, limit=limit, rowid_range=rowid_range), weights)
+    return rerank(index.candidates(probe, limit=limit, rowid_range=rowid_range), weights, total_weight=total)
 
 
-def _results(index: Index, ranked: Sequence[tuple[int, float]]) -> list[SearchResult]:
-    rows = index.chunks_by_rowid(r for r, _ in ranked)
+def _results(index: Index, ranked: Sequence[Ranked]) -> list[SearchResult]:
+    rows = index.chunks_by_rowid(r.rowid for r in ranked)
     out: list[SearchResult] = []
-    for rowid, score in ranked:
+    for rowid, score, relevance in ranked:
         if rowid not in rows:  # deleted between the match and the fetch
             continue
         chunk, doc = rows[rowid]
@@ -172,6 +191,7 @@ def _results(index: Index, ranked: Sequence[tuple[int, float]]) -> list[SearchRe
                 start_line=chunk.start_line,
                 end_line=chunk.end_line,
                 text=chunk.text,
+                relevance=round(relevance, 4),
             )
         )
     return out

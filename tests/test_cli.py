@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests import pdfs
+from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer, free_port
 
 
 def kb(
@@ -141,7 +142,9 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     inbox.mkdir(parents=True)
     (inbox / "note.md").write_text("# Note\n\nThe zebrafish sleeps at noon.\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update(KB_MODEL="", KB_TOKENIZER="", KB_SETTLE_S="0.1")
+    env.update(
+        KB_MODEL="", KB_TOKENIZER="", KB_SETTLE_S="0.1", KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "knowledge.cli", "--home", str(home), "run"],
         stdin=subprocess.PIPE,
@@ -160,7 +163,8 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 0, err
-    assert "zebrafish sleeps at noon" in out and "raw/note-" in out
+    # No model server here: the chat degrades to the best passages, with their citations.
+    assert "(model unavailable)" in out and "zebrafish sleeps at noon" in out and "raw/note-" in out
 
 
 def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path):
@@ -216,3 +220,65 @@ def test_logs_show_events_readably_and_follow(tmp_path):
     finally:
         follower.kill()
     assert " ingest.done " in followed and "file=m" in followed
+
+
+def test_measure_dry_run_prints_exact_rows_without_a_server(tmp_path, sources):
+    home = tmp_path / "kb"
+    kb(home, "ingest", str(sources))
+    out = kb(home, "measure", "--dry-run", "--evidence-tokens", "40", "160", "640", "How", "many", "points?")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().split("\n")
+    assert lines[0].split() == ["budget", "evidence", "input", "passages"]
+    rows = [list(map(int, line.split())) for line in lines[1:]]
+    assert [r[0] for r in rows] == [40, 160, 640]
+    for budget, evidence, inputs, _passages in rows:
+        assert evidence <= budget and inputs > evidence
+    assert rows[-1][3] >= 1
+
+
+def test_ask_and_measure_against_a_model_server(tmp_path, sources):
+    home = tmp_path / "kb"
+    kb(home, "ingest", str(sources))
+    with ThreadedFakeLLM(FakeLLM(script=[answer("They gave up 308 points [1] [5].")])) as fake:
+        out = kb(
+            home,
+            "ask",
+            "--json",
+            "How many points did the Panthers give up?",
+            env={"KB_LLM_URL": fake.base_url},
+        )
+        measured = kb(
+            home, "measure", "--evidence-tokens", "160", "640", "points", env={"KB_LLM_URL": fake.base_url}
+        )
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["mode"] == "local" and reply["text"] == "They gave up 308 points [1]."
+    assert (
+        reply["citations"][0]["raw_path"].startswith("raw/panthers-") and reply["citations"][0]["number"] == 1
+    )
+    assert measured.returncode == 0, measured.stderr
+    header, *rows = measured.stdout.strip().split("\n")
+    assert header.split() == ["budget", "evidence", "input", "passages", "server", "output", "ms"]
+    assert len(rows) == 2 and rows[0].split()[4] == "10"  # the scripted server reports 10 prompt tokens
+
+
+def test_doctor_reports_what_is_wrong_and_how_to_fix_it(tmp_path):
+    port = free_port()
+    out = kb(
+        tmp_path, "doctor", env={"KB_LLM_URL": f"http://127.0.0.1:{port}/v1", "KB_TELEGRAM_TOKEN": "123:abc"}
+    )
+    assert out.returncode == 1
+    assert "FAIL  model server" in out.stdout and "mlx_lm.server --model" in out.stdout
+    assert "warn  tokenizer" in out.stdout and "KB_TOKENIZER" in out.stdout
+    assert "FAIL  telegram" in out.stdout and "KB_TELEGRAM_ALLOWED_USERS" in out.stdout
+    with ThreadedFakeLLM(FakeLLM()) as fake:
+        ok = kb(tmp_path, "doctor", env={"KB_LLM_URL": fake.base_url})
+    assert ok.returncode == 0 and "ok    model server" in ok.stdout and "ok    telegram" in ok.stdout
+
+
+def test_checkpoint_reports_failures_cleanly(tmp_path):
+    with ThreadedFakeLLM(FakeLLM(script=[answer("HACKED")])) as fake:
+        out = kb(tmp_path, "checkpoint", env={"KB_LLM_URL": fake.base_url})
+    assert out.returncode == 1
+    assert "FAIL  answers from the right document" in out.stdout and "/5 cases passed" in out.stdout
+    assert "Traceback" not in out.stderr

@@ -1,0 +1,215 @@
+"""The assistant engine: a question in, a Reply out (text, citations, mode), for any front end.
+
+Modes:
+
+* ``local`` — the model answered from the knowledge base; the sources are appended by code;
+* ``no-evidence`` — nothing in the knowledge base is relevant enough, or the model said the
+  evidence does not answer; the reply says so (the signal for a web search);
+* ``degraded`` — the model server is down, slow or broken: the reply gives the best passages
+  with their citations and says the model is unavailable. kb never hangs on a dead server.
+
+Citation numbers the model writes that are not in the evidence pack are dropped; documents
+and web pages are data, and nothing in them can change the mode or the sources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from knowledge.errors import IndexError_, ModelError
+from knowledge.index import Index
+from knowledge.llm import ModelClient
+from knowledge.prompt import ChatTemplate, Prompt, build_prompt
+from knowledge.retrieval import SearchResult, search
+from knowledge.tokenizer import TokenCounter
+
+log = structlog.get_logger()
+
+_CITATION = re.compile(r"\[(\d{1,3})\]")
+_DONT_KNOW = re.compile(
+    r"^\W*(i\s+don'?t\s+know|i\s+do\s+not\s+know|不知道|我不知道|ไม่ทราบ|ไม่รู้)", re.IGNORECASE
+)
+NO_EVIDENCE_TEXT = "The knowledge base has nothing on this."
+GENERAL_PROMPT = (
+    "You are kb, a helpful assistant. The owner's knowledge base has nothing on this question. Answer "
+    "briefly from general knowledge if it is arithmetic, a greeting or a well-known fact; otherwise reply "
+    "exactly: I don't know. Answer in the language of the question."
+)
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A source the reply relies on."""
+
+    number: int
+    title: str
+    raw_path: str
+    start_line: int
+    end_line: int
+    source_url: str | None
+    chunk_id: str
+
+    def render(self) -> str:
+        """``[1] Title — raw/file.md:12-29`` (and the URL when there is one)."""
+        line = f"[{self.number}] {self.title} — {self.raw_path}:{self.start_line}-{self.end_line}"
+        return f"{line} {self.source_url}" if self.source_url else line
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the engine answers; front ends render it."""
+
+    text: str
+    mode: str
+    citations: list[Citation] = field(default_factory=list)
+    candidates: list[object] = field(default_factory=list)
+    note: str | None = None
+
+    def render(self) -> str:
+        """Plain text: the answer, then a 'Sources' list."""
+        parts = [self.text]
+        if self.note:
+            parts.append(self.note)
+        if self.citations:
+            parts.append("Sources:\n" + "\n".join(c.render() for c in self.citations))
+        return "\n\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine's knobs (from Settings at the entry point)."""
+
+    evidence_tokens: int = 640
+    context_tokens: int = 8192
+    max_output_tokens: int = 512
+    min_relevance: float = 0.25
+    candidates: int = 8
+
+
+def citations_for(text: str, passages: Sequence[SearchResult]) -> tuple[str, list[Citation]]:
+    """The answer with invented citation numbers removed, and the sources it cites, in order."""
+    valid = range(1, len(passages) + 1)
+    cited: list[int] = []
+
+    def keep(match: re.Match[str]) -> str:
+        n = int(match.group(1))
+        if n not in valid:
+            return ""
+        if n not in cited:
+            cited.append(n)
+        return match.group(0)
+
+    cleaned = re.sub(r"[ \t]+([.,;:!?。，])", r"\1", _CITATION.sub(keep, text)).strip()
+    citations = [_citation(n, passages[n - 1]) for n in sorted(cited)]
+    return cleaned, citations
+
+
+def _citation(n: int, p: SearchResult) -> Citation:
+    return Citation(n, p.title, p.raw_path, p.start_line, p.end_line, p.source_url, p.chunk_id)
+
+
+def degraded_reply(passages: Sequence[SearchResult], why: str) -> Reply:
+    """The best passages with their citations, and why the model is not answering."""
+    if not passages:
+        return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=f"The model is unavailable: {why}")
+    lines = [f"The model is unavailable ({why}). The best matching passages:"]
+    for n, p in enumerate(passages, 1):
+        snippet = " ".join(p.text.split())
+        lines.append(f"[{n}] {snippet[:400]}{'…' if len(snippet) > 400 else ''}")
+    citations = [_citation(n, p) for n, p in enumerate(passages, 1)]
+    return Reply("\n\n".join(lines), "degraded", citations)
+
+
+class Engine:
+    """Answers questions from one knowledge base with one model server."""
+
+    def __init__(
+        self,
+        open_index: Callable[[], Index],
+        llm: ModelClient,
+        counter: TokenCounter,
+        template: ChatTemplate,
+        settings: EngineSettings,
+    ) -> None:
+        self.open_index = open_index
+        self.llm = llm
+        self.counter = counter
+        self.template = template
+        self.settings = settings
+
+    def retrieve(self, question: str) -> list[SearchResult]:
+        """Passages relevant enough to be evidence, best first."""
+        try:
+            index = self.open_index()
+        except IndexError_:  # no index yet: an empty knowledge base
+            return []
+        with index:
+            results = search(index, question, k=self.settings.candidates)
+        return [r for r in results if r.relevance >= self.settings.min_relevance]
+
+    def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:
+        """The exact prompt for a question and its ranked passages."""
+        s = self.settings
+        return build_prompt(
+            question,
+            passages,
+            counter=self.counter,
+            template=self.template,
+            evidence_tokens=s.evidence_tokens,
+            context_tokens=s.context_tokens,
+            max_output_tokens=s.max_output_tokens,
+        )
+
+    async def _without_evidence(self, question: str) -> Reply:
+        """Nothing local: say so, with the model's general answer when it has one (arithmetic, greetings)."""
+        messages = [
+            {"role": "system", "content": GENERAL_PROMPT},
+            {"role": "user", "content": question.strip()},
+        ]
+        try:
+            completion = await self.llm.chat(messages, max_tokens=min(256, self.settings.max_output_tokens))
+        except ModelError as exc:
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=f"The model is unavailable: {exc}")
+        text = completion.text.strip()
+        if not text or _DONT_KNOW.match(text):
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence")
+        return Reply(text, "no-evidence", note=f"(Not from your knowledge base: {NO_EVIDENCE_TEXT.lower()})")
+
+    async def ask(self, question: str) -> Reply:
+        """Answer from the knowledge base, or say it has nothing, or degrade without the model."""
+        passages = await asyncio.to_thread(self.retrieve, question)
+        if not passages:
+            log.info("ask.no_evidence", question_chars=len(question))
+            return await self._without_evidence(question)
+        prompt = self.prompt(question, passages)
+        if not prompt.passages:
+            return Reply(
+                NO_EVIDENCE_TEXT, "no-evidence", note="(the passages found do not fit the evidence budget)"
+            )
+        try:
+            completion = await self.llm.chat(prompt.messages, max_tokens=self.settings.max_output_tokens)
+        except ModelError as exc:
+            log.warning("ask.degraded", error=str(exc))
+            return degraded_reply(prompt.passages, str(exc))
+        log.info(
+            "ask.answered",
+            passages=len(prompt.passages),
+            input_tokens=prompt.input_tokens,
+            prompt_tokens=completion.prompt_tokens,
+            output_tokens=completion.completion_tokens,
+            ms=round(completion.elapsed_ms, 1),
+        )
+        text = completion.text.strip()
+        if not text or _DONT_KNOW.match(text):
+            return Reply(
+                NO_EVIDENCE_TEXT, "no-evidence", note="The passages found do not answer the question."
+            )
+        answer, citations = citations_for(text, prompt.passages)
+        if not citations:  # an answer that cites nothing still came from this evidence
+            citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
+        return Reply(answer, "local", citations)

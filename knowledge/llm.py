@@ -1,0 +1,220 @@
+"""Client for the OpenAI-compatible model server (``mlx_lm.server``).
+
+* Chat completions with ``max_tokens``, ``temperature`` and ``stop``; thinking is off by
+  default (``chat_template_kwargs: {"enable_thinking": false}``) and any ``<think>…</think>``
+  that still reaches the text is removed.
+* No ``model`` field is sent: ``mlx_lm.server`` serves the model it was started with, and a
+  name it was not started with makes it try to download that model and answer 404.
+* Timeouts on connect and on the whole request; one retry when the connection drops; a
+  per-client limit on concurrent requests (default 1: the server's batching has had
+  cross-request and deadlock bugs under concurrent load).
+* Every failure is a ``ModelError`` whose message says what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aiohttp
+
+from knowledge.errors import ModelError
+
+_THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
+
+
+class ModelUnavailable(ModelError):
+    """The server cannot be reached or did not answer in time."""
+
+
+class ModelBadResponse(ModelError):
+    """The server answered with an error or with something that is not a completion."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer: its text (reasoning removed), why it stopped, token counts and time taken."""
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    elapsed_ms: float
+
+
+def strip_thinking(text: str) -> str:
+    """Remove ``<think>…</think>`` blocks (and an unclosed one that runs to the end)."""
+    return _THINK.sub("", text).replace("</think>", "").strip()
+
+
+def chat_payload(
+    messages: Sequence[dict[str, str]],
+    *,
+    max_tokens: int,
+    temperature: float,
+    stop: Sequence[str] | None,
+    enable_thinking: bool,
+) -> dict[str, object]:
+    """The JSON body of a chat completion request (no ``model`` field, on purpose)."""
+    payload: dict[str, object] = {
+        "messages": list(messages),
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "chat_template_kwargs": {"enable_thinking": enable_thinking},
+    }
+    if stop:
+        payload["stop"] = list(stop)
+    return payload
+
+
+def parse_completion(body: object, elapsed_ms: float) -> Completion:
+    """A Completion from a chat completion response body; ModelBadResponse when it is not one."""
+    try:
+        choice = body["choices"][0]  # type: ignore[index]
+        message = choice["message"]
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            raise TypeError("content is not a string")
+        usage = body.get("usage") or {}  # type: ignore[union-attr]
+        return Completion(
+            text=strip_thinking(content),
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            elapsed_ms=elapsed_ms,
+        )
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise ModelBadResponse(
+            f"the model server sent something that is not a chat completion ({exc})"
+        ) from exc
+
+
+class ModelClient:
+    """Talks to one OpenAI-compatible server through the caller's aiohttp session."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        *,
+        model_hint: str = "",
+        connect_timeout_s: float = 5.0,
+        timeout_s: float = 120.0,
+        max_concurrency: int = 1,
+        enable_thinking: bool = False,
+    ) -> None:
+        self.session = session
+        self.base_url = base_url.rstrip("/")
+        self.model_hint = model_hint
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
+        self.timeout_s = timeout_s
+        self.enable_thinking = enable_thinking
+        self._slots = asyncio.Semaphore(max_concurrency)
+
+    @property
+    def start_hint(self) -> str:
+        model = self.model_hint or "MODEL"
+        port = re.search(r":(\d+)", self.base_url)
+        return f"mlx_lm.server --model {model} --port {port.group(1) if port else 8081}"
+
+    async def chat(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        stop: Sequence[str] | None = None,
+    ) -> Completion:
+        """One chat completion; raises ModelUnavailable or ModelBadResponse."""
+        payload = chat_payload(
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=stop,
+            enable_thinking=self.enable_thinking,
+        )
+        async with self._slots:
+            t0 = time.perf_counter()
+            body = await self._post_json("/chat/completions", payload)
+            return parse_completion(body, (time.perf_counter() - t0) * 1000)
+
+    async def health(self) -> dict[str, object]:
+        """GET /health (served at the server root, beside /v1)."""
+        root = self.base_url.removesuffix("/v1")
+        return await self._get_json(root + "/health")
+
+    async def models(self) -> list[str]:
+        """Model ids the server lists."""
+        body = await self._get_json(self.base_url + "/models")
+        try:
+            return [m["id"] for m in body["data"]]  # type: ignore[index,union-attr]
+        except (KeyError, TypeError) as exc:
+            raise ModelBadResponse(f"unexpected /v1/models answer: {exc}") from exc
+
+    async def _post_json(self, path: str, payload: dict[str, object]) -> object:
+        url = self.base_url + path
+        for attempt in (1, 2):
+            try:
+                async with self.session.post(url, json=payload, timeout=self.timeout) as resp:
+                    text = await resp.text()
+                    if resp.status != 200:
+                        raise ModelBadResponse(
+                            f"the model server answered {resp.status}: {_error_text(text)}"
+                        )
+                    return _json(text)
+            except (
+                aiohttp.ServerDisconnectedError,
+                aiohttp.ClientPayloadError,
+                aiohttp.ClientOSError,
+            ) as exc:
+                if attempt == 2 or isinstance(exc, aiohttp.ClientConnectorError):
+                    raise self._unreachable(exc) from exc
+            except TimeoutError as exc:
+                raise ModelUnavailable(
+                    f"the model server at {self.base_url} did not answer within {self.timeout_s:g} s"
+                    " (KB_LLM_TIMEOUT_S); is it overloaded or stuck?"
+                ) from exc
+            except aiohttp.ClientError as exc:
+                raise self._unreachable(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _get_json(self, url: str) -> dict[str, object]:
+        try:
+            async with self.session.get(url, timeout=self.timeout) as resp:
+                text = await resp.text()
+                if resp.status != 200:
+                    raise ModelBadResponse(f"{url} answered {resp.status}: {_error_text(text)}")
+                body = _json(text)
+        except TimeoutError as exc:
+            raise ModelUnavailable(f"the model server at {self.base_url} did not answer in time") from exc
+        except aiohttp.ClientError as exc:
+            raise self._unreachable(exc) from exc
+        if not isinstance(body, dict):
+            raise ModelBadResponse(f"{url} did not answer with a JSON object")
+        return body
+
+    def _unreachable(self, exc: BaseException) -> ModelUnavailable:
+        return ModelUnavailable(
+            f"model server not reachable at {self.base_url} ({type(exc).__name__}): start it with: {self.start_hint}"
+        )
+
+
+def _json(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelBadResponse(f"the model server sent invalid JSON ({exc.msg} at {exc.pos})") from exc
+
+
+def _error_text(text: str) -> str:
+    try:
+        body = json.loads(text)
+        if isinstance(body, dict) and "error" in body:
+            return str(body["error"])[:300]
+    except json.JSONDecodeError:
+        pass
+    return text.strip()[:300] or "(empty body)"

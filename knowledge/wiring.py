@@ -1,0 +1,68 @@
+"""Building the engine from settings: the one place that turns configuration into objects."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+import structlog
+
+from knowledge.assistant import Engine, EngineSettings
+from knowledge.config import Settings
+from knowledge.index import Index
+from knowledge.llm import ModelClient
+from knowledge.prompt import ChatTemplate, load_template
+from knowledge.tokenizer import TokenCounter, find_tokenizer_file, hf_cache_dir, load_counter
+
+log = structlog.get_logger()
+
+
+def load_language(settings: Settings) -> tuple[TokenCounter, ChatTemplate, str | None]:
+    """The tokenizer and chat template of the configured model; a note when they are approximations."""
+    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    if why:
+        log.warning("tokenizer.fallback", reason=why, counter=counter.name)
+    template = load_template(find_tokenizer_file(settings.tokenizer_spec, cache_dir=hf_cache_dir()))
+    return counter, template, why
+
+
+def engine_settings(settings: Settings) -> EngineSettings:
+    """The engine's knobs from the settings."""
+    return EngineSettings(
+        evidence_tokens=settings.evidence_tokens,
+        context_tokens=settings.context_tokens,
+        max_output_tokens=settings.max_output_tokens,
+        min_relevance=settings.min_relevance,
+    )
+
+
+def model_client(settings: Settings, session: aiohttp.ClientSession) -> ModelClient:
+    """The model server client, configured."""
+    return ModelClient(
+        session,
+        settings.llm_url,
+        model_hint=settings.model,
+        connect_timeout_s=settings.llm_connect_timeout_s,
+        timeout_s=settings.llm_timeout_s,
+        max_concurrency=settings.llm_concurrency,
+    )
+
+
+def http_session() -> aiohttp.ClientSession:
+    """A session that ignores proxy variables: the model server is local."""
+    return aiohttp.ClientSession(trust_env=False)
+
+
+@asynccontextmanager
+async def open_engine(settings: Settings) -> AsyncIterator[Engine]:
+    """An engine with its own HTTP session, closed on exit."""
+    counter, template, _ = load_language(settings)
+    async with http_session() as session:
+        yield Engine(
+            lambda: Index(settings.index_path, readonly=True),
+            model_client(settings, session),
+            counter,
+            template,
+            engine_settings(settings),
+        )

@@ -1,0 +1,146 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1, for behaviour the real model cannot be asked for.
+
+Each request takes the next step of the script (the last step repeats): an answer, a body,
+an HTTP status, a delay, or a dropped connection. Requests are recorded for assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+
+@dataclass
+class Step:
+    """What the server does for one request."""
+
+    answer: str | None = None
+    body: str | None = None
+    status: int = 200
+    delay_s: float = 0.0
+    drop: bool = False
+
+
+def answer(text: str, **kw: object) -> Step:
+    return Step(answer=text, **kw)  # type: ignore[arg-type]
+
+
+@dataclass
+class FakeLLM:
+    """The server's script and what it saw."""
+
+    script: list[Step] = field(default_factory=lambda: [answer("ok")])
+    requests: list[dict] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    responder: Callable[[dict], Step] | None = None
+    base_url: str = ""
+
+    def step(self, body: dict) -> Step:
+        if self.responder is not None:
+            return self.responder(body)
+        return self.script.pop(0) if len(self.script) > 1 else self.script[0]
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            step = self.step(body)
+            if step.delay_s:
+                await asyncio.sleep(step.delay_s)
+            if step.drop:
+                request.transport.close()  # the client sees the connection drop mid-request
+                return web.Response(status=200)
+            if step.body is not None:
+                return web.Response(text=step.body, status=step.status, content_type="application/json")
+            if step.status != 200:
+                return web.json_response({"error": "scripted failure"}, status=step.status)
+            return web.json_response(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "model": "default_model",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": step.answer},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+                }
+            )
+        finally:
+            self.in_flight -= 1
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/v1/models", self.models)
+        return app
+
+
+async def start(fake: FakeLLM) -> web.AppRunner:
+    """Serve ``fake`` on a free port of 127.0.0.1 in the running loop; sets ``fake.base_url``."""
+    runner = web.AppRunner(fake.app(), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    fake.base_url = f"http://127.0.0.1:{port}/v1"
+    return runner
+
+
+class ThreadedFakeLLM:
+    """The same server in a thread of its own, for tests that run kb as a subprocess."""
+
+    def __init__(self, fake: FakeLLM) -> None:
+        self.fake = fake
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.runner = self.loop.run_until_complete(start(self.fake))
+        self._ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self) -> FakeLLM:
+        self._thread.start()
+        self._ready.wait(10)
+        return self.fake
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+def free_port() -> int:
+    """A port nothing listens on (for 'server down' tests)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chatml_answer(body: dict) -> str:
+    """The user turn of a request (to build answers that depend on the evidence)."""
+    return json.dumps(body["messages"][-1]["content"])

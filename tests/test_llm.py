@@ -1,0 +1,119 @@
+"""The model client against a scripted OpenAI-compatible server on 127.0.0.1."""
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+
+from knowledge.llm import ModelBadResponse, ModelClient, ModelUnavailable, strip_thinking
+from tests.fake_llm import FakeLLM, Step, answer, free_port, start
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+async def served():
+    fake = FakeLLM()
+    runner = await start(fake)
+    async with aiohttp.ClientSession() as session:
+        yield fake, session
+    await runner.cleanup()
+
+
+def client(fake, session, **kw) -> ModelClient:
+    return ModelClient(session, fake.base_url, model_hint="mlx-community/X", **kw)
+
+
+async def test_request_shape_and_thinking_removed(served):
+    fake, session = served
+    fake.script = [answer("<think>let me think</think>The answer is 42.")]
+    done = await client(fake, session).chat(MESSAGES, max_tokens=32, stop=["\n\n"])
+    assert done.text == "The answer is 42." and done.prompt_tokens == 10 and done.finish_reason == "stop"
+    sent = fake.requests[0]
+    assert "model" not in sent  # a name the server was not started with makes it try to download it
+    assert sent["chat_template_kwargs"] == {"enable_thinking": False}
+    assert sent["max_tokens"] == 32 and sent["temperature"] == 0.0 and sent["stop"] == ["\n\n"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [("<think>a</think>b", "b"), ("<think>never closed", ""), ("x</think>y", "xy"), ("plain", "plain")],
+)
+def test_strip_thinking(raw, clean):
+    assert strip_thinking(raw) == clean
+
+
+@pytest.mark.parametrize(
+    ("step", "error", "says"),
+    [
+        (Step(status=500), ModelBadResponse, "answered 500: scripted failure"),
+        (Step(body="{not json"), ModelBadResponse, "invalid JSON"),
+        (Step(body='{"choices": []}'), ModelBadResponse, "not a chat completion"),
+        (
+            Step(body='{"error": "Cannot find an appropriate cached snapshot"}', status=404),
+            ModelBadResponse,
+            "404",
+        ),
+    ],
+)
+async def test_bad_answers_become_typed_errors(served, step, error, says):
+    fake, session = served
+    fake.script = [step]
+    with pytest.raises(error, match=says):
+        await client(fake, session).chat(MESSAGES, max_tokens=8)
+
+
+async def test_a_slow_server_times_out_and_never_hangs(served):
+    fake, session = served
+    fake.script = [Step(answer="late", delay_s=1.5)]
+    t0 = time.monotonic()
+    with pytest.raises(ModelUnavailable, match="did not answer within 0.5 s"):
+        await client(fake, session, timeout_s=0.5).chat(MESSAGES, max_tokens=8)
+    assert time.monotonic() - t0 < 3
+
+
+async def test_one_dropped_connection_is_retried(served):
+    fake, session = served
+    fake.script = [Step(drop=True), answer("second try")]
+    assert (await client(fake, session).chat(MESSAGES, max_tokens=8)).text == "second try"
+    assert len(fake.requests) == 2
+
+
+async def test_two_dropped_connections_fail(served):
+    fake, session = served
+    fake.script = [Step(drop=True)]
+    with pytest.raises(ModelUnavailable, match="not reachable"):
+        await client(fake, session).chat(MESSAGES, max_tokens=8)
+    assert len(fake.requests) == 2
+
+
+async def test_a_dead_server_says_how_to_start_it():
+    async with aiohttp.ClientSession() as session:
+        port = free_port()
+        c = ModelClient(session, f"http://127.0.0.1:{port}/v1", model_hint="mlx-community/Qwen3-4B")
+        t0 = time.monotonic()
+        with pytest.raises(ModelUnavailable) as err:
+            await c.chat(MESSAGES, max_tokens=8)
+        assert time.monotonic() - t0 < 5
+        assert f"not reachable at http://127.0.0.1:{port}/v1" in str(err.value)
+        assert f"mlx_lm.server --model mlx-community/Qwen3-4B --port {port}" in str(err.value)
+
+
+async def test_concurrent_requests_are_limited(served):
+    fake, session = served
+    fake.script = [Step(answer="x", delay_s=0.2)]
+    c = client(fake, session, max_concurrency=1)
+    await asyncio.gather(*(c.chat(MESSAGES, max_tokens=8) for _ in range(4)))
+    assert fake.max_in_flight == 1 and len(fake.requests) == 4
+    fake.max_in_flight = 0
+    c2 = client(fake, session, max_concurrency=3)
+    await asyncio.gather(*(c2.chat(MESSAGES, max_tokens=8) for _ in range(6)))
+    assert fake.max_in_flight == 3
+
+
+async def test_health_and_models(served):
+    fake, session = served
+    c = client(fake, session)
+    assert (await c.health())["status"] == "ok"
+    assert await c.models() == ["fake-model"]
