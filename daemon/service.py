@@ -195,6 +195,11 @@ class Daemon:
     def _make_folders(self) -> None:
         for folder in (self.inbox, self.settings.processed, self.settings.failed, self.raw):
             folder.mkdir(parents=True, exist_ok=True)
+        # Half-written files of a writer that was killed: only this process writes here now.
+        if self.settings.staging.is_dir():
+            for leftover in self.settings.staging.iterdir():
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
 
     # -- scheduler --------------------------------------------------------------------------
 
@@ -310,7 +315,8 @@ class Daemon:
             "exception": None,
             "time": self.ingestor.clock().isoformat(timespec="seconds"),
         }
-        write_atomic(self.settings.failed / (name + ERROR_SUFFIX), json.dumps(record, indent=2).encode())
+        data = json.dumps(record, indent=2).encode()
+        write_atomic(self.settings.failed / (name + ERROR_SUFFIX), data, staging=self.settings.staging)
         os.replace(side, self.settings.failed / name)
         log.warning("ingest.failed", file=side.name, stage="read", reason="orphan-sidecar")
 

@@ -409,7 +409,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"kb {__version__} — knowledge base in {settings.home}")
         print(f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}")
         if settings.telegram_token:
-            print("KB_TELEGRAM_TOKEN is set, but this version has no Telegram bot yet: starting the terminal chat.")
+            print(
+                "KB_TELEGRAM_TOKEN is set, but this version has no Telegram bot yet: starting the terminal chat."
+            )
         return asyncio.run(_chat(settings))
 
 

@@ -260,7 +260,9 @@ class Ingestor:
                 # The record first: a crash between the two leaves the original in the inbox, to be
                 # tried again, rather than an original in failed/ without its reason.
                 write_atomic(
-                    self.settings.failed / (name + ERROR_SUFFIX), json.dumps(record, indent=2).encode()
+                    self.settings.failed / (name + ERROR_SUFFIX),
+                    json.dumps(record, indent=2).encode(),
+                    staging=self.settings.staging,
                 )
                 kept = self._keep(path, self.settings.failed, name=name)
             except OSError as exc:

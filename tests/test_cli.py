@@ -162,6 +162,7 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
         out, err = proc.communicate("when does the zebrafish sleep\n/quit\n", timeout=30)
     finally:
         proc.kill()
+        proc.wait()
     assert proc.returncode == 0, err
     # No model server here: the chat degrades to the best passages, with their citations.
     assert "(model unavailable)" in out and "zebrafish sleeps at noon" in out and "raw/note-" in out
@@ -219,6 +220,8 @@ def test_logs_show_events_readably_and_follow(tmp_path):
                 break
     finally:
         follower.kill()
+        follower.wait()
+        follower.stdout.close()
     assert " ingest.done " in followed and "file=m" in followed
 
 

@@ -274,7 +274,7 @@ def start_daemon(home: Path, **env: str) -> subprocess.Popen:
     full.update({"KB_MODEL": "", "KB_TOKENIZER": "", "KB_SETTLE_S": SETTLE}, **env)
     return subprocess.Popen(
         [sys.executable, "-m", "knowledge.cli", "--home", str(home), "daemon"],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env=full,
@@ -298,6 +298,7 @@ def test_sigterm_stops_cleanly_and_a_second_daemon_is_refused(tmp_path):
         first.wait(timeout=10)
     finally:
         first.kill()
+        first.stderr.close()
     assert first.returncode == 0
     assert log_events(home)[-1] == "daemon.stop"
 
@@ -361,6 +362,7 @@ def test_a_thousand_files_and_a_sigkill_lose_nothing(tmp_path):
         thread.join()
     finally:
         first.kill()
+        first.stderr.close()
     second = start_daemon(home)
     try:
         valid = {n for n, d in files.items() if d is not None and not n.startswith(("bad", "empty"))}
@@ -377,6 +379,7 @@ def test_a_thousand_files_and_a_sigkill_lose_nothing(tmp_path):
         second.wait(timeout=30)
     finally:
         second.kill()
+        second.stderr.close()
     processed = {p.name for p in settings.processed.iterdir()}
     failed = {p.name for p in settings.failed.iterdir()}
     assert processed == valid, "every valid original is kept once under processed/"
