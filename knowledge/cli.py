@@ -478,8 +478,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
     """kb measure [--dry-run] --evidence-tokens N... QUESTION"""
-    from knowledge.assistant import Engine
-    from knowledge.wiring import engine_settings, http_session, load_language, model_client
+    from knowledge.wiring import build_engine, http_session, load_language
 
     numbers = [w for w in args.evidence_tokens if w.isdigit()]
     budgets = [
@@ -497,13 +496,7 @@ def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
 
     async def measure() -> int:
         async with http_session() as session:
-            engine = Engine(
-                lambda: Index(settings.index_path, readonly=True),
-                model_client(settings, session),
-                counter,
-                template,
-                engine_settings(settings),
-            )
+            engine = build_engine(settings, session, counter, template)
             passages = engine.retrieve(question)
             header = f"{'budget':>8} {'evidence':>9} {'input':>7} {'passages':>9}"
             print(header + ("" if args.dry_run else f" {'server':>7} {'output':>7} {'ms':>8}"))

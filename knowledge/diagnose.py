@@ -8,14 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from knowledge.assistant import Engine, Reply
+from knowledge.assistant import Reply
 from knowledge.config import Settings, load_settings
 from knowledge.errors import KbError
 from knowledge.index import Index
 from knowledge.ingest import Ingestor, is_candidate_name
 from knowledge.lock import holder
 from knowledge.tokenizer import find_tokenizer_file, hf_cache_dir, load_counter
-from knowledge.wiring import engine_settings, http_session, load_language, model_client
+from knowledge.wiring import build_engine, http_session, load_language, model_client
 
 
 @dataclass(frozen=True)
@@ -210,13 +210,7 @@ async def checkpoint(settings: Settings) -> list[CaseResult]:
                 (scratch.inbox / name).write_text(text, encoding="utf-8")
                 ingestor.ingest(scratch.inbox / name)
         async with http_session() as session:
-            engine = Engine(
-                lambda: Index(scratch.index_path, readonly=True),
-                model_client(settings, session),
-                counter,
-                template,
-                engine_settings(settings),
-            )
+            engine = build_engine(settings, session, counter, template, index_path=scratch.index_path)
             results = []
             for case in CASES:
                 t0 = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import aiohttp
 import structlog
@@ -54,15 +55,28 @@ def http_session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(trust_env=False)
 
 
+def build_engine(
+    settings: Settings,
+    session: aiohttp.ClientSession,
+    counter: TokenCounter,
+    template: ChatTemplate,
+    *,
+    index_path: Path | None = None,
+) -> Engine:
+    """An engine over the knowledge base's index (or another one, for the checkpoint)."""
+    path = index_path or settings.index_path
+    return Engine(
+        lambda: Index(path, readonly=True),
+        model_client(settings, session),
+        counter,
+        template,
+        engine_settings(settings),
+    )
+
+
 @asynccontextmanager
 async def open_engine(settings: Settings) -> AsyncIterator[Engine]:
     """An engine with its own HTTP session, closed on exit."""
     counter, template, _ = load_language(settings)
     async with http_session() as session:
-        yield Engine(
-            lambda: Index(settings.index_path, readonly=True),
-            model_client(settings, session),
-            counter,
-            template,
-            engine_settings(settings),
-        )
+        yield build_engine(settings, session, counter, template)
