@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import sys
 import time
 from collections import Counter
@@ -18,7 +19,7 @@ import structlog
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConfigError, KbError
+from knowledge.errors import ConfigError, IndexError_, KbError
 from knowledge.index import Index
 from knowledge.ingest import Ingestor, Outcome, is_candidate_name, iter_sources
 from knowledge.lock import WriterLock, holder
@@ -350,13 +351,19 @@ def status_report(settings: Settings) -> dict[str, object]:
         "writer": holder(settings.lock_path),
     }
     if settings.index_path.exists():
-        with Index(settings.index_path, readonly=True) as index:
-            report["documents"] = index.document_count()
-            report["chunks"] = index.chunk_count()
-            report["tokenizer"] = index.meta("tokenizer")
-            report["last_ingests"] = [
-                {k: v for k, v in rec.__dict__.items() if v is not None} for rec in index.last_ingests(10)
-            ]
+        try:
+            with Index(settings.index_path, readonly=True) as index:
+                report["documents"] = index.document_count()
+                report["chunks"] = index.chunk_count()
+                report["tokenizer"] = index.meta("tokenizer")
+                report["last_ingests"] = [
+                    {k: v for k, v in rec.__dict__.items() if v is not None} for rec in index.last_ingests(10)
+                ]
+        except (
+            sqlite3.Error,
+            IndexError_,
+        ) as exc:  # being created by the daemon this very moment, or damaged
+            report["index_error"] = str(exc)
     return report
 
 

@@ -165,7 +165,13 @@ class Index:
         if readonly and not path.exists():
             raise IndexError_(f"no index at {path} yet — add files with: kb ingest PATH")
         self.conn = connect(path, readonly=readonly)
-        if not readonly:
+        if readonly:
+            try:  # a file the writer has just created may not hold the tables yet
+                self.conn.execute("SELECT 1 FROM documents, chunks_fts, term_df LIMIT 0").fetchall()
+            except sqlite3.DatabaseError as exc:
+                self.conn.close()
+                raise IndexError_(f"the index {path} is not ready ({exc}); try again in a moment") from exc
+        else:
             try:
                 self.conn.executescript(_SCHEMA)
                 self._set_meta_default("schema_version", SCHEMA_VERSION)
