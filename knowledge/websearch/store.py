@@ -1,0 +1,142 @@
+"""Web candidates per chat, in ``runs/web-search.json``: the only place an import may take a URL from.
+
+Each chat keeps its latest search (a new one replaces it): a search id, the question and
+queries, the time, and the candidates ``web-1`` … ``web-5`` with title, URL and snippet.
+Records older than their time-to-live are dropped on the next write. Writes are atomic
+(temporary file, then rename) under a lock, so the bot and the CLI can both write.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+DEFAULT_TTL = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One importable web result."""
+
+    id: str  # web-1 … web-5
+    title: str
+    url: str
+    snippet: str
+
+
+@dataclass(frozen=True)
+class SearchRecord:
+    """A chat's latest web search."""
+
+    search_id: str
+    chat_id: str
+    question: str
+    queries: list[str]
+    created_at: str
+    candidates: list[Candidate] = field(default_factory=list)
+
+    def candidate(self, source_id: str) -> Candidate | None:
+        """The candidate with this id (web-N), if it is in this record."""
+        return next((c for c in self.candidates if c.id == source_id), None)
+
+
+def new_search_id() -> str:
+    """A short random id (fits Telegram's 64-byte callback data with room to spare)."""
+    return secrets.token_hex(4)
+
+
+class CandidateStore:
+    """Reads and writes ``runs/web-search.json``."""
+
+    def __init__(self, path: Path, *, ttl: timedelta = DEFAULT_TTL, clock: Callable[[], datetime]) -> None:
+        self.path = path
+        self.ttl = ttl
+        self.clock = clock
+
+    def save(
+        self, chat_id: str, question: str, queries: Sequence[str], results: Sequence[tuple[str, str, str]]
+    ) -> SearchRecord:
+        """Store (title, url, snippet) results as web-1… for the chat, replacing its previous search."""
+        record = SearchRecord(
+            search_id=new_search_id(),
+            chat_id=chat_id,
+            question=question,
+            queries=list(queries),
+            created_at=self.clock().isoformat(timespec="seconds"),
+            candidates=[Candidate(f"web-{n}", t, u, s) for n, (t, u, s) in enumerate(results, 1)],
+        )
+        with self._locked():
+            data = self._fresh(self._read())
+            data[chat_id] = asdict(record)
+            self._write(data)
+        return record
+
+    def latest(self, chat_id: str) -> SearchRecord | None:
+        """The chat's latest search, if it has one that has not expired."""
+        raw = self._read().get(chat_id)
+        if not isinstance(raw, dict):
+            return None
+        try:
+            record = SearchRecord(
+                **{**raw, "candidates": [Candidate(**c) for c in raw.get("candidates", [])]}
+            )
+        except TypeError:
+            return None
+        return None if self.is_expired(record) else record
+
+    def is_expired(self, record: SearchRecord) -> bool:
+        """Older than the time-to-live."""
+        try:
+            created = datetime.fromisoformat(record.created_at)
+        except ValueError:
+            return True
+        return self.clock() - created > self.ttl
+
+    def forget(self, chat_id: str) -> bool:
+        """Drop the chat's candidates; False when it had none."""
+        with self._locked():
+            data = self._read()
+            found = data.pop(chat_id, None) is not None
+            self._write(data)
+        return found
+
+    def _fresh(self, data: dict[str, object]) -> dict[str, object]:
+        keep = {}
+        for chat, raw in data.items():
+            created = raw.get("created_at", "") if isinstance(raw, dict) else ""
+            try:
+                if self.clock() - datetime.fromisoformat(created) <= self.ttl:
+                    keep[chat] = raw
+            except ValueError:
+                continue
+        return keep
+
+    def _read(self) -> dict[str, object]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write(self, data: dict[str, object]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
