@@ -1,0 +1,1 @@
+"""Web search: planned queries, providers (DuckDuckGo Lite, Brave), filters and import candidates."""
