@@ -6,7 +6,9 @@ Modes:
 * ``no-evidence`` — nothing in the knowledge base is relevant enough, or the model said the
   evidence does not answer; the reply says so (the signal for a web search);
 * ``degraded`` — the model server is down, slow or broken: the reply gives the best passages
-  with their citations and says the model is unavailable. kb never hangs on a dead server.
+  with their citations and says the model is unavailable. kb never hangs on a dead server;
+* ``web`` — nothing local, so the web was searched: up to five candidates ``web-1``…, with a
+  summary whose every line ends in its source link; nothing is imported until the owner picks one.
 
 Citation numbers the model writes that are not in the evidence pack are dropped; documents
 and web pages are data, and nothing in them can change the mode or the sources.
@@ -16,17 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
-from knowledge.errors import IndexError_, ModelError
+from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.index import Index
 from knowledge.llm import ModelClient
 from knowledge.prompt import ChatTemplate, Prompt, build_prompt
 from knowledge.retrieval import SearchResult, search
 from knowledge.tokenizer import TokenCounter
+from knowledge.websearch.filters import host_of
+from knowledge.websearch.providers import SearchRateLimited
+from knowledge.websearch.search import WebAnswer
+
+# (question, chat id, force) → the web search's outcome; wired in knowledge.wiring.
+WebSearcher = Callable[[str, str, bool], Awaitable[WebAnswer]]
 
 log = structlog.get_logger()
 
@@ -71,12 +79,15 @@ class Reply:
     note: str | None = None
 
     def render(self) -> str:
-        """Plain text: the answer, then a 'Sources' list."""
+        """Plain text: the answer, then a 'Sources' list, then web candidates."""
         parts = [self.text]
         if self.note:
             parts.append(self.note)
         if self.citations:
             parts.append("Sources:\n" + "\n".join(c.render() for c in self.citations))
+        if self.candidates:
+            lines = [f"{c.id} · {host_of(c.url)} — {c.title}\n       {c.url}" for c in self.candidates]
+            parts.append("Web candidates (not imported):\n" + "\n".join(lines))
         return "\n\n".join(p for p in parts if p)
 
 
@@ -135,12 +146,35 @@ class Engine:
         counter: TokenCounter,
         template: ChatTemplate,
         settings: EngineSettings,
+        *,
+        web: WebSearcher | None = None,
     ) -> None:
         self.open_index = open_index
         self.llm = llm
         self.counter = counter
         self.template = template
         self.settings = settings
+        self.web = web
+
+    async def search_web(self, question: str, *, chat_id: str = "cli", force: bool = True) -> Reply:
+        """Search the web for a chat and store its candidates (``force``: even when no search is planned)."""
+        if self.web is None:
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="Web search is off (KB_WEB_SEARCH).")
+        try:
+            found = await self.web(question, chat_id, force)
+        except SearchRateLimited as exc:
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=f"Web search is rate-limited: {exc}")
+        except SearchError as exc:
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=f"Web search failed: {exc}")
+        if found.record is None:
+            return await self._without_evidence(question)
+        candidates = list(found.record.candidates)
+        if candidates:
+            text = "\n".join(found.summary) or "The web has these candidates; none was summarised."
+        else:
+            text = "No web result passed the filters."
+        note = " ".join([NO_EVIDENCE_TEXT + " From the web (nothing imported):", *found.notes])
+        return Reply(text, "web", candidates=candidates, note=note)
 
     def retrieve(self, question: str) -> list[SearchResult]:
         """Passages relevant enough to be evidence, best first."""
@@ -180,11 +214,13 @@ class Engine:
             return Reply(NO_EVIDENCE_TEXT, "no-evidence")
         return Reply(text, "no-evidence", note=f"(Not from your knowledge base: {NO_EVIDENCE_TEXT.lower()})")
 
-    async def ask(self, question: str) -> Reply:
+    async def ask(self, question: str, *, chat_id: str = "cli") -> Reply:
         """Answer from the knowledge base, or say it has nothing, or degrade without the model."""
         passages = await asyncio.to_thread(self.retrieve, question)
         if not passages:
             log.info("ask.no_evidence", question_chars=len(question))
+            if self.web is not None:
+                return await self.search_web(question, chat_id=chat_id, force=False)
             return await self._without_evidence(question)
         prompt = self.prompt(question, passages)
         if not prompt.passages:

@@ -83,6 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="count only; no model server needed")
     p.set_defaults(func=cmd_measure)
 
+    p = sub.add_parser(
+        "websearch",
+        help="search the web for a question and list candidates (nothing is imported)",
+        description="Plan queries, search (DuckDuckGo Lite, or Brave with KB_BRAVE_API_KEY), filter, and store up to "
+        "five candidates web-1…web-5 for the terminal's chat. Exit status: 0 with or without candidates, 3 when every "
+        "provider is rate-limited, 1 on other failures.",
+    )
+    p.add_argument("question", nargs="+")
+    p.add_argument(
+        "--json", action="store_true", help="print the plan, candidates, summary and drops as JSON"
+    )
+    p.add_argument("--explain", action="store_true", help="also list every dropped result and why")
+    p.set_defaults(func=cmd_websearch)
+
     p = sub.add_parser("doctor", help="check the model server, tokenizer, index, inbox and Telegram settings")
     p.set_defaults(func=cmd_doctor)
 
@@ -518,6 +532,62 @@ def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
 
     return asyncio.run(measure())
+
+
+EXIT_RATE_LIMITED = 3
+
+
+def cmd_websearch(args: argparse.Namespace, settings: Settings) -> int:
+    """kb websearch QUESTION [--json] [--explain]"""
+    from knowledge.websearch.providers import SearchRateLimited
+    from knowledge.wiring import http_session, model_client, web_searcher
+
+    question = " ".join(args.question)
+
+    async def run() -> object:
+        async with http_session() as session:
+            return await web_searcher(settings, session, model_client(settings, session))(
+                question, "cli", True
+            )
+
+    try:
+        found = asyncio.run(run())
+    except SearchRateLimited as exc:
+        print(f"kb: {exc}", file=sys.stderr)
+        return EXIT_RATE_LIMITED
+    candidates = found.record.candidates if found.record else []
+    if args.json:
+        payload = {
+            "plan": {
+                "planner": found.plan.planner,
+                "fallback_reason": found.plan.fallback_reason,
+                "queries": [q.__dict__ for q in found.plan.queries],
+            },
+            "search_id": found.record.search_id if found.record else None,
+            "candidates": [c.__dict__ for c in candidates],
+            "summary": found.summary,
+            "dropped": [{"title": d.hit.title, "url": d.hit.url, "reason": d.reason} for d in found.dropped],
+            "notes": found.notes,
+        }
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        return EXIT_OK
+    planned = "; ".join(
+        f"{q.query!r} ({q.language or '?'}, {q.freshness or 'any time'})" for q in found.plan.queries
+    )
+    print(f"plan ({found.plan.planner}): {planned}")
+    for note in found.notes:
+        print(f"note: {note}")
+    if not candidates:
+        print("no candidates")
+    for c in candidates:
+        print(f"{c.id}  {c.title}\n       {c.url}")
+    if found.summary:
+        print("\n" + "\n".join(found.summary))
+    if args.explain and found.dropped:
+        print("\ndropped:")
+        for d in found.dropped:
+            print(f"  {d.reason[:48]:<48}  {d.hit.url}")
+    return EXIT_OK
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:

@@ -39,8 +39,12 @@ def _float(lo: float, hi: float) -> Callable[[str], float]:
     return _number(float, lo, hi, "a number")
 
 
+def _base_url(raw: str) -> str:
+    return _url(raw).rstrip("/")
+
+
 def _url(raw: str) -> str:
-    raw = raw.strip().rstrip("/")
+    raw = raw.strip()
     if not raw.startswith(("http://", "https://")):
         raise ValueError("expected an http:// or https:// URL")
     return raw
@@ -86,7 +90,7 @@ SETTINGS: tuple[Setting, ...] = (
             "model id served by mlx_lm.server (also where the tokenizer is looked up)"),
     Setting("KB_TOKENIZER", "", _text,
             "tokenizer.json file, model folder or cached model id; empty: KB_MODEL"),
-    Setting("KB_LLM_URL", "http://127.0.0.1:8081/v1", _url, "OpenAI-compatible base URL of the model server"),
+    Setting("KB_LLM_URL", "http://127.0.0.1:8081/v1", _base_url, "OpenAI-compatible base URL of the model server"),
     Setting("KB_CHUNK_MAX_TOKENS", "160", _int(16, 8192), "largest chunk, in tokens"),
     Setting("KB_CHUNK_OVERLAP_TOKENS", "24", _int(0, 1024), "tokens a chunk repeats from the previous one"),
     Setting("KB_MAX_SOURCE_MB", "20", _float(0.001, 1024), "largest source file accepted, in MiB"),
@@ -106,6 +110,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_LLM_TIMEOUT_S", "120", _float(1, 3600), "longest wait for one model answer"),
     Setting("KB_LLM_CONNECT_TIMEOUT_S", "5", _float(0.1, 600), "longest wait to connect to the model server"),
     Setting("KB_LLM_CONCURRENCY", "1", _int(1, 64), "model requests in flight at once from one process"),
+    Setting("KB_WEB_SEARCH", "on", _choice("on", "off"), "search the web when the knowledge base has nothing"),
+    Setting("KB_DDG_URL", "https://lite.duckduckgo.com/lite/", _url, "DuckDuckGo Lite endpoint"),
+    Setting("KB_BRAVE_API_KEY", "", _text, "Brave Search API key (optional second provider)"),
+    Setting("KB_BRAVE_URL", "https://api.search.brave.com/res/v1/web/search", _url, "Brave Search API endpoint"),
     Setting("KB_TELEGRAM_TOKEN", "", _text, "Telegram bot token; when set, kb run starts the bot"),
     Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
     Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
@@ -139,6 +147,10 @@ class Settings:
     llm_timeout_s: float
     llm_connect_timeout_s: float
     llm_concurrency: int
+    web_search: str
+    ddg_url: str
+    brave_api_key: str
+    brave_url: str
     telegram_token: str
     telegram_allowed_users: tuple[int, ...]
     log_level: str
@@ -275,6 +287,6 @@ def describe(settings: Settings) -> list[tuple[str, str, str, str]]:
     by_field = {f.name: getattr(settings, f.name) for f in fields(settings)}
     for s in SETTINGS:
         value = by_field[s.field]
-        shown = "(set, hidden)" if s.env.endswith("_TOKEN") and value else str(value)
+        shown = "(set, hidden)" if s.env.endswith(("_TOKEN", "_KEY")) and value else str(value)
         rows.append((s.env, shown, settings.sources[s.env], s.help))
     return rows

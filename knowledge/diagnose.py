@@ -201,7 +201,12 @@ class CaseResult:
 async def checkpoint(settings: Settings) -> list[CaseResult]:
     """Run the fixed cases against the configured model server, over a throw-away knowledge base."""
     with tempfile.TemporaryDirectory(prefix="kb-checkpoint-") as tmp:
-        env = {"KB_LLM_URL": settings.llm_url, "KB_MODEL": settings.model, "KB_TOKENIZER": settings.tokenizer}
+        env = {
+            "KB_LLM_URL": settings.llm_url,
+            "KB_MODEL": settings.model,
+            "KB_TOKENIZER": settings.tokenizer,
+            "KB_WEB_SEARCH": "off",
+        }  # the checkpoint judges the model, not the web
         scratch = load_settings(env, home=Path(tmp))
         counter, template, _ = load_language(scratch)
         with Index(scratch.index_path) as index:
@@ -210,7 +215,9 @@ async def checkpoint(settings: Settings) -> list[CaseResult]:
                 (scratch.inbox / name).write_text(text, encoding="utf-8")
                 ingestor.ingest(scratch.inbox / name)
         async with http_session() as session:
-            engine = build_engine(settings, session, counter, template, index_path=scratch.index_path)
+            engine = build_engine(
+                settings, session, counter, template, index_path=scratch.index_path, web=False
+            )
             results = []
             for case in CASES:
                 t0 = time.perf_counter()

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import aiohttp
 import structlog
 
-from knowledge.assistant import Engine, EngineSettings
+from knowledge.assistant import Engine, EngineSettings, WebSearcher
 from knowledge.config import Settings
 from knowledge.index import Index
 from knowledge.llm import ModelClient
 from knowledge.prompt import ChatTemplate, load_template
 from knowledge.tokenizer import TokenCounter, find_tokenizer_file, hf_cache_dir, load_counter
+from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
+from knowledge.websearch.search import WebAnswer, web_search
+from knowledge.websearch.store import CandidateStore
 
 log = structlog.get_logger()
 
@@ -55,6 +59,33 @@ def http_session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(trust_env=False)
 
 
+def search_providers(settings: Settings, session: aiohttp.ClientSession) -> list[Provider]:
+    """DuckDuckGo Lite, then Brave when a key is set (each the other's fallback)."""
+    providers: list[Provider] = [DuckDuckGoLite(session, base_url=settings.ddg_url)]
+    if settings.brave_api_key:
+        providers.append(BraveSearch(session, settings.brave_api_key, base_url=settings.brave_url))
+    return providers
+
+
+def web_searcher(settings: Settings, session: aiohttp.ClientSession, llm: ModelClient) -> WebSearcher:
+    """The web search pipeline bound to this knowledge base's settings."""
+    store = CandidateStore(settings.runs / "web-search.json", clock=lambda: datetime.now(UTC))
+    providers = search_providers(settings, session)
+
+    async def run(question: str, chat_id: str, force: bool) -> WebAnswer:
+        return await web_search(
+            question,
+            chat_id=chat_id,
+            today=date.today(),
+            providers=providers,
+            store=store,
+            llm=llm,
+            force=force,
+        )
+
+    return run
+
+
 def build_engine(
     settings: Settings,
     session: aiohttp.ClientSession,
@@ -62,15 +93,14 @@ def build_engine(
     template: ChatTemplate,
     *,
     index_path: Path | None = None,
+    web: bool = True,
 ) -> Engine:
     """An engine over the knowledge base's index (or another one, for the checkpoint)."""
     path = index_path or settings.index_path
+    llm = model_client(settings, session)
+    searcher = web_searcher(settings, session, llm) if web and settings.web_search == "on" else None
     return Engine(
-        lambda: Index(path, readonly=True),
-        model_client(settings, session),
-        counter,
-        template,
-        engine_settings(settings),
+        lambda: Index(path, readonly=True), llm, counter, template, engine_settings(settings), web=searcher
     )
 
 

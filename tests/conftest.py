@@ -31,7 +31,8 @@ TRAINING_TEXT = [
 
 def make_settings(home: Path, **env: str) -> Settings:
     """Settings for a knowledge base in ``home``, isolated from the caller's environment."""
-    base = {"KB_MODEL": "", "KB_TOKENIZER": ""}
+    # Web search goes to a closed local port unless a test starts the search stand-in.
+    base = {"KB_MODEL": "", "KB_TOKENIZER": "", "KB_DDG_URL": "http://127.0.0.1:9/lite/"}
     base.update(env)
     return load_settings(base, home=home)
 

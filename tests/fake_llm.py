@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -105,22 +105,28 @@ async def start(fake: FakeLLM) -> web.AppRunner:
     return runner
 
 
-class ThreadedFakeLLM:
-    """The same server in a thread of its own, for tests that run kb as a subprocess."""
+class ThreadedServer:
+    """An aiohttp stand-in in a thread of its own, for tests that run kb as a subprocess.
 
-    def __init__(self, fake: FakeLLM) -> None:
+    ``starter`` is an async function that starts the server and returns its runner (or a
+    (runner, …) tuple); the context manager yields ``fake``.
+    """
+
+    def __init__(self, fake: object, starter: Callable[[object], Awaitable[object]]) -> None:
         self.fake = fake
+        self.starter = starter
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.runner = self.loop.run_until_complete(start(self.fake))
+        started = self.loop.run_until_complete(self.starter(self.fake))
+        self.runner = started[0] if isinstance(started, tuple) else started
         self._ready.set()
         self.loop.run_forever()
 
-    def __enter__(self) -> FakeLLM:
+    def __enter__(self):
         self._thread.start()
         self._ready.wait(10)
         return self.fake
@@ -144,3 +150,8 @@ def free_port() -> int:
 def chatml_answer(body: dict) -> str:
     """The user turn of a request (to build answers that depend on the evidence)."""
     return json.dumps(body["messages"][-1]["content"])
+
+
+def ThreadedFakeLLM(fake: FakeLLM) -> ThreadedServer:  # noqa: N802 - reads like the class it makes
+    """The scripted model server in a thread of its own."""
+    return ThreadedServer(fake, start)

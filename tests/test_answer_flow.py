@@ -90,7 +90,9 @@ async def test_the_tiny_model_answers_through_the_engine(multilingual_kb, tiny_m
 
 def test_checkpoint_runs_against_the_tiny_model_and_reports_cleanly(tmp_path, tiny_model_dir, mlx_server):
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update(KB_MODEL="", KB_TOKENIZER=str(tiny_model_dir), KB_LLM_URL=mlx_server.base_url)
+    env.update(
+        KB_MODEL="", KB_TOKENIZER=str(tiny_model_dir), KB_LLM_URL=mlx_server.base_url, KB_WEB_SEARCH="off"
+    )
     out = subprocess.run(
         [sys.executable, "-m", "knowledge.cli", "--home", str(tmp_path), "checkpoint"],
         capture_output=True, text=True, env=env, timeout=300,
@@ -119,7 +121,9 @@ def test_files_in_the_inbox_are_answered_with_citations(tmp_path):
             time.sleep(0.05)
         with ThreadedFakeLLM(FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])) as fake:
             env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-            env.update(KB_MODEL="", KB_TOKENIZER="", KB_LLM_URL=fake.base_url)
+            env.update(
+                KB_MODEL="", KB_TOKENIZER="", KB_LLM_URL=fake.base_url, KB_DDG_URL="http://127.0.0.1:9/lite/"
+            )
             out = subprocess.run(
                 [sys.executable, "-m", "knowledge.cli", "--home", str(settings.home), "ask", "--json",
                  "How deep is Lake Quillan?"],

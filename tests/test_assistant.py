@@ -131,3 +131,44 @@ async def test_an_empty_knowledge_base_is_no_evidence(settings, fake):
     async with aiohttp.ClientSession() as session:
         reply = await engine_for(settings, session, fake.base_url).ask("anything at all?")
     assert reply.mode == "no-evidence"
+
+
+PAINTED = "Michelangelo painted the Sistine Chapel ceiling"
+
+
+async def test_nothing_local_goes_to_the_web_and_shows_candidates(kb, fake, tmp_path):
+    from datetime import UTC, date, datetime
+
+    from knowledge.websearch.providers import DuckDuckGoLite
+    from knowledge.websearch.search import web_search
+    from knowledge.websearch.store import CandidateStore
+    from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
+
+    search = FakeSearch()
+    search.script["ddg"] = [
+        ddg_results("q", [Result("Sistine Chapel ceiling — Michelangelo", "https://art.example/sistine", PAINTED)])
+    ]  # fmt: skip
+    runner, _ = await start_fake_search(search)
+    plan = '{"needsSearch": true, "queries": [{"query": "sistine chapel ceiling painter", "freshness": null, "language": "en"}]}'
+    fake.script = [answer(plan), answer("1: YES"), answer("[1] Michelangelo painted it.")]
+    store = CandidateStore(tmp_path / "web-search.json", clock=lambda: datetime(2026, 11, 29, tzinfo=UTC))
+    try:
+        async with aiohttp.ClientSession() as session:
+            llm = ModelClient(session, fake.base_url, timeout_s=5)
+
+            async def searcher(question, chat_id, force):
+                return await web_search(question, chat_id=chat_id, today=date(2026, 11, 29),
+                                        providers=[DuckDuckGoLite(session, base_url=search.ddg_url)],
+                                        store=store, llm=llm, force=force)  # fmt: skip
+
+            engine = Engine(lambda: Index(kb.index_path, readonly=True), llm, ApproxCounter(),
+                            ChatTemplate(FALLBACK_TEMPLATE, {}), EngineSettings(), web=searcher)  # fmt: skip
+            reply = await engine.ask("Who painted the Sistine Chapel ceiling?", chat_id="42")
+    finally:
+        await runner.cleanup()
+    assert reply.mode == "web" and [c.id for c in reply.candidates] == ["web-1"]
+    assert reply.text == "Michelangelo painted it. [web-1] [source: https://art.example/sistine]"
+    rendered = reply.render()
+    assert "The knowledge base has nothing on this" in rendered
+    assert "web-1 · art.example — Sistine Chapel ceiling — Michelangelo" in rendered
+    assert store.latest("42").candidate("web-1").url == "https://art.example/sistine"

@@ -18,7 +18,9 @@ def kb(
     home: Path, *args: str, env: dict | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    full_env.update({"KB_MODEL": "", "KB_TOKENIZER": ""}, **(env or {}))
+    full_env.update(
+        {"KB_MODEL": "", "KB_TOKENIZER": "", "KB_DDG_URL": "http://127.0.0.1:9/lite/"}, **(env or {})
+    )
     return subprocess.run(
         [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
         capture_output=True,
@@ -143,7 +145,11 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     (inbox / "note.md").write_text("# Note\n\nThe zebrafish sleeps at noon.\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
     env.update(
-        KB_MODEL="", KB_TOKENIZER="", KB_SETTLE_S="0.1", KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1"
+        KB_MODEL="",
+        KB_TOKENIZER="",
+        KB_SETTLE_S="0.1",
+        KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1",
+        KB_DDG_URL="http://127.0.0.1:9/lite/",
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "knowledge.cli", "--home", str(home), "run"],
@@ -285,3 +291,47 @@ def test_checkpoint_reports_failures_cleanly(tmp_path):
     assert out.returncode == 1
     assert "FAIL  answers from the right document" in out.stdout and "/5 cases passed" in out.stdout
     assert "Traceback" not in out.stderr
+
+
+def test_websearch_lists_candidates_explains_drops_and_stores_them(tmp_path):
+    from tests.fake_llm import ThreadedServer
+    from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
+
+    search = FakeSearch()
+    search.script["ddg"] = [
+        ddg_results(
+            "q",
+            [
+                Result(
+                    "Warsaw population 2026", "https://stat.example.pl/warsaw", "Warsaw population statistics"
+                ),
+                Result("Sign in", "https://accounts.example.com/login", "warsaw population login"),
+            ],
+        )
+    ]
+    plan = '{"needsSearch": true, "queries": [{"query": "warsaw population", "freshness": null, "language": "en"}]}'
+    llm = FakeLLM(script=[answer(plan), answer("1: YES"), answer("[1] Warsaw has about 1.8 million people.")])
+    with ThreadedServer(search, start_fake_search) as s, ThreadedFakeLLM(llm) as fake:
+        env = {"KB_LLM_URL": fake.base_url, "KB_DDG_URL": s.ddg_url}
+        out = kb(tmp_path, "websearch", "--explain", "How many people live in Warsaw?", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "plan (model): 'warsaw population' (en, any time)" in out.stdout
+    assert "web-1  Warsaw population 2026\n       https://stat.example.pl/warsaw" in out.stdout
+    assert (
+        "Warsaw has about 1.8 million people. [web-1] [source: https://stat.example.pl/warsaw]" in out.stdout
+    )
+    assert "login or account page" in out.stdout and "https://accounts.example.com/login" in out.stdout
+    stored = json.loads((tmp_path / "runs" / "web-search.json").read_text())
+    assert stored["cli"]["candidates"][0]["url"] == "https://stat.example.pl/warsaw"
+
+
+def test_websearch_exit_3_when_rate_limited(tmp_path):
+    from tests.fake_llm import ThreadedServer
+    from tests.fake_search import FakeSearch, challenge, start_fake_search
+
+    search = FakeSearch()
+    search.script["ddg"] = [challenge(202)]
+    with ThreadedServer(search, start_fake_search) as s:
+        out = kb(tmp_path, "websearch", "latest news", env={"KB_DDG_URL": s.ddg_url,
+                                                            "KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"})  # fmt: skip
+    assert out.returncode == 3 and "rate-limit" in out.stderr.lower()

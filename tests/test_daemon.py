@@ -271,7 +271,10 @@ def test_transient_errors(exc, transient):
 
 def start_daemon(home: Path, **env: str) -> subprocess.Popen:
     full = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    full.update({"KB_MODEL": "", "KB_TOKENIZER": "", "KB_SETTLE_S": SETTLE}, **env)
+    full.update(
+        {"KB_MODEL": "", "KB_TOKENIZER": "", "KB_SETTLE_S": SETTLE, "KB_DDG_URL": "http://127.0.0.1:9/lite/"},
+        **env,
+    )
     return subprocess.Popen(
         [sys.executable, "-m", "knowledge.cli", "--home", str(home), "daemon"],
         stdout=subprocess.DEVNULL,
