@@ -11,6 +11,7 @@ from typing import TextIO
 from knowledge.assistant import Engine, Reply
 
 HELP = """Ask a question in any language; answers cite your documents as [n].
+/search Q  search the web for Q even when the knowledge base has something
 /sources   the latest documents in the knowledge base
 /status    documents, chunks, inbox, model server
 /help      this text
@@ -50,6 +51,12 @@ async def chat_loop(
             break
         if command == "/help":
             print(HELP, file=out)
+        elif command == "/search":
+            question = line[len("/search") :].strip()
+            if not question:
+                print("usage: /search QUESTION", file=out)
+            else:
+                print(render_reply(await engine.search_web(question, chat_id="cli")), file=out, flush=True)
         elif command == "/sources":
             print(sources(), file=out)
         elif command == "/status":

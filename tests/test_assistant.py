@@ -172,3 +172,28 @@ async def test_nothing_local_goes_to_the_web_and_shows_candidates(kb, fake, tmp_
     assert "The knowledge base has nothing on this" in rendered
     assert "web-1 · art.example — Sistine Chapel ceiling — Michelangelo" in rendered
     assert store.latest("42").candidate("web-1").url == "https://art.example/sistine"
+
+
+async def test_the_chat_loop_answers_and_runs_commands(kb, fake):
+    import io
+
+    from knowledge.chat import chat_loop
+
+    fake.script = [answer("Lake Quillan is 317 metres deep [1].")]
+    lines = iter(
+        ["How deep is Lake Quillan?", "/help", "/search", "/sources", "/nope", "/quit", "never read"]
+    )
+    out = io.StringIO()
+    async with aiohttp.ClientSession() as session:
+        engine = engine_for(kb, session, fake.base_url)
+        await chat_loop(
+            engine,
+            sources=lambda: "SOURCES-LIST",
+            status=lambda: "STATUS",
+            read=lambda _: next(lines),
+            out=out,
+        )
+    text = out.getvalue()
+    assert "Lake Quillan is 317 metres deep [1]." in text and "[1] Lake Quillan — raw/quillan-" in text
+    assert "/search Q" in text and "usage: /search QUESTION" in text and "SOURCES-LIST" in text
+    assert "unknown command /nope" in text and "never read" not in text
