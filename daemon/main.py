@@ -46,6 +46,7 @@ def background(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
     with open_daemon(settings, counter) as daemon:
         thread = threading.Thread(target=daemon.run, name="kb-daemon", daemon=True)
         thread.start()
+        daemon.started.wait(30)  # watching before the caller drops files or asks questions
         try:
             yield daemon
         finally:

@@ -103,6 +103,7 @@ class Daemon:
         self._retry_lock = threading.Lock()
         self._stop = threading.Event()
         self._idle = threading.Event()
+        self.started = threading.Event()  # set once the watches are in place and the first scan queued
         self._excluded = (settings.processed, settings.failed)
 
     # -- notes from the watcher -------------------------------------------------------------
@@ -157,17 +158,14 @@ class Daemon:
 
     def run(self) -> None:
         """Watch until stopped (blocks); the caller holds the writer lock."""
-        self._make_folders()
         log.info("daemon.start", inbox=str(self.inbox), pid=os.getpid(), settle_s=self.settings.settle_s)
-        observer = Observer()
         handler = _Events(self)
-        inbox_watch = observer.schedule(handler, str(self.inbox), recursive=True)
-        observer.schedule(handler, str(self.raw), recursive=False)
-        observer.start()
+        observer, inbox_watch = self._start_observer(handler)
         inbox_id = _identity(self.inbox)
         worker = threading.Thread(target=self._work, name="kb-ingest-worker", daemon=True)
         worker.start()
         self._scan()
+        self.started.set()
         next_scan = self.clock() + self.settings.rescan_s
         try:
             while not self._stop.is_set():
@@ -175,15 +173,18 @@ class Daemon:
                 if self.clock() >= next_scan:
                     self._scan()
                     next_scan = self.clock() + self.settings.rescan_s
-                current = _identity(self.inbox)
-                if current != inbox_id:  # the inbox was deleted or replaced: watch the new one
+                if _identity(self.inbox) != inbox_id:  # the inbox was deleted or replaced: watch the new one
                     log.warning("daemon.inbox_replaced", inbox=str(self.inbox))
                     self._make_folders()
                     with contextlib.suppress(KeyError, OSError):  # watchdog may have dropped it already
                         observer.unschedule(inbox_watch)
-                    inbox_watch = observer.schedule(handler, str(self.inbox), recursive=True)
-                    inbox_id = _identity(self.inbox)
-                    self._scan()
+                    try:
+                        inbox_watch = observer.schedule(handler, str(self.inbox), recursive=True)
+                    except OSError as exc:  # replaced again meanwhile: the next tick tries again
+                        log.warning("daemon.watch_failed", inbox=str(self.inbox), error=str(exc))
+                    else:
+                        inbox_id = _identity(self.inbox)
+                        self._scan()
                 self._stop.wait(self.poll_s)
         finally:
             observer.stop()
@@ -191,6 +192,25 @@ class Daemon:
             worker.join()
             observer.join(timeout=5)
             log.info("daemon.stop", pid=os.getpid())
+
+    def _start_observer(self, handler: _Events, attempts: int = 5) -> tuple[Observer, object]:
+        """Watch the inbox (recursively) and raw/; retried if a folder vanishes while the watch is set up."""
+        for attempt in range(1, attempts + 1):
+            self._make_folders()
+            observer = Observer()
+            try:
+                inbox_watch = observer.schedule(handler, str(self.inbox), recursive=True)
+                observer.schedule(handler, str(self.raw), recursive=False)
+                observer.start()
+                return observer, inbox_watch
+            except OSError as exc:
+                with contextlib.suppress(Exception):
+                    observer.stop()
+                if attempt == attempts:
+                    raise
+                log.warning("daemon.watch_failed", inbox=str(self.inbox), error=str(exc))
+                time.sleep(0.1 * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _make_folders(self) -> None:
         for folder in (self.inbox, self.settings.processed, self.settings.failed, self.raw):
