@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DEFAULT_TTL = timedelta(hours=24)
 
@@ -45,6 +46,15 @@ class SearchRecord:
     def candidate(self, source_id: str) -> Candidate | None:
         """The candidate with this id (web-N), if it is in this record."""
         return next((c for c in self.candidates if c.id == source_id), None)
+
+
+def _record(raw: object) -> SearchRecord | None:
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return SearchRecord(**{**raw, "candidates": [Candidate(**c) for c in raw.get("candidates", [])]})
+    except TypeError:
+        return None
 
 
 def new_search_id() -> str:
@@ -78,18 +88,24 @@ class CandidateStore:
             self._write(data)
         return record
 
-    def latest(self, chat_id: str) -> SearchRecord | None:
-        """The chat's latest search, if it has one that has not expired."""
-        raw = self._read().get(chat_id)
-        if not isinstance(raw, dict):
+    def latest(self, chat_id: str, *, include_expired: bool = False) -> SearchRecord | None:
+        """The chat's latest search, if it has one (that has not expired, unless asked)."""
+        record = _record(self._read().get(chat_id))
+        if record is None or (self.is_expired(record) and not include_expired):
             return None
-        try:
-            record = SearchRecord(
-                **{**raw, "candidates": [Candidate(**c) for c in raw.get("candidates", [])]}
-            )
-        except TypeError:
-            return None
-        return None if self.is_expired(record) else record
+        return record
+
+    def owner_of(self, search_id: str) -> str | None:
+        """The chat whose latest search has this id, if any."""
+        for chat, raw in self._read().items():
+            if isinstance(raw, dict) and raw.get("search_id") == search_id:
+                return chat
+        return None
+
+    def save_url(self, chat_id: str, url: str) -> SearchRecord:
+        """A URL the owner pasted: a one-candidate record (web-1), imported like any other."""
+        host = urlsplit(url).hostname or url
+        return self.save(chat_id, url, [], [(host, url, "a link pasted by the owner")])
 
     def is_expired(self, record: SearchRecord) -> bool:
         """Older than the time-to-live."""

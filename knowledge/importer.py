@@ -1,0 +1,239 @@
+"""Importing the web source the owner picked: selection by id, guarded download, inbox hand-off.
+
+The only input is a source id (``web-1`` … ``web-5``) and the chat it came from: the URL is
+looked up in that chat's latest search record, never taken from the model or the user. The
+bytes go to the inbox atomically with a ``NAME.source.json`` sidecar written first; the
+daemon converts and indexes them like any other file, and the caller waits for its record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from knowledge.config import Settings
+from knowledge.errors import IndexError_, KbError
+from knowledge.index import Index
+from knowledge.ingest import ERROR_SUFFIX, SIDECAR_SUFFIX, unique_name, write_atomic
+from knowledge.lock import holder
+from knowledge.raw import slugify
+from knowledge.websearch.store import Candidate, CandidateStore, SearchRecord
+
+SOURCE_ID = re.compile(r"^web-[1-5]$")
+EXTENSIONS = {"html": ".html", "pdf": ".pdf", "markdown": ".md", "text": ".txt"}
+
+
+class ImportRefused(KbError):
+    """The selection was refused; ``reason`` is a stable code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What happened to an import: indexed, already (imported before), queued, or failed."""
+
+    status: str
+    source_id: str
+    url: str
+    question: str
+    doc_id: str | None = None
+    title: str | None = None
+    chunks: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    kept_at: str | None = None
+
+
+def select(
+    store: CandidateStore, chat_id: str, source_id: str, *extra: str, search_id: str | None = None
+) -> tuple[SearchRecord, Candidate]:
+    """The chat's latest record and the candidate the id names, or ImportRefused saying why not."""
+    if extra:
+        raise ImportRefused(
+            "extra-arguments", "import takes only a source id such as web-2; extra arguments are refused"
+        )
+    if not SOURCE_ID.match(source_id or ""):
+        raise ImportRefused(
+            "bad-id", f"{source_id!r} is not a source id: use web-1 … web-5 from the latest search"
+        )
+    record = store.latest(chat_id, include_expired=True)
+    if record is None:
+        if search_id is not None and store.owner_of(search_id) not in (None, chat_id):
+            raise ImportRefused("other-chat", "this list belongs to another chat")
+        raise ImportRefused("no-search", "there is no web search in this chat yet: search first")
+    if search_id is not None and search_id != record.search_id:
+        if store.owner_of(search_id) not in (None, chat_id):
+            raise ImportRefused("other-chat", "this list belongs to another chat")
+        raise ImportRefused("stale", "this list has been replaced by a newer search — use the latest one")
+    if store.is_expired(record):
+        raise ImportRefused("expired", "this list has expired — search again")
+    candidate = record.candidate(source_id)
+    if candidate is None:
+        have = ", ".join(c.id for c in record.candidates) or "none"
+        raise ImportRefused(
+            "not-in-latest", f"{source_id} is not in this chat's latest search (it has: {have})"
+        )
+    return record, candidate
+
+
+def pasted_url(text: str) -> str | None:
+    """The URL when a chat message is nothing but an http(s) URL (an explicit choice by the owner)."""
+    text = text.strip()
+    return text if re.fullmatch(r"https?://\S+", text) else None
+
+
+def file_name(title: str, url: str, kind: str) -> str:
+    """A safe inbox file name from the page title (or the URL's last path part) and the kind."""
+    stem = slugify(title) if title.strip() else ""
+    if not stem or stem == "document":
+        stem = slugify(
+            unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or urlsplit(url).hostname or "page"
+        )
+    return stem[:60] + EXTENSIONS.get(kind, ".html")
+
+
+def already_imported(index_path: Path, url: str) -> tuple[str, str] | None:
+    """(doc_id, title) of a document imported from this URL, if there is one."""
+    try:
+        with Index(index_path, readonly=True) as index:
+            row = index.conn.execute(
+                "SELECT id, title FROM documents WHERE source_url = ? ORDER BY id LIMIT 1", (url,)
+            ).fetchone()
+    except IndexError_:
+        return None
+    return (row[0], row[1]) if row else None
+
+
+def hand_off(inbox: Path, name: str, data: bytes, sidecar: dict[str, object], *, staging: Path) -> Path:
+    """Write the sidecar, then the bytes as NAME.part renamed to NAME: the daemon sees a complete file."""
+    inbox.mkdir(parents=True, exist_ok=True)
+    name = unique_name(inbox, name)
+    write_atomic(
+        inbox / (name + SIDECAR_SUFFIX),
+        json.dumps(sidecar, ensure_ascii=False, indent=1).encode(),
+        staging=staging,
+    )
+    part = inbox / (name + ".part")
+    with open(part, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(part, inbox / name)
+    return inbox / name
+
+
+async def wait_for_ingest(
+    settings: Settings, path: Path, *, timeout_s: float, poll_s: float = 0.2
+) -> dict | None:
+    """The daemon's ingest record for the file at path, or None when none came in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        record = await asyncio.to_thread(_ingest_record, settings.index_path, str(path))
+        if record is not None:
+            return record
+        await asyncio.sleep(poll_s)
+    return None
+
+
+def _ingest_record(index_path: Path, path: str) -> dict | None:
+    try:
+        with Index(index_path, readonly=True) as index:
+            row = index.conn.execute(
+                "SELECT status, doc_id, chunks, error, stage FROM ingests WHERE path = ? ORDER BY id DESC LIMIT 1",
+                (path,),
+            ).fetchone()
+            if row is None:
+                return None
+            status, doc_id, chunks, error, stage = row
+            title = index.document(doc_id).title if doc_id and index.document(doc_id) else None
+    except IndexError_:
+        return None
+    return {
+        "status": status,
+        "doc_id": doc_id,
+        "chunks": chunks,
+        "error": error,
+        "stage": stage,
+        "title": title,
+    }
+
+
+async def import_web_source(
+    source_id: str,
+    *extra: str,
+    chat_id: str,
+    settings: Settings,
+    store: CandidateStore,
+    fetch: Callable[[str], object],
+    search_id: str | None = None,
+    wait_s: float = 60.0,
+    clock: Callable[[], datetime],
+) -> ImportResult:
+    """Import the candidate a chat picked; FetchRefused and ImportRefused propagate to the caller."""
+    record, candidate = select(store, chat_id, source_id, *extra, search_id=search_id)
+    done = already_imported(settings.index_path, candidate.url)
+    if done is not None:
+        return ImportResult(
+            "already", source_id, candidate.url, record.question, doc_id=done[0], title=done[1]
+        )
+    fetched = await fetch(candidate.url)
+    sidecar = {
+        "source_url": fetched.final_url,
+        "requested_url": candidate.url,
+        "title": candidate.title,
+        "query": " | ".join(record.queries),
+        "fetched_at": clock().isoformat(timespec="seconds"),
+        "content_type": fetched.content_type,
+        "charset": fetched.charset,
+        "sha256": fetched.sha256,
+        "size": len(fetched.data),
+    }
+    path = hand_off(
+        settings.inbox,
+        file_name(candidate.title, fetched.final_url, fetched.kind),
+        fetched.data,
+        sidecar,
+        staging=settings.staging,
+    )
+    if holder(settings.lock_path) is None:
+        return ImportResult(
+            "queued", source_id, candidate.url, record.question, kept_at=str(path),
+            message="the daemon is not running: the page waits in the inbox until it starts (kb daemon or kb run)",
+        )  # fmt: skip
+    ingest = await wait_for_ingest(settings, path, timeout_s=wait_s)
+    if ingest is None:
+        return ImportResult(
+            "queued", source_id, candidate.url, record.question, kept_at=str(path),
+            message=f"the daemon has not indexed it within {wait_s:g} s; it is still in the inbox",
+        )  # fmt: skip
+    if ingest["status"] == "indexed":
+        return ImportResult(
+            "indexed", source_id, candidate.url, record.question,
+            doc_id=ingest["doc_id"], title=ingest["title"], chunks=ingest["chunks"],
+        )  # fmt: skip
+    if ingest["status"] == "duplicate":
+        return ImportResult(
+            "already",
+            source_id,
+            candidate.url,
+            record.question,
+            doc_id=ingest["doc_id"],
+            title=ingest["title"],
+        )
+    failed = settings.failed / (path.name + ERROR_SUFFIX)
+    reason = json.loads(failed.read_text())["reason"] if failed.is_file() else ingest.get("stage")
+    return ImportResult(
+        "failed", source_id, candidate.url, record.question, reason=reason, message=ingest["error"],
+        kept_at=str(settings.failed / path.name),
+    )  # fmt: skip
