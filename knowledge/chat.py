@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TextIO
 
 from knowledge.assistant import Engine, Reply
+from knowledge.importer import pasted_url
 
 HELP = """Ask a question in any language; answers cite your documents as [n].
 /search Q  search the web for Q even when the knowledge base has something
+/import web-N   import a web candidate (a pasted URL becomes web-1)
 /sources   the latest documents in the knowledge base
 /status    documents, chunks, inbox, model server
 /help      this text
@@ -34,6 +36,8 @@ async def chat_loop(
     read: Callable[[str], str] = input,
     out: TextIO,
     history_file: Path | None = None,
+    on_import: Callable[[str], Awaitable[str]] | None = None,
+    on_url: Callable[[str], str] | None = None,
 ) -> None:
     """Read questions until /quit or end of input; answer each."""
     _load_history(history_file)
@@ -57,6 +61,14 @@ async def chat_loop(
                 print("usage: /search QUESTION", file=out)
             else:
                 print(render_reply(await engine.search_web(question, chat_id="cli")), file=out, flush=True)
+        elif command == "/import" and on_import is not None:
+            parts = line.split()
+            if len(parts) != 2:
+                print("usage: /import web-N (one source id, nothing else)", file=out)
+            else:
+                print(await on_import(parts[1]), file=out, flush=True)
+        elif on_url is not None and pasted_url(line):
+            print(on_url(line), file=out)
         elif command == "/sources":
             print(sources(), file=out)
         elif command == "/status":

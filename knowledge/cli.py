@@ -97,6 +97,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="also list every dropped result and why")
     p.set_defaults(func=cmd_websearch)
 
+    p = sub.add_parser(
+        "import",
+        help="import a web candidate (web-1 … web-5) of the latest search",
+        description="Download the candidate through the SSRF guard, hand it to the daemon through the inbox, wait "
+        "until it is indexed (KB_IMPORT_WAIT_S), then answer the original question again. Exit status: 0 indexed "
+        "(or already imported, or queued for a daemon that is not running), 2 refused by the guard or the "
+        "selection, 1 any other failure.",
+    )
+    p.add_argument("source_id", metavar="web-N")
+    p.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser(
+        "import-url",
+        help="import one web page or PDF by URL (your explicit choice)",
+        description="The URL becomes a one-candidate list and is imported as web-1. With --check, only print the "
+        "guard's verdict (DNS resolution included) without connecting. Exit status as for kb import.",
+    )
+    p.add_argument("url")
+    p.add_argument(
+        "--check", action="store_true", help="say whether the guard allows the URL; do not connect"
+    )
+    p.set_defaults(func=cmd_import_url)
+
     p = sub.add_parser("doctor", help="check the model server, tokenizer, index, inbox and Telegram settings")
     p.set_defaults(func=cmd_doctor)
 
@@ -443,7 +467,20 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _chat(settings: Settings) -> int:
     from knowledge.chat import chat_loop
-    from knowledge.wiring import open_engine
+    from knowledge.errors import FetchRefused
+    from knowledge.importer import ImportRefused
+    from knowledge.wiring import candidate_store, open_engine
+
+    async def do_import(source_id: str) -> str:
+        try:
+            result, reply = await import_and_answer(settings, source_id)
+        except (ImportRefused, FetchRefused) as exc:
+            return f"refused ({exc.reason}): {exc}"
+        return describe_import(result) + ("\n\n" + reply.render() if reply is not None else "")
+
+    def keep_url(url: str) -> str:
+        record = candidate_store(settings).save_url("cli", url)
+        return f"web-1 · {record.candidates[0].title} — {url}\nImport it with: /import web-1"
 
     async with open_engine(settings) as engine:
         await chat_loop(
@@ -452,6 +489,8 @@ async def _chat(settings: Settings) -> int:
             status=lambda: _status_text(settings),
             out=sys.stdout,
             history_file=settings.runs / "chat_history",
+            on_import=do_import,
+            on_url=keep_url,
         )
     return EXIT_OK
 
@@ -588,6 +627,81 @@ def cmd_websearch(args: argparse.Namespace, settings: Settings) -> int:
         for d in found.dropped:
             print(f"  {d.reason[:48]:<48}  {d.hit.url}")
     return EXIT_OK
+
+
+EXIT_REFUSED = 2
+
+
+def describe_import(result: object) -> str:
+    """One line for an import's outcome."""
+    r = result
+    if r.status == "indexed":
+        return f"indexed    {r.source_id} {r.url} → {r.title!r} ({r.chunks} chunks, {r.doc_id})"
+    if r.status == "already":
+        return f"already    {r.source_id} {r.url} was imported before: {r.title!r} ({r.doc_id})"
+    if r.status == "queued":
+        return f"queued     {r.source_id} {r.url}: {r.message}"
+    return f"failed     {r.source_id} {r.url}: {r.reason}: {r.message} (kept in {r.kept_at})"
+
+
+async def import_and_answer(settings: Settings, source_id: str, *extra: str, chat_id: str = "cli") -> tuple:
+    """Import a candidate, then answer its search's question again from the new local evidence."""
+    from datetime import UTC, datetime
+
+    from knowledge.importer import import_web_source
+    from knowledge.wiring import candidate_store, make_fetcher, open_engine
+
+    store = candidate_store(settings)
+    record = store.latest(chat_id)
+    result = await import_web_source(
+        source_id, *extra, chat_id=chat_id, settings=settings, store=store, fetch=make_fetcher(settings).fetch,
+        wait_s=settings.import_wait_s, clock=lambda: datetime.now(UTC),
+    )  # fmt: skip
+    reply = None
+    if result.status in ("indexed", "already") and record is not None and record.queries:
+        async with open_engine(settings) as engine:
+            reply = await engine.ask(result.question, chat_id=chat_id)
+    return result, reply
+
+
+def _import_exit(run: object) -> int:
+    from knowledge.errors import FetchRefused
+    from knowledge.importer import ImportRefused
+
+    try:
+        result, reply = asyncio.run(run)
+    except (ImportRefused, FetchRefused) as exc:
+        print(f"kb: refused ({exc.reason}): {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    print(describe_import(result))
+    if reply is not None:
+        print("\n" + reply.render())
+    return EXIT_OK if result.status in ("indexed", "already", "queued") else EXIT_FAILED
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    """kb import web-N"""
+    return _import_exit(import_and_answer(settings, args.source_id, *args.extra))
+
+
+def cmd_import_url(args: argparse.Namespace, settings: Settings) -> int:
+    """kb import-url [--check] URL"""
+    from knowledge.errors import FetchRefused
+    from knowledge.wiring import candidate_store, make_fetcher
+
+    if args.check:
+        try:
+            addresses = asyncio.run(make_fetcher(settings).check_only(args.url))
+        except FetchRefused as exc:
+            print(f"refused ({exc.reason}): {exc}")
+            return EXIT_REFUSED
+        print(f"allowed: {args.url} resolves to {', '.join(addresses)}")
+        return EXIT_OK
+    if not args.url.startswith(("http://", "https://")):
+        print(f"kb: refused (scheme): {args.url!r} is not an http(s) URL", file=sys.stderr)
+        return EXIT_REFUSED
+    candidate_store(settings).save_url("cli", args.url)
+    return _import_exit(import_and_answer(settings, "web-1"))
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:

@@ -64,6 +64,13 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+def _ports(raw: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and 0 < int(p) < 65536 for p in parts):
+        raise ValueError("expected port numbers separated by commas, e.g. 80,443")
+    return tuple(int(p) for p in parts)
+
+
 def _user_ids(raw: str) -> tuple[int, ...]:
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if not all(p.isdigit() for p in parts):
@@ -114,6 +121,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_DDG_URL", "https://lite.duckduckgo.com/lite/", _url, "DuckDuckGo Lite endpoint"),
     Setting("KB_BRAVE_API_KEY", "", _text, "Brave Search API key (optional second provider)"),
     Setting("KB_BRAVE_URL", "https://api.search.brave.com/res/v1/web/search", _url, "Brave Search API endpoint"),
+    Setting("KB_FETCH_MAX_MB", "20", _float(0.01, 1024), "largest web page or PDF an import downloads, in MiB"),
+    Setting("KB_FETCH_PORTS", "80,443", _ports, "ports a web import may connect to"),
+    Setting("KB_IMPORT_WAIT_S", "60", _float(0, 3600), "how long an import waits for the daemon to index the page"),
     Setting("KB_TELEGRAM_TOKEN", "", _text, "Telegram bot token; when set, kb run starts the bot"),
     Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
     Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
@@ -151,6 +161,9 @@ class Settings:
     ddg_url: str
     brave_api_key: str
     brave_url: str
+    fetch_max_mb: float
+    fetch_ports: tuple[int, ...]
+    import_wait_s: float
     telegram_token: str
     telegram_allowed_users: tuple[int, ...]
     log_level: str

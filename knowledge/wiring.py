@@ -6,12 +6,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
 
 from knowledge.assistant import Engine, EngineSettings, WebSearcher
 from knowledge.config import Settings
+from knowledge.fetch import Fetcher
 from knowledge.index import Index
 from knowledge.llm import ModelClient
 from knowledge.prompt import ChatTemplate, load_template
@@ -69,7 +71,7 @@ def search_providers(settings: Settings, session: aiohttp.ClientSession) -> list
 
 def web_searcher(settings: Settings, session: aiohttp.ClientSession, llm: ModelClient) -> WebSearcher:
     """The web search pipeline bound to this knowledge base's settings."""
-    store = CandidateStore(settings.runs / "web-search.json", clock=lambda: datetime.now(UTC))
+    store = candidate_store(settings)
     providers = search_providers(settings, session)
 
     async def run(question: str, chat_id: str, force: bool) -> WebAnswer:
@@ -84,6 +86,23 @@ def web_searcher(settings: Settings, session: aiohttp.ClientSession, llm: ModelC
         )
 
     return run
+
+
+def make_fetcher(settings: Settings, **test_only: object) -> Fetcher:
+    """The guarded fetcher; the model server's own address is never reachable through it."""
+    llm = urlsplit(settings.llm_url)
+    blocked = [(llm.hostname, llm.port or (443 if llm.scheme == "https" else 80))] if llm.hostname else []
+    return Fetcher(
+        max_bytes=int(settings.fetch_max_mb * 1024 * 1024),
+        allowed_ports=settings.fetch_ports,
+        blocked_addresses=blocked,
+        **test_only,  # type: ignore[arg-type]
+    )
+
+
+def candidate_store(settings: Settings) -> CandidateStore:
+    """The per-chat web candidates of this knowledge base."""
+    return CandidateStore(settings.runs / "web-search.json", clock=lambda: datetime.now(UTC))
 
 
 def build_engine(

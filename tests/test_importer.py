@@ -3,12 +3,12 @@
 import hashlib
 import json
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from daemon.main import background
+from knowledge.fetch import Fetched
 from knowledge.importer import ImportRefused, file_name, hand_off, import_web_source, pasted_url, select
 from knowledge.index import Index
 from knowledge.retrieval import search
@@ -22,18 +22,6 @@ RESULTS = [
     ("Zorblat manual", "https://zorblat.example/manual.pdf", "cups"),
     ("Varn valley", "https://varn.example/", "valley"),
 ]
-
-
-@dataclass(frozen=True)
-class Fetched:
-    url: str
-    final_url: str
-    status: int
-    content_type: str
-    charset: str | None
-    data: bytes
-    sha256: str
-    kind: str
 
 
 def page(url: str, body: bytes, kind: str = "html", content_type: str = "text/html") -> Fetched:
