@@ -133,6 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_checkpoint)
 
+    p = sub.add_parser(
+        "bot",
+        help="the Telegram bot (long polling): answers, web candidates as buttons, file uploads",
+        description="Serve the owner's Telegram chats. Needs KB_TELEGRAM_TOKEN and KB_TELEGRAM_ALLOWED_USERS "
+        "(numeric user ids); KB_TELEGRAM_API_URL points at another Bot API server. Stops cleanly on SIGTERM.",
+    )
+    p.set_defaults(func=cmd_bot)
+
     p = sub.add_parser("logs", help="show the structured log readably (runs/logs/kb.jsonl)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as they come")
     p.add_argument(
@@ -454,9 +462,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"kb {__version__} — knowledge base in {settings.home}")
         print(f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}")
         if settings.telegram_token:
-            print(
-                "KB_TELEGRAM_TOKEN is set, but this version has no Telegram bot yet: starting the terminal chat."
-            )
+            from bot.main import serve
+
+            print("KB_TELEGRAM_TOKEN is set: serving the Telegram bot (Ctrl-C stops it).")
+            return serve(settings)
         return asyncio.run(_chat(settings))
 
 
@@ -729,6 +738,13 @@ def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     passed = sum(r.is_pass for r in results)
     print(f"{passed}/{len(results)} cases passed")
     return EXIT_OK if passed == len(results) else EXIT_FAILED
+
+
+def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
+    """kb bot"""
+    from bot.main import serve
+
+    return serve(settings)
 
 
 def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:

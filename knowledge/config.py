@@ -125,6 +125,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_FETCH_PORTS", "80,443", _ports, "ports a web import may connect to"),
     Setting("KB_IMPORT_WAIT_S", "60", _float(0, 3600), "how long an import waits for the daemon to index the page"),
     Setting("KB_TELEGRAM_TOKEN", "", _text, "Telegram bot token; when set, kb run starts the bot"),
+    Setting("KB_TELEGRAM_API_URL", "https://api.telegram.org/bot", _url, "Bot API base URL (PTB base_url)"),
     Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
     Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
 )  # fmt: skip
@@ -165,6 +166,7 @@ class Settings:
     fetch_ports: tuple[int, ...]
     import_wait_s: float
     telegram_token: str
+    telegram_api_url: str
     telegram_allowed_users: tuple[int, ...]
     log_level: str
     sources: Mapping[str, str]

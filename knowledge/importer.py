@@ -13,7 +13,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -179,14 +179,20 @@ async def import_web_source(
     search_id: str | None = None,
     wait_s: float = 60.0,
     clock: Callable[[], datetime],
+    progress: Callable[[str], Awaitable[None]] | None = None,
 ) -> ImportResult:
-    """Import the candidate a chat picked; FetchRefused and ImportRefused propagate to the caller."""
+    """Import the candidate a chat picked; FetchRefused and ImportRefused propagate to the caller.
+
+    ``progress`` hears "downloading" and then "converting" (for a progress line in a chat).
+    """
     record, candidate = select(store, chat_id, source_id, *extra, search_id=search_id)
     done = already_imported(settings.index_path, candidate.url)
     if done is not None:
         return ImportResult(
             "already", source_id, candidate.url, record.question, doc_id=done[0], title=done[1]
         )
+    if progress is not None:
+        await progress("downloading")
     fetched = await fetch(candidate.url)
     sidecar = {
         "source_url": fetched.final_url,
@@ -206,6 +212,8 @@ async def import_web_source(
         sidecar,
         staging=settings.staging,
     )
+    if progress is not None:
+        await progress("converting")
     if holder(settings.lock_path) is None:
         return ImportResult(
             "queued", source_id, candidate.url, record.question, kept_at=str(path),

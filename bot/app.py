@@ -1,0 +1,433 @@
+"""The Telegram front end: thin handlers that turn updates into engine calls and replies into messages.
+
+All handlers are registered in ``build_application``. A gatekeeper in group -1 drops every
+update that is not from an allowed user in a private chat before any handler sees it. Each
+chat is served one update at a time, in order (a per-chat lock); different chats run
+concurrently. Everything the engine returns is rendered by ``bot.render``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+from telegram import (
+    BotCommand,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    Update,
+)
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import TelegramError
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ApplicationBuilder,
+    ApplicationHandlerStop,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from bot.access import refusal
+from bot.render import candidate_buttons, esc, link, parse_callback, reply_messages
+from knowledge.assistant import Engine, Reply
+from knowledge.config import Settings
+from knowledge.errors import FetchRefused, KbError
+from knowledge.fetch import Fetched
+from knowledge.importer import ImportRefused, hand_off, import_web_source, pasted_url, select, wait_for_ingest
+from knowledge.index import Index
+from knowledge.websearch.store import CandidateStore, SearchRecord
+
+log = structlog.get_logger()
+
+ACCEPTED = {
+    ".pdf": "PDF",
+    ".html": "HTML",
+    ".htm": "HTML",
+    ".txt": "text",
+    ".md": "Markdown",
+    ".markdown": "Markdown",
+}
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+TYPING_EVERY_S = 4.0
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+COMMANDS = [
+    ("start", "what kb is and how to use it"),
+    ("help", "how to use kb"),
+    ("search", "search the web even when your documents have something"),
+    ("import", "import a web candidate: /import web-2"),
+    ("sources", "the latest documents"),
+    ("status", "documents, inbox, daemon and model server"),
+    ("forget", "clear this chat's web candidates"),
+]
+HELP = (
+    "<b>kb</b> answers from your own documents and cites them.\n\n"
+    "• Ask a question in any language.\n"
+    "• Send a PDF, HTML, text or Markdown file to add it.\n"
+    "• When your documents have nothing, kb searches the web and shows candidates as buttons: "
+    "tap one to import it, and kb answers again from it.\n"
+    "• Paste a link to import that page.\n\n"
+    "/search question · /import web-N · /sources · /status · /forget"
+)
+
+
+@dataclass
+class BotDeps:
+    """What the handlers use; built once at start-up."""
+
+    settings: Settings
+    engine: Engine
+    store: CandidateStore
+    fetch: Callable[[str], Awaitable[Fetched]]
+    allowed_users: frozenset[int]
+    locks: defaultdict[int, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
+    taps: set[tuple[str, str]] = field(default_factory=set)
+
+
+def deps_of(context: ContextTypes.DEFAULT_TYPE) -> BotDeps:
+    return context.application.bot_data["deps"]
+
+
+# -- wiring ---------------------------------------------------------------------------------
+
+
+def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url: str) -> Application:
+    """The PTB application with every handler; polling is started by the caller."""
+    app = (
+        ApplicationBuilder()
+        .token(token)
+        .base_url(base_url)
+        .base_file_url(base_file_url)
+        .concurrent_updates(True)
+        .rate_limiter(AIORateLimiter(max_retries=3))
+        .post_init(_register_commands)
+        .build()
+    )
+    app.bot_data["deps"] = deps
+    app.add_handler(TypeHandler(Update, gatekeeper), group=-1)
+    app.add_handler(CommandHandler(["start", "help"], on_help))
+    app.add_handler(CommandHandler("search", on_search))
+    app.add_handler(CommandHandler("import", on_import))
+    app.add_handler(CommandHandler("sources", on_sources))
+    app.add_handler(CommandHandler("status", on_status))
+    app.add_handler(CommandHandler("forget", on_forget))
+    app.add_handler(MessageHandler(filters.Document.ALL, on_document))
+    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
+    app.add_handler(CallbackQueryHandler(on_callback))
+    app.add_error_handler(on_error)
+    return app
+
+
+async def _register_commands(app: Application) -> None:
+    await app.bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
+
+
+async def gatekeeper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Stop every update that is not from an allowed user in a private chat: no answer, no side effect."""
+    structlog.contextvars.clear_contextvars()
+    why = refusal(update, deps_of(context).allowed_users)
+    user = update.effective_user
+    chat = update.effective_chat
+    structlog.contextvars.bind_contextvars(update_id=update.update_id, chat_id=chat.id if chat else None)
+    if why is not None:
+        log.warning("bot.refused", user_id=user.id if user else None, reason=why)
+        raise ApplicationHandlerStop
+
+
+# -- sending --------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def typing(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> AsyncIterator[None]:
+    """Show "typing…" and renew it until the block is done."""
+
+    async def keep_typing() -> None:
+        while True:
+            with contextlib.suppress(TelegramError):
+                await context.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            await asyncio.sleep(TYPING_EVERY_S)
+
+    task = asyncio.create_task(keep_typing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def keyboard(record: SearchRecord | None) -> InlineKeyboardMarkup | None:
+    """One button per candidate."""
+    if record is None or not record.candidates:
+        return None
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(b.text, callback_data=b.data)] for b in candidate_buttons(record)]
+    )
+
+
+async def send_reply(
+    context: ContextTypes.DEFAULT_TYPE, chat_id: int, reply: Reply, *, chat_key: str
+) -> None:
+    """The reply in as many messages as it takes; web candidates as buttons under the last one."""
+    markup = keyboard(deps_of(context).store.latest(chat_key)) if reply.mode == "web" else None
+    messages = reply_messages(reply)
+    for n, text in enumerate(messages, 1):
+        await context.bot.send_message(
+            chat_id, text, parse_mode=ParseMode.HTML, link_preview_options=NO_PREVIEW,
+            reply_markup=markup if n == len(messages) else None,
+        )  # fmt: skip
+
+
+async def say(context: ContextTypes.DEFAULT_TYPE, chat_id: int, html_text: str) -> Message:
+    return await context.bot.send_message(
+        chat_id, html_text, parse_mode=ParseMode.HTML, link_preview_options=NO_PREVIEW
+    )
+
+
+# -- handlers -------------------------------------------------------------------------------
+
+
+async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """What kb is and how to use it."""
+    await say(context, update.effective_chat.id, HELP)
+
+
+async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A question for the engine (or a pasted link, which becomes a one-candidate list)."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    text = update.effective_message.text or ""
+    async with deps.locks[chat_id]:
+        url = pasted_url(text)
+        if url is not None:
+            record = deps.store.save_url(str(chat_id), url)
+            await context.bot.send_message(
+                chat_id, f"{esc(url)}\nTap to import it.", parse_mode=ParseMode.HTML,
+                link_preview_options=NO_PREVIEW, reply_markup=keyboard(record),
+            )  # fmt: skip
+            return
+        async with typing(context, chat_id):
+            reply = await deps.engine.ask(text, chat_id=str(chat_id))
+        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+
+
+async def on_search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Go to the web even when local evidence exists."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    question = " ".join(context.args or []).strip()
+    if not question:
+        await say(context, chat_id, "Usage: /search your question")
+        return
+    async with deps.locks[chat_id]:
+        async with typing(context, chat_id):
+            reply = await deps.engine.search_web(question, chat_id=str(chat_id), force=True)
+        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+
+
+async def on_import(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/import web-N: the same as tapping its button."""
+    chat_id = update.effective_chat.id
+    args = context.args or []
+    if not args:
+        await say(context, chat_id, "Usage: /import web-2")
+        return
+    status = await say(context, chat_id, f"<i>{esc(args[0])}: starting…</i>")
+    await run_import(context, chat_id, args[0], *args[1:], status_message=status)
+
+
+async def on_callback(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A tapped candidate: answer the callback at once, then import with progress in the message."""
+    deps, query = deps_of(context), update.callback_query
+    chat_id = update.effective_chat.id
+    parsed = parse_callback(query.data)
+    if parsed is None:
+        await query.answer("this list has expired — search again", show_alert=True)
+        return
+    search_id, source_id = parsed
+    async with deps.locks[chat_id]:
+        if (search_id, source_id) in deps.taps:
+            await query.answer("already imported")
+            return
+        try:
+            select(deps.store, str(chat_id), source_id, search_id=search_id)
+        except ImportRefused as exc:
+            await query.answer(str(exc) if exc.reason != "not-in-latest" else "this list has expired — search again",
+                               show_alert=True)  # fmt: skip
+            return
+        deps.taps.add((search_id, source_id))
+        await query.answer(f"importing {source_id}…")
+        message = query.message if isinstance(query.message, Message) else None
+        await run_import(
+            context, chat_id, source_id, search_id=search_id, status_message=message, locked=True
+        )
+
+
+async def run_import(
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    source_id: str,
+    *extra: str,
+    search_id: str | None = None,
+    status_message: Message | None = None,
+    locked: bool = False,
+) -> None:
+    """Import, showing downloading → converting → indexed (or why not), then answer the question again."""
+    deps = deps_of(context)
+    head = status_message.text_html if status_message is not None and status_message.text else ""
+
+    async def show(state: str) -> None:
+        if status_message is None:
+            return
+        text = (head + "\n\n" if head else "") + f"<i>{esc(source_id)}: {esc(state)}</i>"
+        with contextlib.suppress(TelegramError):  # "message is not modified" and friends change nothing
+            await context.bot.edit_message_text(
+                text, chat_id, status_message.message_id, parse_mode=ParseMode.HTML,
+                link_preview_options=NO_PREVIEW, reply_markup=None,
+            )  # fmt: skip
+
+    lock = contextlib.nullcontext() if locked else deps.locks[chat_id]
+    async with lock:
+        try:
+            result = await import_web_source(
+                source_id, *extra, chat_id=str(chat_id), settings=deps.settings, store=deps.store,
+                fetch=deps.fetch, search_id=search_id, wait_s=deps.settings.import_wait_s,
+                clock=lambda: datetime.now(UTC), progress=show,
+            )  # fmt: skip
+        except (ImportRefused, FetchRefused) as exc:
+            await show(f"refused: {exc}")
+            return
+        if result.status == "indexed":
+            await show(f"indexed, {result.chunks} chunks — {result.title}")
+        elif result.status == "already":
+            await show(f"already imported — {result.title}")
+        elif result.status == "queued":
+            await show(f"queued: {result.message}")
+            return
+        else:
+            await show(f"failed ({result.reason}): {result.message}")
+            return
+        async with typing(context, chat_id):
+            reply = await deps.engine.ask(result.question, chat_id=str(chat_id))
+        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+
+
+async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A file sent to the bot goes to the inbox (with a sidecar naming it a Telegram upload)."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    document = update.effective_message.document
+    name = Path(document.file_name or "upload").name
+    if Path(name).suffix.lower() not in ACCEPTED:
+        kinds = ", ".join(sorted(set(ACCEPTED.values())))
+        await say(context, chat_id, f"{esc(name)}: kb accepts {kinds} files ({', '.join(sorted(ACCEPTED))}).")
+        return
+    if document.file_size and document.file_size > MAX_UPLOAD_BYTES:
+        await say(context, chat_id, f"{esc(name)} is over 20 MB, the most a bot can download.")
+        return
+    async with deps.locks[chat_id]:
+        status = await say(context, chat_id, f"<i>{esc(name)}: downloading…</i>")
+        telegram_file = await document.get_file()
+        data = bytes(await telegram_file.download_as_bytearray())
+        sidecar = {
+            "source": "telegram upload",
+            "file_name": name,
+            "telegram_user_id": update.effective_user.id,
+        }
+        path = hand_off(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
+        await _edit(context, status, f"<i>{esc(name)}: converting…</i>")
+        record = await wait_for_ingest(deps.settings, path, timeout_s=deps.settings.import_wait_s)
+        if record is None:
+            text = f"{esc(name)} is in the inbox; it will be indexed when the daemon runs (kb daemon)."
+        elif record["status"] == "indexed":
+            text = f"{esc(name)}: indexed, {record['chunks']} chunks — {esc(record['title'] or name)}"
+        elif record["status"] == "duplicate":
+            text = f"{esc(name)}: already in the knowledge base — {esc(record['title'] or '')}"
+        else:
+            text = f"{esc(name)}: not added — {esc(record['error'] or 'conversion failed')}"
+        await _edit(context, status, text)
+
+
+async def _edit(context: ContextTypes.DEFAULT_TYPE, message: Message, html_text: str) -> None:
+    with contextlib.suppress(TelegramError):
+        await context.bot.edit_message_text(
+            html_text,
+            message.chat_id,
+            message.message_id,
+            parse_mode=ParseMode.HTML,
+            link_preview_options=NO_PREVIEW,
+        )
+
+
+async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """The latest documents with their titles and where they came from."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    try:
+        with Index(deps.settings.index_path, readonly=True) as index:
+            docs = sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True)[:15]
+    except KbError:
+        docs = []
+    if not docs:
+        await say(context, chat_id, "No documents yet: send me a file or drop one into the inbox.")
+        return
+    lines = [
+        f"• {link(d.source_url, d.title) if d.source_url else esc(d.title)} — {esc(d.source_name)}"
+        for d in docs
+    ]
+    await say(context, chat_id, "<b>Latest documents</b>\n" + "\n".join(lines))
+
+
+async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Documents, chunks, inbox, daemon and model server."""
+    from knowledge.cli import status_report
+
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    report = await asyncio.to_thread(status_report, deps.settings)
+    try:
+        await asyncio.wait_for(deps.engine.llm.health(), timeout=5)
+        model = "reachable"
+    except (KbError, TimeoutError):
+        model = "not reachable"
+    text = (
+        f"{report['documents']} documents, {report['chunks']} chunks\n"
+        f"inbox: {report['inbox']} waiting, {report['failed']} failed\n"
+        f"daemon: {'running' if report['writer'] else 'not running'}\n"
+        f"model server: {model}"
+    )
+    await say(context, chat_id, esc(text))
+
+
+async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Clear this chat's web candidates."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    found = deps.store.forget(str(chat_id))
+    await say(context, chat_id, "Web candidates cleared." if found else "There were no web candidates.")
+
+
+async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Log the failure and tell the user briefly; the bot keeps running."""
+    log.error("bot.error", error=repr(context.error), exc_info=context.error)
+    if isinstance(update, Update) and update.effective_chat is not None:
+        with contextlib.suppress(TelegramError):
+            await context.bot.send_message(
+                update.effective_chat.id, "Sorry — something went wrong with that. It has been logged."
+            )
+
+
+def file_base_url(api_url: str) -> str:
+    """PTB's file URL for a Bot API base URL (…/bot → …/file/bot)."""
+    return (
+        api_url[: -len("/bot")] + "/file/bot"
+        if api_url.endswith("/bot")
+        else api_url.rstrip("/") + "/file/bot"
+    )

@@ -1,0 +1,71 @@
+"""Entry point of ``kb bot``: check the settings, wire the engine, poll Telegram until SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+
+from telegram import Update
+
+from bot.app import BotDeps, build_application, file_base_url
+from knowledge.config import Settings
+from knowledge.errors import ConfigError
+from knowledge.wiring import build_engine, candidate_store, http_session, load_language, make_fetcher
+
+FIND_YOUR_ID = (
+    "set KB_TELEGRAM_ALLOWED_USERS to your numeric Telegram user id. To find it, message @userinfobot, or start "
+    "the bot with KB_TELEGRAM_ALLOWED_USERS=1, send it a message, and run: kb logs --event bot.refused"
+)
+
+
+def check_settings(settings: Settings) -> None:
+    """A token and at least one allowed user, or a ConfigError that says how to fix it."""
+    if not settings.telegram_token:
+        raise ConfigError(
+            "KB_TELEGRAM_TOKEN is not set: create a bot with @BotFather and put its token there"
+        )
+    if not settings.telegram_allowed_users:
+        raise ConfigError("KB_TELEGRAM_ALLOWED_USERS is empty: " + FIND_YOUR_ID)
+
+
+def create(settings: Settings, **fetch_test_only: object):
+    """The application, with the engine and its HTTP session made at start-up and closed at shutdown."""
+    check_settings(settings)
+    counter, template, _ = load_language(settings)
+    session_box: dict[str, object] = {}
+
+    app = build_application(
+        None,  # type: ignore[arg-type] - filled in post_init, inside the running loop
+        token=settings.telegram_token,
+        base_url=settings.telegram_api_url,
+        base_file_url=file_base_url(settings.telegram_api_url),
+    )
+    register = app.post_init
+
+    async def start(application) -> None:
+        session = http_session()
+        session_box["session"] = session
+        application.bot_data["deps"] = BotDeps(
+            settings=settings,
+            engine=build_engine(settings, session, counter, template),
+            store=candidate_store(settings),
+            fetch=make_fetcher(settings, **fetch_test_only).fetch,
+            allowed_users=frozenset(settings.telegram_allowed_users),
+        )
+        if register is not None:
+            await register(application)
+
+    async def stop(application) -> None:
+        session = session_box.pop("session", None)
+        if session is not None:
+            await session.close()
+
+    app.post_init = start
+    app.post_shutdown = stop
+    return app
+
+
+def serve(settings: Settings) -> int:
+    """Poll Telegram until SIGTERM or SIGINT; exit 0 after a clean stop."""
+    app = create(settings)
+    app.run_polling(allowed_updates=Update.ALL_TYPES, stop_signals=(signal.SIGINT, signal.SIGTERM))
+    return 0

@@ -1,0 +1,140 @@
+"""Engine replies as Telegram messages: escaped HTML, split within 4,096 characters, candidate buttons.
+
+Every piece of text is escaped (Telegram's HTML mode rejects a bare ``&`` or ``<``); citations
+are links when the source has a URL. Long replies are split at paragraph boundaries, never
+inside a tag or a citation; link previews are turned off by the sender.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from knowledge.assistant import Citation, Reply
+from knowledge.websearch.filters import host_of
+from knowledge.websearch.store import SearchRecord
+
+MAX_TEXT = 4096
+MAX_CALLBACK_BYTES = 64
+BUTTON_CHARS = 60
+
+
+def esc(text: str) -> str:
+    """Text safe inside Telegram HTML."""
+    return html.escape(text, quote=False)
+
+
+def link(url: str, label: str) -> str:
+    """An <a> tag whose URL and label are escaped."""
+    return f'<a href="{html.escape(url, quote=True)}">{esc(label)}</a>'
+
+
+def citation_html(c: Citation) -> str:
+    """``[1] <a href=URL>Title</a> — raw/file.md:12-29``, or plain text without a URL."""
+    where = f"{c.raw_path}:{c.start_line}-{c.end_line}"
+    title = link(c.source_url, c.title) if c.source_url else esc(c.title)
+    return f"[{c.number}] {title} — {esc(where)}"
+
+
+def summary_html(line: str) -> str:
+    """A web summary line ``text [web-N] [source: URL]`` with the source as a link."""
+    m = re.match(r"^(.*)\[(web-\d)\] \[source: (\S+)\]$", line)
+    if not m:
+        return esc(line)
+    return f"{esc(m.group(1))}[{esc(m.group(2))}] {link(m.group(3), host_of(m.group(3)) or m.group(3))}"
+
+
+def reply_blocks(reply: Reply) -> list[str]:
+    """The reply as HTML paragraphs (each block is whole: never split inside)."""
+    blocks: list[str] = []
+    if reply.mode == "degraded":
+        blocks.append("<i>The model is unavailable; here are the best matching passages.</i>")
+    if reply.mode == "web":
+        blocks += [summary_html(line) for line in reply.text.splitlines() if line.strip()]
+    else:
+        blocks += [esc(p.strip()) for p in re.split(r"\n\s*\n", reply.text) if p.strip()]
+    if reply.note:
+        blocks.append(f"<i>{esc(reply.note)}</i>")
+    if reply.citations:
+        blocks.append("<b>Sources</b>")
+        blocks += [citation_html(c) for c in reply.citations]
+    return blocks
+
+
+def visible_length(fragment: str) -> int:
+    """Length as Telegram counts it: tags stripped, entities decoded."""
+    return len(html.unescape(re.sub(r"<[^>]+>", "", fragment)))
+
+
+def split_blocks(blocks: Sequence[str], limit: int = MAX_TEXT) -> list[str]:
+    """Messages of whole blocks joined by blank lines, each within the limit; an over-long block is cut as text."""
+    messages: list[str] = []
+    current: list[str] = []
+    size = 0
+    for block in blocks:
+        for piece in _fit(block, limit):
+            extra = visible_length(piece) + (2 if current else 0)
+            if current and size + extra > limit:
+                messages.append("\n\n".join(current))
+                current, size = [], 0
+                extra = visible_length(piece)
+            current.append(piece)
+            size += extra
+    if current:
+        messages.append("\n\n".join(current))
+    return messages
+
+
+def _fit(block: str, limit: int) -> list[str]:
+    """A block that fits, or its plain text cut at line or word boundaries (tags dropped, re-escaped)."""
+    if visible_length(block) <= limit:
+        return [block]
+    text = html.unescape(re.sub(r"<[^>]+>", "", block))
+    pieces: list[str] = []
+    while text:
+        cut = text[:limit]
+        if len(text) > limit:
+            for sep in ("\n", " "):
+                at = cut.rfind(sep)
+                if at > limit // 2:
+                    cut = cut[: at + 1]
+                    break
+        pieces.append(esc(cut.strip()))
+        text = text[len(cut) :]
+    return [p for p in pieces if p]
+
+
+def reply_messages(reply: Reply) -> list[str]:
+    """The HTML messages that carry a reply."""
+    return split_blocks(reply_blocks(reply)) or [esc("(empty answer)")]
+
+
+@dataclass(frozen=True)
+class Button:
+    """An inline button: label and callback data."""
+
+    text: str
+    data: str
+
+
+def candidate_buttons(record: SearchRecord) -> list[Button]:
+    """One button per candidate: ``web-2 · example.org — title…``, data ``imp:<search id>:<n>``."""
+    buttons = []
+    for n, c in enumerate(record.candidates, 1):
+        label = f"{c.id} · {host_of(c.url)} — {c.title}"
+        if len(label) > BUTTON_CHARS:
+            label = label[: BUTTON_CHARS - 1].rstrip() + "…"
+        data = f"imp:{record.search_id}:{n}"
+        assert len(data.encode()) <= MAX_CALLBACK_BYTES  # search ids are 8 hex characters
+        buttons.append(Button(label, data))
+    return buttons
+
+
+def parse_callback(data: str | None) -> tuple[str, str] | None:
+    """(search id, source id) from ``imp:<search id>:<n>``; None for anything else."""
+    if not data or len(data.encode()) > MAX_CALLBACK_BYTES:
+        return None
+    m = re.fullmatch(r"imp:([0-9a-f]{8}):([1-5])", data)
+    return (m.group(1), f"web-{m.group(2)}") if m else None
