@@ -248,7 +248,7 @@ async def on_import(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_callback(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """A tapped candidate: answer the callback at once, then import with progress in the message."""
+    """A tapped candidate: checked and answered at once (Telegram expires callbacks), then imported in turn."""
     deps, query = deps_of(context), update.callback_query
     chat_id = update.effective_chat.id
     parsed = parse_callback(query.data)
@@ -256,22 +256,19 @@ async def on_callback(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
         await query.answer("this list has expired — search again", show_alert=True)
         return
     search_id, source_id = parsed
-    async with deps.locks[chat_id]:
-        if (search_id, source_id) in deps.taps:
-            await query.answer("already imported")
-            return
-        try:
-            select(deps.store, str(chat_id), source_id, search_id=search_id)
-        except ImportRefused as exc:
-            await query.answer(str(exc) if exc.reason != "not-in-latest" else "this list has expired — search again",
-                               show_alert=True)  # fmt: skip
-            return
-        deps.taps.add((search_id, source_id))
-        await query.answer(f"importing {source_id}…")
-        message = query.message if isinstance(query.message, Message) else None
-        await run_import(
-            context, chat_id, source_id, search_id=search_id, status_message=message, locked=True
-        )
+    try:
+        select(deps.store, str(chat_id), source_id, search_id=search_id)
+    except ImportRefused as exc:
+        text = "this list has expired — search again" if exc.reason == "not-in-latest" else str(exc)
+        await query.answer(text, show_alert=True)
+        return
+    if (search_id, source_id) in deps.taps:  # a double tap: the first one is importing it
+        await query.answer(f"{source_id} is already being imported")
+        return
+    deps.taps.add((search_id, source_id))
+    await query.answer(f"importing {source_id}…")
+    message = query.message if isinstance(query.message, Message) else None
+    await run_import(context, chat_id, source_id, search_id=search_id, status_message=message)
 
 
 async def run_import(

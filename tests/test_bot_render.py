@@ -47,7 +47,10 @@ def test_answer_with_citations_is_escaped_html_with_links():
     assert_valid_telegram_html(message)
     assert "It is 5 &lt; 6 &amp; true [1][2]." in message
     assert "[1] Doc &lt;1&gt; &amp; co — raw/doc-1.md:3-9" in message
-    assert '[2] <a href="https://a.example/?q=1&amp;r=2">Doc &lt;2&gt; &amp; co</a> — raw/doc-2.md:3-9' in message
+    assert (
+        '[2] <a href="https://a.example/?q=1&amp;r=2">Doc &lt;2&gt; &amp; co</a> — raw/doc-2.md:3-9'
+        in message
+    )
 
 
 def test_a_long_reply_is_split_at_paragraphs_and_never_inside_a_citation():

@@ -1,0 +1,328 @@
+"""The Telegram bot end to end: real HTTP to a local Bot API stand-in, the scripted model, the daemon."""
+
+import json
+import re
+
+import pytest
+import structlog
+from aiohttp import web
+
+from bot.main import create
+from daemon.main import background
+from knowledge.tokenizer import ApproxCounter
+from tests.conftest import make_settings
+from tests.fake_llm import FakeLLM, Step, answer, free_port, start
+from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
+from tests.fake_telegram import start_fake_telegram
+
+TOKEN = "123456:TEST-token"
+OWNER = 42
+STRANGER = 77
+ALLOWED_TAGS = {"b", "i", "a", "code", "pre"}
+
+ARTICLE = (
+    "<html><head><title>The Varn valley</title></head><body><main><h1>The Varn valley</h1>"
+    "<p>The Varn valley holds Lake Quillan, which is 317 metres deep and never freezes.</p></main></body></html>"
+)
+
+
+@pytest.fixture
+async def web_page():
+    async def article(request: web.Request) -> web.Response:
+        return web.Response(text=ARTICLE, content_type="text/html", charset="utf-8")
+
+    app = web.Application()
+    app.router.add_get("/varn", article)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}", port
+    await runner.cleanup()
+
+
+class Env:
+    """Everything a bot test touches."""
+
+    def __init__(self, telegram, llm, search, settings):
+        self.telegram, self.llm, self.search, self.settings = telegram, llm, search, settings
+
+    async def say(self, text: str, *, user: int = OWNER, chat: int | None = None, **kw) -> int:
+        return self.telegram.push_message(chat if chat is not None else user, user, text, **kw)
+
+    async def bot_said(self, predicate, timeout_s: float = 15.0):
+        return await self.telegram.wait_for(
+            lambda c: c.method in ("sendMessage", "editMessageText") and c.ok and predicate(c), timeout_s
+        )
+
+
+@pytest.fixture
+async def env(tmp_path, web_page):
+    base, port = web_page
+    telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
+    llm = FakeLLM()
+    llm_runner = await start(llm)
+    search = FakeSearch()
+    search_runner, _ = await start_fake_search(search)
+    settings = make_settings(
+        tmp_path / "kb", KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER), KB_TELEGRAM_API_URL=tg_url,
+        KB_LLM_URL=llm.base_url, KB_DDG_URL=search.ddg_url, KB_SETTLE_S="0.1", KB_IMPORT_WAIT_S="20",
+        KB_FETCH_PORTS=str(port), KB_LLM_TIMEOUT_S="5",
+    )  # fmt: skip
+    app = create(settings, allow_hosts=[("127.0.0.1", port)])  # the test web server only
+    with background(settings, ApproxCounter()):
+        await app.initialize()
+        await app.post_init(app)
+        await app.start()
+        await app.updater.start_polling(poll_interval=0, timeout=1)
+        try:
+            yield Env(telegram, llm, search, settings), base
+        finally:
+            await app.updater.stop()
+            await app.stop()
+            await app.post_shutdown(app)
+            await app.shutdown()
+    await search_runner.cleanup()
+    await llm_runner.cleanup()
+    await tg_runner.cleanup()
+    assert telegram.errors == []
+
+
+def valid_html(call) -> bool:
+    text = call.params["text"]
+    tags = re.findall(r"</?([a-z-]+)", text)
+    return (
+        call.params.get("parse_mode") == "HTML"
+        and set(tags) <= ALLOWED_TAGS
+        and call.params.get("link_preview_options", {}).get("is_disabled") is True
+    )
+
+
+def drop_note(env, name: str, text: str) -> None:
+    (env.settings.inbox / name).write_text(text, encoding="utf-8")
+
+
+async def wait_indexed(env, count: int) -> None:
+    from knowledge.index import Index
+
+    def ready() -> bool:
+        try:
+            with Index(env.settings.index_path, readonly=True) as index:
+                return index.document_count() >= count
+        except Exception:
+            return False
+
+    await env.telegram.wait_until(ready, timeout_s=15)
+
+
+async def test_commands_are_registered_and_start_explains(env):
+    env, _ = env
+    names = [c["command"] for c in env.telegram.my_commands()]
+    assert names == ["start", "help", "search", "import", "sources", "status", "forget"]
+    await env.say("/start")
+    call = await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
+    assert valid_html(call)
+
+
+async def test_a_question_is_answered_with_citations_while_typing(env):
+    env, _ = env
+    drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    await wait_indexed(env, 1)
+    env.llm.script = [answer("It is 317 metres deep [1]. <script>x</script> & more")]
+    await env.say("How deep is Lake Quillan?")
+    call = await env.bot_said(lambda c: "317 metres deep" in c.params["text"])
+    assert valid_html(call)
+    assert "&lt;script&gt;x&lt;/script&gt; &amp; more" in call.params["text"]
+    assert re.search(r"\[1\] Lake Quillan — raw/quillan-[0-9a-f]{8}\.md:\d+-\d+", call.params["text"])
+    assert any(a.action == "typing" for a in env.telegram.chat_actions(OWNER))
+
+
+async def test_strangers_and_groups_get_nothing_and_are_logged(env):
+    env, _ = env
+    before = len(env.telegram.calls())
+    env.llm.script = [answer("I don't know.")]
+    with structlog.testing.capture_logs() as logs:
+        await env.say("hello?", user=STRANGER)
+        await env.say("/status", user=OWNER, chat=-100200, chat_type="supergroup")
+        await env.say("relayed", via_bot=True)
+        await env.say("ping")  # the owner, to know the bot has read past the others
+        await env.bot_said(lambda c: c.params.get("chat_id") == OWNER and c.index >= before)
+    chats = {
+        c.params.get("chat_id") for c in env.telegram.calls() if c.method in ("sendMessage", "sendChatAction")
+    }
+    assert chats == {OWNER}
+    assert all("relayed" not in json.dumps(r) and "hello?" not in json.dumps(r) for r in env.llm.requests)
+    refused = [e for e in logs if e["event"] == "bot.refused"]
+    assert {e["user_id"] for e in refused} == {STRANGER, OWNER} and len(refused) == 3
+
+
+async def test_web_candidates_tap_to_import_and_answer_again(env):
+    env, base = env
+    env.search.script["ddg"] = [
+        ddg_results("q", [
+            Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth in metres"),
+            Result("Quillan tourism", "https://tourism.example/quillan", "Lake Quillan visits and depth"),
+        ])
+    ]  # fmt: skip
+    plan = '{"needsSearch": true, "queries": [{"query": "lake quillan depth", "freshness": null, "language": "en"}]}'
+
+    def reply(body):
+        system = body["messages"][0]["content"]
+        if "plan web searches" in system:
+            return answer(plan)
+        if "'n: YES'" in system:
+            return answer("1: YES\n2: YES")
+        if "Summarise" in system:
+            return answer("[1] The Varn valley page gives the depth.")
+        return answer("Lake Quillan is 317 metres deep [1].")
+
+    env.llm.responder = reply
+    await env.say("How deep is Lake Quillan?")
+    offer = await env.bot_said(lambda c: c.method == "sendMessage" and c.params.get("reply_markup"))
+    assert valid_html(offer) and "[source:" not in offer.params["text"]
+    buttons = offer.params["reply_markup"]["inline_keyboard"]
+    assert [row[0]["text"][:5] for row in buttons] == ["web-1", "web-2"]
+    assert all(len(row[0]["callback_data"].encode()) <= 64 for row in buttons)
+    message_id = offer.result["message_id"]
+    data = buttons[0][0]["callback_data"]
+    first = env.telegram.push_callback(OWNER, OWNER, message_id, data)
+    second = env.telegram.push_callback(OWNER, OWNER, message_id, data)  # a double tap
+    answer_call = await env.bot_said(
+        lambda c: "Lake Quillan is 317 metres deep" in c.params["text"], timeout_s=30
+    )
+    assert (
+        "raw/the-varn-valley-" in answer_call.params["text"]
+        and f'href="{base}/varn"' in answer_call.params["text"]
+    )
+    progress = env.telegram.message(OWNER, message_id)
+    assert "web-1: indexed, 1 chunks — The Varn valley" in progress.text and not progress.buttons
+    assert [h for h in progress.history if "downloading" in h] and [
+        h for h in progress.history if "converting" in h
+    ]
+    assert env.telegram.callback_answer(first)["text"] == "importing web-1…"
+    assert env.telegram.callback_answer(second)["text"] == "web-1 is already being imported"
+    assert len(list(env.settings.processed.glob("the-varn-valley*.html"))) == 1  # imported once
+
+
+async def test_forged_stale_and_foreign_callbacks_change_nothing(env):
+    from knowledge.wiring import candidate_store
+
+    env, base = env
+    await env.say("/help")
+    helped = await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
+    message_id = helped.result["message_id"]
+    store = candidate_store(env.settings)
+    foreign = store.save("99", "q", ["q"], [("Varn", f"{base}/varn", "s")])
+    stale = store.save(str(OWNER), "q", ["q"], [("Varn", f"{base}/varn", "s")])
+    store.save(str(OWNER), "q2", ["q2"], [("Varn", f"{base}/varn", "s")])
+    cases = {
+        "imp:deadbeef:1": "replaced by a newer search",
+        f"imp:{foreign.search_id}:1": "belongs to another chat",
+        f"imp:{stale.search_id}:1": "replaced by a newer search",
+        "imp:../../etc:1": "search again",
+        "del:0123abcd:1": "search again",
+        "x" * 64: "search again",
+        "imp:0123abcd:9": "search again",
+    }
+    for data, says in cases.items():
+        qid = env.telegram.push_callback(OWNER, OWNER, message_id, data)
+        await env.telegram.wait_until(lambda q=qid: env.telegram.callback_answer(q) is not None)
+        answered = env.telegram.callback_answer(qid)
+        assert answered["show_alert"] is True and says in answered["text"], (data, answered)
+    assert not list(env.settings.inbox.glob("*.html"))
+    assert env.telegram.message(OWNER, message_id).history == []  # the message was never edited
+
+
+async def test_a_long_answer_is_split_into_valid_pieces(env):
+    env, _ = env
+    drop_note(env, "long.md", "# Long\n\nThe long topic explained.\n")
+    await wait_indexed(env, 1)
+    env.llm.script = [
+        answer("\n\n".join(f"Part {n}: " + "many words & <symbols> here " * 40 + "[1]" for n in range(8)))
+    ]
+    before = len(env.telegram.calls())
+    await env.say("Explain the long topic")
+    await env.bot_said(lambda c: c.index > before and "Sources" in c.params["text"])
+    pieces = [c for c in env.telegram.calls("sendMessage") if c.index > before and c.ok]
+    assert len(pieces) >= 2 and all(valid_html(p) for p in pieces)
+    text = "".join(p.params["text"] for p in pieces)
+    assert all(f"Part {n}:" in text for n in range(8))
+
+
+async def test_an_uploaded_file_is_indexed_and_reported(env):
+    env, _ = env
+    env.telegram.push_document(
+        OWNER, OWNER, "zorblat.md", b"# Zorblat 9000\n\nIt brews 12 cups at once.\n", "text/markdown"
+    )
+    await env.bot_said(
+        lambda c: "zorblat.md: indexed, 1 chunks — Zorblat 9000" in c.params["text"], timeout_s=30
+    )
+    sidecar = json.loads((env.settings.processed / "zorblat.md.source.json").read_text())
+    assert sidecar["source"] == "telegram upload" and sidecar["telegram_user_id"] == OWNER
+    env.telegram.push_document(OWNER, OWNER, "photo.png", b"\x89PNG\r\n\x1a\n" + bytes(10), "image/png")
+    await env.bot_said(lambda c: "photo.png: kb accepts" in c.params["text"])
+
+
+async def test_a_dead_model_server_degrades_never_silence(env, tmp_path):
+    env, _ = env
+    drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    await wait_indexed(env, 1)
+    env.llm.script = [Step(status=500)]
+    await env.say("How deep is Lake Quillan?")
+    call = await env.bot_said(lambda c: "model is unavailable" in c.params["text"])
+    assert "317 metres deep" in call.params["text"] and "raw/quillan-" in call.params["text"]
+
+
+async def test_forget_and_status(env):
+    env, _ = env
+    await env.say("/status")
+    status = await env.bot_said(
+        lambda c: "documents" in c.params["text"] and "model server" in c.params["text"]
+    )
+    assert "daemon: running" in status.params["text"] and "model server: reachable" in status.params["text"]
+    await env.say("/forget")
+    await env.bot_said(lambda c: "no web candidates" in c.params["text"].lower())
+
+
+def test_the_bot_refuses_to_start_without_allowed_users(tmp_path):
+    from knowledge.errors import ConfigError
+
+    settings = make_settings(
+        tmp_path, KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_API_URL=f"http://127.0.0.1:{free_port()}/bot"
+    )
+    with pytest.raises(ConfigError, match="KB_TELEGRAM_ALLOWED_USERS is empty.*kb logs --event bot.refused"):
+        create(settings)
+
+
+def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.fake_telegram import threaded_fake_telegram
+
+    with threaded_fake_telegram(TOKEN) as telegram:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+        env.update(KB_MODEL="", KB_TOKENIZER="", KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER),
+                   KB_TELEGRAM_API_URL=telegram.base_url, KB_DDG_URL="http://127.0.0.1:9/lite/",
+                   KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "knowledge.cli", "--home", str(tmp_path), "bot"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not telegram.calls("getUpdates"):
+                time.sleep(0.1)
+            assert telegram.calls("getUpdates"), "the bot started polling"
+            assert [c["command"] for c in telegram.my_commands()][:2] == ["start", "help"]
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+        finally:
+            proc.kill()
+            err = proc.stderr.read()
+            proc.stderr.close()
+    assert proc.returncode == 0, err

@@ -1,0 +1,522 @@
+"""The Telegram Bot API stand-in speaks python-telegram-bot's dialect: PTB itself is the client."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dtm
+import json
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, MessageEntity
+from telegram.error import BadRequest, Conflict, EndPointNotFound, InvalidToken, NetworkError, RetryAfter
+from telegram.ext import (
+    AIORateLimiter,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    CommandHandler,
+    ExtBot,
+    MessageHandler,
+    filters,
+)
+
+from tests.fake_telegram import (
+    CLIENT_GONE,
+    FakeTelegram,
+    HtmlParseError,
+    parse_html,
+    start_fake_telegram,
+    threaded_fake_telegram,
+)
+
+TOKEN = "123456:TEST-token"
+OWNER = 42
+
+
+@pytest.fixture
+async def tg():
+    fake, runner, base_url = await start_fake_telegram(TOKEN)
+    assert base_url == fake.base_url and base_url.endswith("/bot")
+    assert fake.base_file_url == base_url.replace("/bot", "/file/bot")
+    yield fake
+    await runner.cleanup()
+    assert fake.errors == []  # no exception inside the stand-in
+
+
+@pytest.fixture
+async def bot(tg: FakeTelegram):
+    async with Bot(TOKEN, base_url=tg.base_url, base_file_url=tg.base_file_url) as b:
+        yield b
+
+
+def keyboard(*pairs: tuple[str, str]) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup([[InlineKeyboardButton(text, callback_data=data)] for text, data in pairs])
+
+
+# ---- identity and wire format --------------------------------------------------------------
+
+
+async def test_get_me_is_an_empty_post_and_returns_the_bot(tg: FakeTelegram, bot: Bot):
+    me = await bot.get_me()
+    assert (me.id, me.is_bot, me.username, me.first_name) == (123456, True, "kb_test_bot", "kb")
+    call = tg.calls("getMe")[0]
+    assert (call.http_method, call.content_type, call.raw, call.status) == ("POST", None, {}, 200)
+    assert call.response == {"ok": True, "result": tg.bot_user}
+
+
+async def test_html_message_with_keyboard_round_trips(tg: FakeTelegram, bot: Bot):
+    tg.push_message(OWNER, OWNER, "hello")  # the user writes first: message 1 of the chat
+    text = '<b>Answer</b> &amp; <a href="https://example.org/a?x=1&amp;y=2">source</a> 😀 <i>end</i>'
+    sent = await bot.send_message(
+        OWNER,
+        text,
+        parse_mode="HTML",
+        reply_markup=keyboard(("web-1 · example.org", "imp:s1:1"), ("web-2", "imp:s1:2")),
+        link_preview_options=LinkPreviewOptions(is_disabled=True),
+    )
+    assert sent.message_id == 2 and sent.chat.id == OWNER and sent.from_user.id == 123456
+    assert sent.text == "Answer & source 😀 end"
+    assert sent.parse_entities() == {
+        MessageEntity(MessageEntity.BOLD, 0, 6): "Answer",
+        MessageEntity(MessageEntity.TEXT_LINK, 9, 6, url="https://example.org/a?x=1&y=2"): "source",
+        MessageEntity(MessageEntity.ITALIC, 19, 3): "end",  # the emoji counts 2 UTF-16 units
+    }
+    assert sent.reply_markup == keyboard(("web-1 · example.org", "imp:s1:1"), ("web-2", "imp:s1:2"))
+
+    call = tg.calls("sendMessage")[0]
+    assert call.content_type == "application/x-www-form-urlencoded"
+    assert isinstance(call.raw["reply_markup"], str) and call.raw["chat_id"] == "42"
+    assert call.params["chat_id"] == OWNER and call.params["link_preview_options"] == {"is_disabled": True}
+    assert call.params["reply_markup"]["inline_keyboard"][1][0] == {
+        "text": "web-2",
+        "callback_data": "imp:s1:2",
+    }
+
+    stored = tg.last_message(OWNER)
+    assert stored.sent_text == text and stored.parse_mode == "HTML" and stored.link_preview_disabled
+    assert stored.reply_markup == call.params["reply_markup"]
+    assert [b["callback_data"] for b in stored.buttons] == ["imp:s1:1", "imp:s1:2"]
+    assert stored.links == [("source", "https://example.org/a?x=1&y=2")]
+    assert tg.sent_messages(OWNER) == ["Answer & source 😀 end"]
+    assert [m.message_id for m in tg.messages(OWNER)] == [1, 2]
+
+
+async def test_json_bodies_and_get_queries_are_accepted(tg: FakeTelegram):
+    tg.add_chat(7)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{tg.base_url}{TOKEN}/getMe") as r:
+            assert r.status == 200 and (await r.json())["result"]["username"] == "kb_test_bot"
+        markup = {"inline_keyboard": [[{"text": "One", "callback_data": "btn:1"}]]}
+        async with http.post(
+            f"{tg.base_url}{TOKEN}/sendMessage",
+            json={"chat_id": 7, "text": "<b>json</b>", "parse_mode": "HTML", "reply_markup": markup},
+        ) as r:
+            body = await r.json()
+            assert (
+                r.status == 200
+                and body["result"]["text"] == "json"
+                and body["result"]["reply_markup"] == markup
+            )
+        async with http.get(
+            f"{tg.base_url}{TOKEN}/sendMessage", params={"chat_id": "7", "text": "query"}
+        ) as r:
+            assert (await r.json())["result"]["message_id"] == 2
+        async with http.post(f"{tg.base_url}{TOKEN}/noSuchMethod") as r:
+            assert r.status == 404 and await r.json() == {
+                "ok": False,
+                "error_code": 404,
+                "description": "Not Found",
+            }
+        async with http.post(f"{tg.base_url}not-a-token/getMe") as r:
+            assert r.status == 404
+        async with http.post(f"{tg.base_url}999:wrong/getMe") as r:
+            assert r.status == 401 and await r.json() == {
+                "ok": False,
+                "error_code": 401,
+                "description": "Unauthorized",
+            }
+    assert tg.sent_messages(7) == ["json", "query"]
+    assert tg.calls("sendMessage")[0].params["reply_markup"] == markup
+
+
+async def test_wrong_token_is_invalid_token_and_unknown_method_is_endpoint_not_found(
+    tg: FakeTelegram, bot: Bot
+):
+    stranger = Bot("999:wrong-token", base_url=tg.base_url, base_file_url=tg.base_file_url)
+    try:
+        with pytest.raises(InvalidToken, match="Unauthorized"):
+            await stranger.get_me()
+        with pytest.raises(InvalidToken):
+            await stranger.initialize()
+    finally:
+        await stranger.shutdown()
+    assert [c.status for c in tg.calls("getMe")] == [200, 401, 401]  # the fixture's bot, then the stranger
+    with pytest.raises(EndPointNotFound):
+        await bot.do_api_request("noSuchMethod")
+
+
+# ---- Telegram's 400s as PTB surfaces them --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("a<br>b", 'Unsupported start tag "br" at byte offset 1'),
+        ("é<p>x</p>", 'Unsupported start tag "p" at byte offset 2'),  # bytes, not characters
+        ("a < b", 'Unsupported start tag "" at byte offset 2'),
+        ("Q&A", 'Unescaped "&" at byte offset 1; write it as "&amp;"'),
+        ('<a href="https://e.org/?a=1&b=2">x</a>', 'Unescaped "&" at byte offset 27; write it as "&amp;"'),
+        ("<b>open", 'Can\'t find end tag corresponding to start tag "b"'),
+        ("<b><i>x</b></i>", 'Unmatched end tag at byte offset 7, expected "</i>", found "</b>"'),
+        ("x</b>", "Unexpected end tag at byte offset 1"),
+        ("<b", "Unclosed start tag at byte offset 0"),
+        ("<span>x</span>", 'Tag "span" must have class "tg-spoiler" at byte offset 0'),
+    ],
+)
+def test_html_parse_errors_name_the_byte_offset(text: str, reason: str):
+    with pytest.raises(HtmlParseError) as info:
+        parse_html(text)
+    assert str(info.value) == reason
+
+
+def test_html_the_bot_api_allows_parses_to_entities():
+    plain, entities = parse_html(
+        '<pre><code class="language-python">x = 1</code></pre> <blockquote expandable>q</blockquote> '
+        '<tg-spoiler>s</tg-spoiler> <span class="tg-spoiler">t</span> <S>u</S> &#128512;&#x41;&quot;&lt;&gt; 1 > 0'
+    )
+    assert plain == 'x = 1 q s t u 😀A"<> 1 > 0'
+    assert [e["type"] for e in entities] == [
+        "pre",
+        "expandable_blockquote",
+        "spoiler",
+        "spoiler",
+        "strikethrough",
+    ]
+    assert entities[0]["language"] == "python"
+    assert parse_html("AT&T", strict_ampersand=False) == ("AT&T", [])
+
+
+async def test_bad_requests_surface_as_ptb_bad_request(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+
+    async def refused(coro) -> str:
+        with pytest.raises(BadRequest) as info:
+            await coro
+        return info.value.message
+
+    # PTB strips "Bad Request: " and str.capitalize()s the rest, lowercasing all but the first letter.
+    assert await refused(bot.send_message(OWNER, "x" * 4097)) == "Message is too long"
+    assert await refused(bot.send_message(OWNER, "<b>x</b>" + "&amp;" * 4096, parse_mode="HTML")) == (
+        "Message is too long"
+    )
+    assert await refused(bot.send_message(OWNER, "a<br>b", parse_mode="HTML")) == (
+        'Can\'t parse entities: unsupported start tag "br" at byte offset 1'
+    )
+    assert (await refused(bot.send_message(OWNER, "Q&A", parse_mode="HTML"))).startswith(
+        "Can't parse entities"
+    )
+    assert (await refused(bot.send_message(OWNER, "<i>x", parse_mode="HTML"))).startswith(
+        "Can't parse entities"
+    )
+    assert await refused(bot.send_message(OWNER, "  <b> </b> ", parse_mode="HTML")) == "Message text is empty"
+    assert await refused(bot.send_message(OWNER, "pick", reply_markup=keyboard(("é", "é" * 33)))) == (
+        "Button_data_invalid"
+    )
+    assert await refused(bot.send_message(-100, "nobody")) == "Chat not found"
+    assert [c.status for c in tg.calls("sendMessage")] == [400] * 8
+    assert tg.sent_messages(OWNER) == []
+
+    # Text of exactly 4,096 characters after decoding, and 64 bytes of callback data, pass.
+    ok = await bot.send_message(
+        OWNER, "&amp;" * 4096, parse_mode="HTML", reply_markup=keyboard(("é", "é" * 32))
+    )
+    assert len(ok.text) == 4096
+
+    same = keyboard(("é", "é" * 32))
+    assert await refused(bot.edit_message_text("&" * 4096, OWNER, ok.message_id, reply_markup=same)) == (
+        "Message is not modified: specified new message content and reply markup are exactly the same as a "
+        "current content and reply markup of the message"
+    )
+    # Without reply_markup an edit removes the keyboard, so the same text is a modification.
+    edited = await bot.edit_message_text("&" * 4096, OWNER, ok.message_id)
+    assert edited.reply_markup is None and tg.last_message(OWNER).reply_markup is None
+    assert await refused(bot.edit_message_reply_markup(OWNER, ok.message_id)) == (
+        "Message is not modified: specified new message content and reply markup are exactly the same as a "
+        "current content and reply markup of the message"
+    )
+    assert await refused(bot.edit_message_text("new", OWNER, 999)) == "Message to edit not found"
+    assert await refused(bot.edit_message_reply_markup(OWNER, 999, reply_markup=keyboard(("a", "b")))) == (
+        "Message to edit not found"
+    )
+    assert await refused(
+        bot.edit_message_reply_markup(OWNER, ok.message_id, reply_markup=keyboard(("a", "x" * 65)))
+    ) == ("Button_data_invalid")
+    assert await refused(bot.answer_callback_query("no-such-query")) == (
+        "Query is too old and response timeout expired or query id is invalid"
+    )
+
+    qid = tg.push_callback(OWNER, OWNER, ok.message_id, "imp:s1:1")
+    assert await bot.answer_callback_query(qid, text="importing…") is True
+    assert await refused(bot.answer_callback_query(qid)) == (
+        "Query is too old and response timeout expired or query id is invalid"
+    )
+    assert tg.callback_answer(qid) == {
+        "text": "importing…",
+        "show_alert": False,
+        "url": None,
+        "cache_time": None,
+    }
+
+    tg.push_message(OWNER, OWNER, "mine")
+    mine = tg.last_message(OWNER, from_bot=False)
+    assert mine.text == "mine" and await refused(bot.edit_message_text("x", OWNER, mine.message_id)) == (
+        "Message can't be edited"
+    )
+    assert await bot.delete_message(OWNER, ok.message_id) is True
+    assert await refused(bot.delete_message(OWNER, ok.message_id)) == "Message to delete not found"
+
+
+async def test_edits_keep_history_and_the_not_modified_rule_compares_entities(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    sent = await bot.send_message(OWNER, "downloading…", reply_markup=keyboard(("web-1", "imp:s:1")))
+    await bot.edit_message_text("<b>downloading…</b>", OWNER, sent.message_id, parse_mode="HTML")
+    await bot.edit_message_text("indexed, 3 chunks", OWNER, sent.message_id)
+    stored = tg.message(OWNER, sent.message_id)
+    assert stored.history == ["downloading…", "downloading…"] and stored.text == "indexed, 3 chunks"
+    assert stored.edit_date is not None and tg.sent_messages(OWNER) == ["indexed, 3 chunks"]
+
+
+@pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning")
+async def test_too_many_requests_is_retry_after(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    tg.fail_next("sendMessage", retry_after=3)
+    with pytest.raises(RetryAfter) as info:
+        await bot.send_message(OWNER, "hi")
+    assert info.value.retry_after in (3, dtm.timedelta(seconds=3))
+    first = tg.calls("sendMessage")[0]
+    assert first.status == 429 and first.response == {
+        "ok": False,
+        "error_code": 429,
+        "description": "Too Many Requests: retry after 3",
+        "parameters": {"retry_after": 3},
+    }
+    assert (await bot.send_message(OWNER, "hi")).text == "hi"  # armed once only
+
+    tg.fail_next("sendMessage", status=502, description="Bad Gateway")
+    with pytest.raises(NetworkError):
+        await bot.send_message(OWNER, "again")
+
+
+@pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning")
+async def test_aio_rate_limiter_retries_after_the_429(tg: FakeTelegram):
+    tg.add_chat(OWNER)
+    tg.fail_next("sendMessage", retry_after=1)
+    limited = ExtBot(
+        TOKEN,
+        base_url=tg.base_url,
+        base_file_url=tg.base_file_url,
+        rate_limiter=AIORateLimiter(max_retries=1),
+    )
+    async with limited:
+        started = time.monotonic()
+        sent = await limited.send_message(OWNER, "after the pause")
+        waited = time.monotonic() - started
+    assert sent.text == "after the pause" and waited >= 1.0
+    assert [c.status for c in tg.calls("sendMessage")] == [429, 200]
+
+
+# ---- long polling -------------------------------------------------------------------------
+
+
+async def test_long_poll_holds_until_an_update_arrives_and_confirms_by_offset(tg: FakeTelegram, bot: Bot):
+    started = time.monotonic()
+    assert await bot.get_updates(timeout=0.3) == ()  # held for the whole timeout
+    assert time.monotonic() - started >= 0.3
+
+    poll = asyncio.create_task(bot.get_updates(timeout=5))
+    await asyncio.sleep(0.1)
+    first = tg.push_message(OWNER, OWNER, "/start")
+    started = time.monotonic()
+    updates = await poll
+    assert time.monotonic() - started < 1.0  # woken by the update, not the timeout
+    assert [u.update_id for u in updates] == [first] and updates[0].message.text == "/start"
+    assert updates[0].message.entities == (MessageEntity(MessageEntity.BOT_COMMAND, 0, 6),)
+
+    second = tg.push_message(OWNER, OWNER, "again")
+    assert [u.update_id for u in await bot.get_updates(offset=first)] == [first, second]  # not confirmed
+    assert [u.update_id for u in await bot.get_updates(offset=first + 1)] == [second]
+    assert [u["update_id"] for u in tg.pending_updates()] == [second]
+    assert await bot.get_updates(offset=second + 1) == () and tg.pending_updates() == []
+    third, fourth = tg.push_message(OWNER, OWNER, "3"), tg.push_message(OWNER, OWNER, "4")
+    assert [u.update_id for u in await bot.get_updates(offset=-1)] == [fourth]  # forgets the earlier ones
+    assert third < fourth and [u["update_id"] for u in tg.pending_updates()] == [fourth]
+
+
+async def test_a_second_get_updates_ends_the_first_with_conflict(tg: FakeTelegram):
+    other = Bot(TOKEN, base_url=tg.base_url)
+    async with Bot(TOKEN, base_url=tg.base_url) as one, other:
+        held = asyncio.create_task(one.get_updates(timeout=5))
+        await tg.wait_until(lambda: any(c.status is None for c in tg.calls("getUpdates")))
+        assert await other.get_updates(timeout=0) == ()
+        with pytest.raises(Conflict, match="terminated by other getUpdates request"):
+            await held
+    assert [c.status for c in tg.calls("getUpdates")] == [409, 200]
+
+
+async def test_a_stand_in_in_its_own_thread_is_woken_by_pushes_from_the_test_thread():
+    with threaded_fake_telegram(TOKEN) as fake:
+        async with Bot(TOKEN, base_url=fake.base_url) as b:
+            poll = asyncio.create_task(b.get_updates(timeout=5))
+            await fake.wait_until(lambda: any(c.status is None for c in fake.calls("getUpdates")))
+            started = time.monotonic()
+            pushed = fake.push_message(OWNER, OWNER, "from another thread")
+            (update,) = await poll
+            assert update.update_id == pushed and time.monotonic() - started < 1.0
+
+
+async def test_allowed_updates_filter_and_are_remembered(tg: FakeTelegram, bot: Bot):
+    tg.push_raw(
+        {
+            "edited_message": {
+                "message_id": 1,
+                "date": 1,
+                "chat": {"id": OWNER, "type": "private"},
+                "text": "e",
+            }
+        }
+    )
+    wanted = tg.push_message(OWNER, OWNER, "m")
+    updates = await bot.get_updates(allowed_updates=["message", "callback_query"])
+    assert [u.update_id for u in updates] == [wanted]
+    assert tg.calls("getUpdates")[0].params["allowed_updates"] == ["message", "callback_query"]
+    tg.push_raw(
+        {"channel_post": {"message_id": 5, "date": 1, "chat": {"id": -1001, "type": "channel"}, "text": "c"}}
+    )
+    assert [u.update_id for u in await bot.get_updates(offset=wanted + 1)] == []  # the list was kept
+
+
+async def test_polling_application_gets_message_then_callback_in_order(tg: FakeTelegram):
+    seen: list[tuple] = []
+
+    async def on_start(update, context):
+        seen.append(("start", update.effective_user.id, update.message.text))
+        await context.bot.send_chat_action(update.effective_chat.id, "typing")
+        await update.message.reply_text(
+            "<b>Pick</b> a source", parse_mode="HTML", reply_markup=keyboard(("web-1", "imp:s1:1"))
+        )
+
+    async def on_text(update, context):
+        seen.append(("text", update.message.text))
+
+    async def on_button(update, context):
+        query = update.callback_query
+        seen.append(("button", query.data, query.message.message_id, query.message.text))
+        await query.answer()
+        await query.edit_message_text("importing web-1…")
+
+    app = ApplicationBuilder().token(TOKEN).base_url(tg.base_url).base_file_url(tg.base_file_url).build()
+    app.add_handler(CommandHandler("start", on_start))
+    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
+    app.add_handler(CallbackQueryHandler(on_button))
+    await app.initialize()
+    await app.start()
+    await app.updater.start_polling(poll_interval=0, timeout=1, allowed_updates=["message", "callback_query"])
+    try:
+        tg.push_message(OWNER, OWNER, "/start", username="owner")
+        await tg.wait_for("sendMessage")
+        pick = tg.last_message(OWNER)
+        qid = tg.push_callback(OWNER, OWNER, pick.message_id, pick.buttons[0]["callback_data"])
+        last = tg.push_message(OWNER, OWNER, "and a question")
+        await tg.wait_until(lambda: len(seen) == 3)
+        await tg.wait_for("editMessageText")
+    finally:
+        await app.updater.stop()
+        await app.stop()
+        await app.shutdown()
+
+    assert seen == [
+        ("start", OWNER, "/start"),
+        ("button", "imp:s1:1", pick.message_id, "Pick a source"),
+        ("text", "and a question"),
+    ]
+    assert [c.method for c in tg.calls()][:2] == ["getMe", "deleteWebhook"]
+    assert tg.calls("deleteWebhook")[0].raw == {}
+    assert tg.callback_answer(qid) is not None
+    assert tg.sent_messages(OWNER) == ["importing web-1…"] and tg.last_message(OWNER).reply_markup is None
+    assert [a.action for a in tg.chat_actions(OWNER)] == ["typing"]
+    polls = tg.calls("getUpdates")
+    assert polls[0].params["offset"] == 0 and polls[-1].params == {
+        "offset": last + 1,
+        "timeout": 0,  # PTB's last call on stop confirms what it fetched
+        "allowed_updates": ["message", "callback_query"],
+    }
+    assert [p.params["offset"] for p in polls] == sorted(p.params["offset"] for p in polls)
+    assert tg.pending_updates() == []
+    # The long poll PTB cancelled on stop is recorded as closed by the client, not as a conflict.
+    await tg.wait_until(lambda: all(c.status is not None for c in tg.calls()))
+    assert {c.status for c in tg.calls("getUpdates")} <= {200, CLIENT_GONE}
+
+
+# ---- files and commands -------------------------------------------------------------------
+
+
+async def test_get_file_and_download_return_the_pushed_bytes(tg: FakeTelegram, bot: Bot, tmp_path: Path):
+    data = b"%PDF-1.4 fake pdf bytes\n"
+    tg.push_document(OWNER, OWNER, "notes.pdf", data, "application/pdf", caption="for the kb")
+    (update,) = await bot.get_updates()
+    document = update.message.document
+    assert (document.file_name, document.mime_type, document.file_size) == (
+        "notes.pdf",
+        "application/pdf",
+        len(data),
+    )
+    assert update.message.caption == "for the kb"
+    file = await bot.get_file(document.file_id)
+    assert file.file_size == len(data) and file.file_path.startswith(tg.base_file_url + TOKEN + "/documents/")
+    path = await file.download_to_drive(tmp_path / "notes.pdf")
+    assert path.read_bytes() == data and tg.downloads == ["documents/file_1.pdf"]
+
+    tg.push_document(OWNER, OWNER, "big.pdf", b"x", "application/pdf", file_size=20 * 1024 * 1024 + 1)
+    (big,) = await bot.get_updates(offset=update.update_id + 1)
+    with pytest.raises(BadRequest, match="File is too big"):
+        await bot.get_file(big.message.document.file_id)
+    with pytest.raises(BadRequest, match="Invalid file_id"):
+        await bot.get_file("nope")
+
+
+async def test_set_my_commands_is_stored(tg: FakeTelegram, bot: Bot):
+    commands = [("start", "what kb is"), ("search", "search the web"), ("status", "documents and health")]
+    assert await bot.set_my_commands(commands) is True
+    assert tg.my_commands() == [{"command": c, "description": d} for c, d in commands]
+    assert json.loads(tg.calls("setMyCommands")[0].raw["commands"])[1] == {
+        "command": "search",
+        "description": "search the web",
+    }
+    assert [(c.command, c.description) for c in await bot.get_my_commands()] == commands
+    with pytest.raises(BadRequest, match="Bot_command_invalid"):
+        await bot.set_my_commands([("Start", "capital letters are not allowed")])
+
+
+# ---- the test-side API's guards ---------------------------------------------------------------
+
+
+async def test_updates_for_groups_forwards_and_bots_look_like_telegrams(tg: FakeTelegram, bot: Bot):
+    with pytest.raises(ValueError):
+        tg.push_message(5, 5, "hi", chat_type="group")  # group ids are negative
+    with pytest.raises(ValueError):
+        tg.push_message(5, 6, "hi")  # a private chat's id is its user's
+    tg.push_message(-1001234, 7, "/start@kb_test_bot", chat_type="supergroup")
+    tg.push_message(OWNER, OWNER, "see https://example.org", forward_from_bot=True)
+    tg.push_message(OWNER, OWNER, "inline", via_bot=True)
+    group, forwarded, inline = await bot.get_updates()
+    assert group.effective_chat.type == "supergroup" and group.effective_chat.id == -1001234
+    assert group.message.entities[0].length == len("/start@kb_test_bot")
+    assert forwarded.message.forward_origin.sender_user.is_bot
+    assert forwarded.message.parse_entities([MessageEntity.URL]) == {
+        MessageEntity(MessageEntity.URL, 4, 19): "https://example.org"
+    }
+    assert inline.message.via_bot.is_bot
+    with pytest.raises(KeyError):
+        tg.push_callback(OWNER, OWNER, 99, "imp:x:1")
