@@ -49,6 +49,7 @@ from knowledge.errors import FetchRefused, KbError
 from knowledge.fetch import Fetched
 from knowledge.importer import ImportRefused, hand_off, import_web_source, pasted_url, select, wait_for_ingest
 from knowledge.index import Index
+from knowledge.status import status_report
 from knowledge.websearch.store import CandidateStore, SearchRecord
 
 log = structlog.get_logger()
@@ -386,8 +387,6 @@ async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
 
 async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Documents, chunks, inbox, daemon and model server."""
-    from knowledge.cli import status_report
-
     deps, chat_id = deps_of(context), update.effective_chat.id
     report = await asyncio.to_thread(status_report, deps.settings)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import sys
 import time
 from collections import Counter
@@ -19,12 +18,13 @@ import structlog
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConfigError, IndexError_, KbError
+from knowledge.errors import ConfigError, KbError
 from knowledge.index import Index
-from knowledge.ingest import Ingestor, Outcome, is_candidate_name, iter_sources
-from knowledge.lock import WriterLock, holder
+from knowledge.ingest import Ingestor, Outcome, iter_sources
+from knowledge.lock import WriterLock
 from knowledge.logs import configure_logging
 from knowledge.retrieval import SearchResult, search
+from knowledge.status import status_report
 from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter
 
 log = structlog.get_logger()
@@ -381,43 +381,6 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
         f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s"
     )
     return EXIT_OK
-
-
-def status_report(settings: Settings) -> dict[str, object]:
-    """What ``kb status --json`` prints."""
-    report: dict[str, object] = {
-        "home": str(settings.home),
-        "documents": 0,
-        "chunks": 0,
-        "tokenizer": None,
-        "inbox": _count_files(settings.inbox),
-        "processed": _count_files(settings.processed),
-        "failed": _count_files(settings.failed),
-        "last_ingests": [],
-        "writer": holder(settings.lock_path),
-    }
-    if settings.index_path.exists():
-        try:
-            with Index(settings.index_path, readonly=True) as index:
-                report["documents"] = index.document_count()
-                report["chunks"] = index.chunk_count()
-                report["tokenizer"] = index.meta("tokenizer")
-                report["last_ingests"] = [
-                    {k: v for k, v in rec.__dict__.items() if v is not None} for rec in index.last_ingests(10)
-                ]
-        except (
-            sqlite3.Error,
-            IndexError_,
-        ) as exc:  # being created by the daemon this very moment, or damaged
-            report["index_error"] = str(exc)
-    return report
-
-
-def _count_files(folder: Path) -> int:
-    """Source files directly in a folder (sidecars, error records, hidden and temporary names excluded)."""
-    if not folder.is_dir():
-        return 0
-    return sum(1 for p in folder.iterdir() if p.is_file() and is_candidate_name(p.name))
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:

@@ -12,8 +12,9 @@ from knowledge.assistant import Reply
 from knowledge.config import Settings, load_settings
 from knowledge.errors import KbError
 from knowledge.index import Index
-from knowledge.ingest import Ingestor, is_candidate_name
+from knowledge.ingest import Ingestor
 from knowledge.lock import holder
+from knowledge.status import count_files
 from knowledge.tokenizer import find_tokenizer_file, hf_cache_dir, load_counter
 from knowledge.wiring import build_engine, http_session, load_language, model_client
 
@@ -110,12 +111,7 @@ def _check_inbox(settings: Settings) -> Finding:
     inbox = settings.inbox
     if not inbox.is_dir():
         return Finding("inbox", False, f"{inbox} does not exist", "run kb run or kb daemon once", True)
-    waiting = sum(1 for p in inbox.iterdir() if p.is_file() and is_candidate_name(p.name))
-    failed = (
-        sum(1 for p in settings.failed.iterdir() if is_candidate_name(p.name))
-        if settings.failed.is_dir()
-        else 0
-    )
+    waiting, failed = count_files(inbox), count_files(settings.failed)
     writer = holder(settings.lock_path)
     detail = f"{waiting} waiting, {failed} failed; daemon {'running (' + writer + ')' if writer else 'not running'}"
     if waiting and not writer:
