@@ -156,7 +156,8 @@ def _ingest_record(index_path: Path, path: str) -> dict | None:
             if row is None:
                 return None
             status, doc_id, chunks, error, stage = row
-            title = index.document(doc_id).title if doc_id and index.document(doc_id) else None
+            doc = index.document(doc_id) if doc_id else None
+            title = doc.title if doc else None
     except IndexError_:
         return None
     return {

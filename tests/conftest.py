@@ -29,12 +29,67 @@ TRAINING_TEXT = [
 ]
 
 
+# Web search goes to a closed local port unless a test starts the search stand-in.
+SAFE_ENV = {"KB_MODEL": "", "KB_TOKENIZER": "", "KB_DDG_URL": "http://127.0.0.1:9/lite/"}
+
+
+def subprocess_env(**env: str) -> dict[str, str]:
+    """The environment for a kb subprocess: the caller's, without its KB_ settings, plus safe defaults and env."""
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    return {**base, **SAFE_ENV, **env}
+
+
 def make_settings(home: Path, **env: str) -> Settings:
     """Settings for a knowledge base in ``home``, isolated from the caller's environment."""
-    # Web search goes to a closed local port unless a test starts the search stand-in.
-    base = {"KB_MODEL": "", "KB_TOKENIZER": "", "KB_DDG_URL": "http://127.0.0.1:9/lite/"}
-    base.update(env)
-    return load_settings(base, home=home)
+    return load_settings({**SAFE_ENV, **env}, home=home)
+
+
+VARN_ARTICLE = (
+    "<html><head><title>The Varn valley</title></head><body><nav>Home | About</nav><main><h1>The Varn valley</h1>"
+    "<p>The Varn valley holds Lake Quillan, which is 317 metres deep and never freezes.</p></main></body></html>"
+)
+
+
+@pytest.fixture
+async def varn_site():
+    """A web page on 127.0.0.1: /varn serves the article, /old-varn redirects to it; yields (base, port, paths seen)."""
+    from aiohttp import web
+
+    from tests.local_server import serve_app
+
+    seen: list[str] = []
+
+    async def article(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        return web.Response(text=VARN_ARTICLE, content_type="text/html", charset="utf-8")
+
+    async def moved(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        raise web.HTTPFound("/varn")
+
+    app = web.Application()
+    app.router.add_get("/varn", article)
+    app.router.add_get("/old-varn", moved)
+    runner, port = await serve_app(app)
+    yield f"http://127.0.0.1:{port}", port, seen
+    await runner.cleanup()
+
+
+def ingest_texts(settings: Settings, docs: dict[str, str]) -> None:
+    """Drop each (name, text) into the inbox and ingest it with the approximate counter."""
+    from knowledge.index import Index
+    from knowledge.ingest import Ingestor
+    from knowledge.tokenizer import ApproxCounter
+
+    settings.inbox.mkdir(parents=True, exist_ok=True)
+    with Index(settings.index_path) as index:
+        ingestor = Ingestor(settings, index, ApproxCounter())
+        for name, text in docs.items():
+            path = settings.inbox / name
+            path.write_text(text, encoding="utf-8")
+            assert ingestor.ingest(path).status == "indexed", name
 
 
 @pytest.fixture

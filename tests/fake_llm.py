@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from tests.local_server import serve_app
+
 
 @dataclass
 class Step:
@@ -96,11 +98,7 @@ class FakeLLM:
 
 async def start(fake: FakeLLM) -> web.AppRunner:
     """Serve ``fake`` on a free port of 127.0.0.1 in the running loop; sets ``fake.base_url``."""
-    runner = web.AppRunner(fake.app(), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve_app(fake.app())
     fake.base_url = f"http://127.0.0.1:{port}/v1"
     return runner
 

@@ -26,6 +26,8 @@ from urllib.parse import quote
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tests.local_server import serve_app
+
 
 @dataclass(frozen=True)
 class Result:
@@ -413,10 +415,6 @@ class FakeSearch:
 async def start_fake_search(fake: FakeSearch) -> tuple[web.AppRunner, str]:
     """Serve ``fake`` on a free port of 127.0.0.1; returns the runner and the base URL (also ``fake.base_url``)."""
     # handler_cancellation: a slow reply stops when the client hangs up, so cleanup does not wait for it.
-    runner = web.AppRunner(fake.app(), access_log=None, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve_app(fake.app(), handler_cancellation=True)
     fake.base_url = f"http://127.0.0.1:{port}"
     return runner, fake.base_url

@@ -58,6 +58,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.local_server import serve_app
+
 MAX_TEXT_LENGTH = 4096
 MAX_CALLBACK_DATA_BYTES = 64
 MAX_CALLBACK_ANSWER_TEXT = 200
@@ -1535,11 +1537,7 @@ _HANDLERS: dict[str, Callable[[FakeTelegram, dict], Any]] = {
 
 async def serve(fake: FakeTelegram) -> web.AppRunner:
     """Serve ``fake`` on a free port of 127.0.0.1 in the running loop; sets its base URLs."""
-    runner = web.AppRunner(fake.app(), access_log=None, shutdown_timeout=2.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve_app(fake.app(), shutdown_timeout=2.0)
     fake.base_url = f"http://127.0.0.1:{port}/bot"
     fake.base_file_url = f"http://127.0.0.1:{port}/file/bot"
     return runner

@@ -1,7 +1,6 @@
 """Answering end to end: exact token counts against a real mlx_lm.server, and inbox → daemon → kb ask."""
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from knowledge.ingest import Ingestor
 from knowledge.llm import ModelClient
 from knowledge.prompt import load_template
 from knowledge.tokenizer import ApproxCounter, HfCounter
-from tests.conftest import make_settings, xquad_articles
+from tests.conftest import make_settings, subprocess_env, xquad_articles
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
 
 
@@ -89,9 +88,8 @@ async def test_the_tiny_model_answers_through_the_engine(multilingual_kb, tiny_m
 
 
 def test_checkpoint_runs_against_the_tiny_model_and_reports_cleanly(tmp_path, tiny_model_dir, mlx_server):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update(
-        KB_MODEL="", KB_TOKENIZER=str(tiny_model_dir), KB_LLM_URL=mlx_server.base_url, KB_WEB_SEARCH="off"
+    env = subprocess_env(
+        KB_TOKENIZER=str(tiny_model_dir), KB_LLM_URL=mlx_server.base_url, KB_WEB_SEARCH="off"
     )
     out = subprocess.run(
         [sys.executable, "-m", "knowledge.cli", "--home", str(tmp_path), "checkpoint"],
@@ -120,10 +118,7 @@ def test_files_in_the_inbox_are_answered_with_citations(tmp_path):
                         break
             time.sleep(0.05)
         with ThreadedFakeLLM(FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])) as fake:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-            env.update(
-                KB_MODEL="", KB_TOKENIZER="", KB_LLM_URL=fake.base_url, KB_DDG_URL="http://127.0.0.1:9/lite/"
-            )
+            env = subprocess_env(KB_LLM_URL=fake.base_url)
             out = subprocess.run(
                 [sys.executable, "-m", "knowledge.cli", "--home", str(settings.home), "ask", "--json",
                  "How deep is Lake Quillan?"],

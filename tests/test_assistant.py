@@ -7,10 +7,10 @@ import pytest
 
 from knowledge.assistant import Engine, EngineSettings, citations_for
 from knowledge.index import Index
-from knowledge.ingest import Ingestor
 from knowledge.llm import ModelClient
 from knowledge.prompt import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.tokenizer import ApproxCounter
+from tests.conftest import ingest_texts
 from tests.fake_llm import FakeLLM, Step, answer, free_port, start
 
 DOCS = {
@@ -23,12 +23,7 @@ DOCS = {
 
 @pytest.fixture
 def kb(settings):
-    settings.inbox.mkdir(parents=True)
-    with Index(settings.index_path) as index:
-        ingestor = Ingestor(settings, index, ApproxCounter())
-        for name, text in DOCS.items():
-            (settings.inbox / name).write_text(text)
-            ingestor.ingest(settings.inbox / name)
+    ingest_texts(settings, DOCS)
     return settings
 
 

@@ -5,12 +5,11 @@ import re
 
 import pytest
 import structlog
-from aiohttp import web
 
 from bot.main import create
 from daemon.main import background
 from knowledge.tokenizer import ApproxCounter
-from tests.conftest import make_settings
+from tests.conftest import make_settings, subprocess_env
 from tests.fake_llm import FakeLLM, Step, answer, free_port, start
 from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
 from tests.fake_telegram import start_fake_telegram
@@ -19,27 +18,6 @@ TOKEN = "123456:TEST-token"
 OWNER = 42
 STRANGER = 77
 ALLOWED_TAGS = {"b", "i", "a", "code", "pre"}
-
-ARTICLE = (
-    "<html><head><title>The Varn valley</title></head><body><main><h1>The Varn valley</h1>"
-    "<p>The Varn valley holds Lake Quillan, which is 317 metres deep and never freezes.</p></main></body></html>"
-)
-
-
-@pytest.fixture
-async def web_page():
-    async def article(request: web.Request) -> web.Response:
-        return web.Response(text=ARTICLE, content_type="text/html", charset="utf-8")
-
-    app = web.Application()
-    app.router.add_get("/varn", article)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}", port
-    await runner.cleanup()
 
 
 class Env:
@@ -58,8 +36,8 @@ class Env:
 
 
 @pytest.fixture
-async def env(tmp_path, web_page):
-    base, port = web_page
+async def env(tmp_path, varn_site):
+    base, port, _ = varn_site
     telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
     llm = FakeLLM()
     llm_runner = await start(llm)
@@ -296,7 +274,6 @@ def test_the_bot_refuses_to_start_without_allowed_users(tmp_path):
 
 
 def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
-    import os
     import signal
     import subprocess
     import sys
@@ -305,10 +282,8 @@ def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
     from tests.fake_telegram import threaded_fake_telegram
 
     with threaded_fake_telegram(TOKEN) as telegram:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-        env.update(KB_MODEL="", KB_TOKENIZER="", KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER),
-                   KB_TELEGRAM_API_URL=telegram.base_url, KB_DDG_URL="http://127.0.0.1:9/lite/",
-                   KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")  # fmt: skip
+        env = subprocess_env(KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER),
+                             KB_TELEGRAM_API_URL=telegram.base_url, KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, "-m", "knowledge.cli", "--home", str(tmp_path), "bot"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,

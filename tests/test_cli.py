@@ -1,7 +1,6 @@
 """The kb command line, run as a user runs it: a real process, real files, exit codes and output."""
 
 import json
-import os
 import select
 import subprocess
 import sys
@@ -11,16 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests import pdfs
+from tests.conftest import subprocess_env
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer, free_port
 
 
 def kb(
     home: Path, *args: str, env: dict | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    full_env.update(
-        {"KB_MODEL": "", "KB_TOKENIZER": "", "KB_DDG_URL": "http://127.0.0.1:9/lite/"}, **(env or {})
-    )
+    full_env = subprocess_env(**(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
         capture_output=True,
@@ -143,14 +140,7 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     inbox = home / "knowledge" / "inbox"
     inbox.mkdir(parents=True)
     (inbox / "note.md").write_text("# Note\n\nThe zebrafish sleeps at noon.\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update(
-        KB_MODEL="",
-        KB_TOKENIZER="",
-        KB_SETTLE_S="0.1",
-        KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1",
-        KB_DDG_URL="http://127.0.0.1:9/lite/",
-    )
+    env = subprocess_env(KB_SETTLE_S="0.1", KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "knowledge.cli", "--home", str(home), "run"],
         stdin=subprocess.PIPE,
@@ -196,7 +186,7 @@ def test_logs_show_events_readably_and_follow(tmp_path):
     line = out.stdout.strip().split("\n")[-1]
     assert " ingest.done " in line and "file=n.md" in line and "chunks=1" in line
     assert "tokenizer.fallback" not in out.stdout
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env = subprocess_env()
     follower = subprocess.Popen(
         [
             sys.executable,

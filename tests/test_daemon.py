@@ -18,7 +18,7 @@ from knowledge.ingest import Ingestor, is_transient
 from knowledge.retrieval import search
 from knowledge.tokenizer import ApproxCounter
 from tests import pdfs
-from tests.conftest import make_settings
+from tests.conftest import make_settings, subprocess_env
 
 SETTLE = "0.2"
 
@@ -270,11 +270,7 @@ def test_transient_errors(exc, transient):
 
 
 def start_daemon(home: Path, **env: str) -> subprocess.Popen:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    full.update(
-        {"KB_MODEL": "", "KB_TOKENIZER": "", "KB_SETTLE_S": SETTLE, "KB_DDG_URL": "http://127.0.0.1:9/lite/"},
-        **env,
-    )
+    full = subprocess_env(KB_SETTLE_S=SETTLE, **env)
     return subprocess.Popen(
         [sys.executable, "-m", "knowledge.cli", "--home", str(home), "daemon"],
         stdout=subprocess.DEVNULL,

@@ -4,7 +4,6 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from aiohttp import web
 
 from daemon.main import background
 from knowledge.errors import FetchRefused
@@ -16,38 +15,9 @@ from knowledge.wiring import candidate_store, make_fetcher
 from tests.conftest import make_settings
 from tests.test_cli import kb
 
-ARTICLE = (
-    "<html><head><title>The Varn valley</title></head><body><nav>Home | About</nav><main><h1>The Varn valley</h1>"
-    "<p>The Varn valley holds Lake Quillan, which is 317 metres deep and never freezes.</p></main></body></html>"
-)
 
-
-@pytest.fixture
-async def site():
-    seen: list[str] = []
-
-    async def article(request: web.Request) -> web.Response:
-        seen.append(request.path)
-        return web.Response(text=ARTICLE, content_type="text/html", charset="utf-8")
-
-    async def moved(request: web.Request) -> web.Response:
-        seen.append(request.path)
-        raise web.HTTPFound("/varn")
-
-    app = web.Application()
-    app.router.add_get("/varn", article)
-    app.router.add_get("/old-varn", moved)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}", port, seen
-    await runner.cleanup()
-
-
-async def test_import_web_2_makes_it_searchable_and_cited_with_its_url(tmp_path, site):
-    base, port, seen = site
+async def test_import_web_2_makes_it_searchable_and_cited_with_its_url(tmp_path, varn_site):
+    base, port, seen = varn_site
     settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.1", KB_FETCH_PORTS=str(port))
     store = candidate_store(settings)
     store.save("chat", "How deep is Lake Quillan?", ["lake quillan depth"],
@@ -68,8 +38,8 @@ async def test_import_web_2_makes_it_searchable_and_cited_with_its_url(tmp_path,
     assert sidecar["sha256"] and sidecar["content_type"].startswith("text/html")
 
 
-async def test_without_the_test_allowlist_the_guard_refuses_the_local_server(tmp_path, site):
-    base, port, seen = site
+async def test_without_the_test_allowlist_the_guard_refuses_the_local_server(tmp_path, varn_site):
+    base, port, seen = varn_site
     settings = make_settings(tmp_path / "kb", KB_FETCH_PORTS=str(port))
     store = candidate_store(settings)
     store.save("chat", "q", ["q"], [("Local", f"{base}/varn", "x")])

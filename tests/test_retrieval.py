@@ -1,9 +1,8 @@
 import pytest
 
 from knowledge.index import Index
-from knowledge.ingest import Ingestor
 from knowledge.retrieval import get_document_chunks, search
-from knowledge.tokenizer import ApproxCounter
+from tests.conftest import ingest_texts
 
 DOCS = {
     "panthers.md": "# Carolina Panthers\n\nThe Panthers defense gave up just 308 points, ranking sixth in the league.\n\n"
@@ -21,13 +20,8 @@ DOCS = {
 
 @pytest.fixture
 def index(settings):
-    settings.inbox.mkdir(parents=True)
+    ingest_texts(settings, DOCS)
     with Index(settings.index_path) as index:
-        ingestor = Ingestor(settings, index, ApproxCounter())
-        for name, text in DOCS.items():
-            path = settings.inbox / name
-            path.write_text(text, encoding="utf-8")
-            assert ingestor.ingest(path).status == "indexed"
         yield index
 
 
