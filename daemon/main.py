@@ -7,27 +7,52 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import structlog
+
+from daemon.backfill import Backfill
 from daemon.service import Daemon
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
+from knowledge.embed import EmbedderError, make_embedder
 from knowledge.index import Index
 from knowledge.ingest import Ingestor
 from knowledge.lock import WriterLock
 from knowledge.tokenizer import TokenCounter
 
 
+log = structlog.get_logger()
+
+
 @contextmanager
 def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
-    """A daemon ready to run, holding the writer lock (WriterLockHeld when another process has it)."""
+    """A daemon ready to run, holding the writer lock (WriterLockHeld when another process has it).
+
+    Beside it runs the embedding backfill (unless KB_EMBED=off), stopped when the daemon is.
+    """
     lock = WriterLock(settings.lock_path, role="kb daemon")
     lock.acquire(wait_s=0)
+    backfill: Backfill | None = None
     try:
         with (
             Index(settings.index_path) as index,
             IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,
         ):
-            yield Daemon(settings, Ingestor(settings, index, counter, runner=runner))
+            try:
+                embedder = make_embedder(settings)
+            except EmbedderError as exc:
+                log.warning("embed.unavailable", reason=str(exc))
+                embedder = None
+            if embedder is not None:
+                backfill = Backfill(settings, embedder)
+                backfill.start()
+            yield Daemon(
+                settings,
+                Ingestor(settings, index, counter, runner=runner),
+                after_task=backfill.wake if backfill else (lambda: None),
+            )
     finally:
+        if backfill is not None:
+            backfill.stop()
         lock.release()
 
 

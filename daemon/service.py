@@ -86,8 +86,10 @@ class Daemon:
         *,
         clock: Callable[[], float] = time.monotonic,
         poll_s: float = POLL_S,
+        after_task: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
+        self.after_task = after_task  # told after every task (the embedding backfill wakes up)
         self.ingestor = ingestor
         self.clock = clock
         self.poll_s = poll_s
@@ -302,6 +304,7 @@ class Daemon:
                 log.exception("daemon.task_failed", task=kind, arg=str(arg), error=str(exc))
             finally:
                 self.tasks.task_done()
+                self.after_task()
 
     def _ingest(self, path: Path) -> None:
         if not os.path.lexists(path):

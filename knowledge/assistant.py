@@ -27,7 +27,7 @@ from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.index import Index
 from knowledge.llm import ModelClient
 from knowledge.prompt import ChatTemplate, Prompt, build_prompt
-from knowledge.retrieval import SearchResult, search
+from knowledge.retrieval import Meaning, SearchResult, search
 from knowledge.tokenizer import TokenCounter
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited
@@ -148,8 +148,10 @@ class Engine:
         settings: EngineSettings,
         *,
         web: WebSearcher | None = None,
+        meaning: Meaning | None = None,
     ) -> None:
         self.open_index = open_index
+        self.meaning = meaning
         self.llm = llm
         self.counter = counter
         self.template = template
@@ -183,7 +185,7 @@ class Engine:
         except IndexError_:  # no index yet: an empty knowledge base
             return []
         with index:
-            results = search(index, question, k=self.settings.candidates)
+            results = search(index, question, k=self.settings.candidates, meaning=self.meaning)
         return [r for r in results if r.relevance >= self.settings.min_relevance]
 
     def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:

@@ -18,14 +18,16 @@ import structlog
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings
 from knowledge.convert.isolate import IsolatedRunner
+from knowledge.embed import EmbedderError, make_embedder
 from knowledge.errors import ConfigError, KbError
 from knowledge.index import Index
 from knowledge.ingest import Ingestor, Outcome, iter_sources
 from knowledge.lock import WriterLock
 from knowledge.logs import configure_logging
-from knowledge.retrieval import SearchResult, search
+from knowledge.retrieval import Meaning, SearchResult, search
 from knowledge.status import status_report
 from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter
+from knowledge.vectors import coverage, embed_missing
 
 log = structlog.get_logger()
 
@@ -266,6 +268,8 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
                 outcomes.append(outcome)
                 progress.clear()
                 print(describe_outcome(outcome), file=out, flush=True)
+            if any(o.status == "indexed" for o in outcomes):
+                embed_index(settings, index, out=out)
     finally:
         lock.release()
         progress.clear()
@@ -273,6 +277,38 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
     parts = [f"{counts[s]} {s}" for s in ("indexed", "duplicate", "failed", "skipped") if counts[s]]
     print(f"{', '.join(parts) or 'nothing to do'} in {time.perf_counter() - t0:.1f} s", file=out)
     return outcomes
+
+
+def embed_index(settings: Settings, index: Index, *, out: TextIO) -> None:
+    """Give every chunk without a vector one (kb ingest and kb reindex, before they return)."""
+    try:
+        embedder = make_embedder(settings)
+    except EmbedderError as exc:
+        print(f"vectors: not made: {exc}", file=out)
+        return
+    if embedder is None:
+        return
+    missing = index.chunk_total() - index.vector_count(embedder.name)
+    if missing <= 0:
+        return
+    t0 = time.perf_counter()
+    progress = _Progress(missing, sys.stderr)
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        progress.show(done, f"embedding {done}/{missing} chunks")
+
+    try:
+        embed_missing(index, embedder, batch=settings.embed_batch, progress=advance)
+    except EmbedderError as exc:
+        log.warning("embed.unavailable", model=embedder.name, reason=str(exc))
+        print(f"vectors: stopped after {done} of {missing} chunks: {exc}", file=out)
+        return
+    finally:
+        progress.clear()
+    print(f"embedded {done} chunks in {time.perf_counter() - t0:.1f} s ({embedder.name})", file=out)
 
 
 def describe_outcome(o: Outcome) -> str:
@@ -333,10 +369,11 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         print("kb: search needs a QUERY or --batch FILE", file=sys.stderr)
         return EXIT_USAGE
     with Index(settings.index_path, readonly=True) as index:
+        meaning = search_meaning(settings, index)
         if args.batch is not None:
             queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
             for query in queries:
-                results = search(index, query, k=k)
+                results = search(index, query, k=k, meaning=meaning)
                 if args.json:
                     line = {"query": query, "results": [r.to_json() for r in results]}
                     print(json.dumps(line, ensure_ascii=False), flush=False)
@@ -344,12 +381,29 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
                     print(f"## {query}")
                     print_results(results, sys.stdout)
             return EXIT_OK
-        results = search(index, " ".join(args.query), k=k)
+        results = search(index, " ".join(args.query), k=k, meaning=meaning)
     if args.json:
         print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
     else:
         print_results(results, sys.stdout)
     return EXIT_OK
+
+
+def search_meaning(settings: Settings, index: Index) -> Meaning | None:
+    """Search by meaning for this index, saying on stderr when it is partial or unavailable."""
+    try:
+        meaning = Meaning.of(make_embedder(settings))
+    except EmbedderError as exc:
+        print(f"kb: searching by words only: {exc}", file=sys.stderr)
+        return None
+    if meaning is not None:
+        cov = coverage(index, meaning.embedder.name)
+        if not cov.is_complete:
+            print(
+                f"kb: {cov.vectors} of {cov.chunks} passages have vectors yet; search by meaning is partial",
+                file=sys.stderr,
+            )
+    return meaning
 
 
 def print_results(results: list[SearchResult], out: TextIO) -> None:
@@ -376,10 +430,11 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
     with WriterLock(settings.lock_path, role="kb reindex") as _lock, Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, counter)
         docs, chunks = ingestor.reindex(progress=lambda n, total: progress.show(n, f"raw {n}"))
-    progress.clear()
-    print(
-        f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s"
-    )
+        progress.clear()
+        print(
+            f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s"
+        )
+        embed_index(settings, index, out=sys.stdout)
     return EXIT_OK
 
 
@@ -393,6 +448,11 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print(f"documents       {report['documents']}")
     print(f"chunks          {report['chunks']}")
     print(f"tokenizer       {report['tokenizer'] or '(no index yet)'}")
+    vectors = report.get("vectors") or {}
+    if vectors.get("model"):
+        print(f"vectors         {vectors['vectors']} of {vectors['chunks']} chunks ({vectors['model']})")
+    else:
+        print("vectors         off (KB_EMBED=off): search by words only")
     print(
         f"inbox           {report['inbox']} waiting, {report['processed']} processed, {report['failed']} failed"
     )

@@ -64,6 +64,14 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+def _optional_url(raw: str) -> str:
+    return _base_url(raw) if raw.strip() else ""
+
+
+def _prefix(raw: str) -> str:
+    return raw.replace("\\n", "\n")
+
+
 def _ports(raw: str) -> tuple[int, ...]:
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if not parts or not all(p.isdigit() and 0 < int(p) < 65536 for p in parts):
@@ -117,6 +125,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_LLM_TIMEOUT_S", "120", _float(1, 3600), "longest wait for one model answer"),
     Setting("KB_LLM_CONNECT_TIMEOUT_S", "5", _float(0.1, 600), "longest wait to connect to the model server"),
     Setting("KB_LLM_CONCURRENCY", "1", _int(1, 64), "model requests in flight at once from one process"),
+    Setting("KB_EMBED", "auto", _choice("auto", "local", "url", "off"),
+            "vectors for search by meaning: local model, an embeddings server, auto (url if set, else local), off"),
+    Setting("KB_EMBED_URL", "", _optional_url, "OpenAI-compatible embeddings server base URL (KB_EMBED=url)"),
+    Setting("KB_EMBED_MODEL", "multilingual-e5-small", _text, "model name sent to the embeddings server"),
+    Setting("KB_EMBED_QUERY_PREFIX", "", _prefix, "text put before a question sent to the embeddings server"),
+    Setting("KB_EMBED_PASSAGE_PREFIX", "", _prefix, "text put before a passage sent to the embeddings server"),
+    Setting("KB_EMBED_TIMEOUT_S", "60", _float(1, 3600), "longest wait for one batch of embeddings"),
+    Setting("KB_EMBED_BATCH", "16", _int(1, 1024), "passages embedded per batch"),
+    Setting("KB_EMBED_THREADS", "0", _int(0, 256), "threads of the local embedder (0: all cores)"),
     Setting("KB_WEB_SEARCH", "on", _choice("on", "off"), "search the web when the knowledge base has nothing"),
     Setting("KB_DDG_URL", "https://lite.duckduckgo.com/lite/", _url, "DuckDuckGo Lite endpoint"),
     Setting("KB_BRAVE_API_KEY", "", _text, "Brave Search API key (optional second provider)"),
@@ -158,6 +175,14 @@ class Settings:
     llm_timeout_s: float
     llm_connect_timeout_s: float
     llm_concurrency: int
+    embed: str
+    embed_url: str
+    embed_model: str
+    embed_query_prefix: str
+    embed_passage_prefix: str
+    embed_timeout_s: float
+    embed_batch: int
+    embed_threads: int
     web_search: str
     ddg_url: str
     brave_api_key: str

@@ -69,6 +69,13 @@ CREATE TABLE IF NOT EXISTS ingests (
     finished_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ingests_sha256 ON ingests (sha256);
+-- One vector per chunk for search by meaning, written after the chunk's lexical commit by
+-- whoever embeds (see knowledge.vectors); the model name says which vector space it is in.
+CREATE TABLE IF NOT EXISTS chunk_vectors (
+    rowid INTEGER PRIMARY KEY REFERENCES chunks (rowid) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    vec BLOB NOT NULL
+);
 """
 
 
@@ -223,14 +230,24 @@ class Index:
     # -- writing ----------------------------------------------------------------------------
 
     def upsert_document(self, doc: DocumentRecord, chunks: Sequence[ChunkRecord]) -> None:
-        """Replace a document and all its chunks in one transaction."""
+        """Replace a document and all its chunks in one transaction.
+
+        Vectors of chunks whose text is unchanged are kept (re-attached to the new rows).
+        """
         with self.write() as conn:
+            _save_vectors(conn, "SELECT rowid FROM chunks WHERE document_id = ?", (doc.id,))
             self._delete(conn, doc.id)
             self._insert(conn, doc, chunks)
+            _restore_vectors(conn, "SELECT rowid FROM chunks WHERE document_id = ?", (doc.id,))
 
     def replace_all(self, rows: Iterable[tuple[DocumentRecord, Sequence[ChunkRecord]]]) -> None:
-        """Replace every document in one transaction (readers see the old set or the new one)."""
+        """Replace every document in one transaction (readers see the old set or the new one).
+
+        Vectors of chunks whose text is unchanged are kept, so a rebuild need not embed again.
+        """
         with self.write() as conn:
+            _save_vectors(conn, "SELECT rowid FROM chunks", ())
+            conn.execute("DELETE FROM chunk_vectors")
             conn.execute("DELETE FROM chunks_fts")
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM documents")
@@ -238,6 +255,7 @@ class Index:
             conn.execute("DELETE FROM meta WHERE key = 'chunk_total'")
             for doc, chunks in rows:
                 self._insert(conn, doc, chunks)
+            _restore_vectors(conn, "SELECT rowid FROM chunks", ())
 
     @staticmethod
     def _insert(conn: sqlite3.Connection, doc: DocumentRecord, chunks: Sequence[ChunkRecord]) -> None:
@@ -268,6 +286,7 @@ class Index:
             added.items(),
         )
         _add_chunk_total(conn, len(chunks))
+        _bump_vector_epoch(conn)
 
     def delete_document(self, doc_id: str) -> bool:
         """Remove a document and its chunks; False when it was not there."""
@@ -289,8 +308,55 @@ class Index:
             conn.execute("DELETE FROM term_df WHERE df <= 0")
             conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", ((r,) for r, _, _ in rows))
             _add_chunk_total(conn, -len(rows))
+            _bump_vector_epoch(conn)
         conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
         return conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount > 0
+
+    def store_vectors(self, model: str, rows: Iterable[tuple[int, str, bytes]]) -> int:
+        """Store (rowid, text_sha256, vector) for chunks that still hold that text; how many were stored."""
+        with self.write() as conn:
+            stored = 0
+            for rowid, text_sha256, vec in rows:
+                stored += conn.execute(
+                    "INSERT OR REPLACE INTO chunk_vectors (rowid, model, vec) SELECT ?, ?, ?"
+                    " WHERE EXISTS (SELECT 1 FROM chunks WHERE rowid = ? AND text_sha256 = ?)",
+                    (rowid, model, vec, rowid, text_sha256),
+                ).rowcount
+            if stored:
+                _bump_vector_epoch(conn)
+            return stored
+
+    def chunks_without_vectors(self, model: str, *, limit: int) -> list[tuple[int, str, str, str]]:
+        """(rowid, text_sha256, title, text) of chunks with no vector of this model, oldest first."""
+        return self.conn.execute(
+            "SELECT c.rowid, c.text_sha256, d.title, c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.rowid = c.rowid AND v.model = ?)"
+            " ORDER BY c.rowid LIMIT ?",
+            (model, limit),
+        ).fetchall()
+
+    def vector_count(self, model: str) -> int:
+        """Chunks with a vector of this model."""
+        return self.conn.execute("SELECT count(*) FROM chunk_vectors WHERE model = ?", (model,)).fetchone()[0]
+
+    def vectors(self, model: str) -> list[tuple[int, bytes]]:
+        """Every (rowid, vector) of this model, by rowid."""
+        return self.conn.execute(
+            "SELECT rowid, vec FROM chunk_vectors WHERE model = ? ORDER BY rowid", (model,)
+        ).fetchall()
+
+    def vector_epoch(self) -> int:
+        """A number that changes whenever chunks or vectors change (readers cache by it)."""
+        value = self.meta("vector_epoch")
+        return int(value) if value is not None else 0
+
+    def bodies(self, rowids: Iterable[int]) -> dict[int, str]:
+        """Analysed bodies of chunks, keyed by rowid."""
+        ids = list(rowids)
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return dict(self.conn.execute(f"SELECT rowid, body FROM chunks_fts WHERE rowid IN ({marks})", ids))
 
     def record_ingest(self, rec: IngestRecord) -> None:
         """Append an ingest record."""
@@ -412,6 +478,34 @@ def _document_terms(rows: Iterable[tuple[str, str]]) -> Counter[str]:
     for title, body in rows:
         counts.update(set(title.split()) | set(body.replace(analysis.SENTENCE_MARK, " ").split()))
     return counts
+
+
+def _save_vectors(conn: sqlite3.Connection, chunk_rowids: str, params: tuple[object, ...]) -> None:
+    """Keep the vectors of the chunks about to be replaced, by text, in a temporary table."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS kept_vectors (text_sha256 TEXT, model TEXT, vec BLOB)")
+    conn.execute("DELETE FROM kept_vectors")
+    conn.execute(
+        "INSERT INTO kept_vectors SELECT c.text_sha256, v.model, v.vec FROM chunk_vectors v"
+        f" JOIN chunks c ON c.rowid = v.rowid WHERE v.rowid IN ({chunk_rowids})",
+        params,
+    )
+
+
+def _restore_vectors(conn: sqlite3.Connection, chunk_rowids: str, params: tuple[object, ...]) -> None:
+    """Give new chunks the kept vector of a chunk with the same text."""
+    conn.execute(
+        "INSERT OR IGNORE INTO chunk_vectors (rowid, model, vec) SELECT c.rowid, k.model, k.vec"
+        f" FROM chunks c JOIN kept_vectors k ON k.text_sha256 = c.text_sha256 WHERE c.rowid IN ({chunk_rowids})",
+        params,
+    )
+    conn.execute("DELETE FROM kept_vectors")
+
+
+def _bump_vector_epoch(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('vector_epoch', '1')"
+        " ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+    )
 
 
 def _add_chunk_total(conn: sqlite3.Connection, delta: int) -> None:

@@ -6,10 +6,12 @@ import sqlite3
 from pathlib import Path
 
 from knowledge.config import Settings
+from knowledge.embed import EmbedderError, make_embedder
 from knowledge.errors import IndexError_
 from knowledge.index import Index
 from knowledge.ingest import is_candidate_name
 from knowledge.lock import holder
+from knowledge.vectors import coverage
 
 
 def status_report(settings: Settings) -> dict[str, object]:
@@ -24,6 +26,7 @@ def status_report(settings: Settings) -> dict[str, object]:
         "failed": count_files(settings.failed),
         "last_ingests": [],
         "writer": holder(settings.lock_path),
+        "vectors": {"model": embed_model_name(settings), "vectors": 0, "chunks": 0},
     }
     if settings.index_path.exists():
         try:
@@ -31,6 +34,7 @@ def status_report(settings: Settings) -> dict[str, object]:
                 report["documents"] = index.document_count()
                 report["chunks"] = index.chunk_count()
                 report["tokenizer"] = index.meta("tokenizer")
+                report["vectors"] = coverage(index, embed_model_name(settings)).to_json()
                 report["last_ingests"] = [
                     {k: v for k, v in rec.__dict__.items() if v is not None} for rec in index.last_ingests(10)
                 ]
@@ -40,6 +44,15 @@ def status_report(settings: Settings) -> dict[str, object]:
         ) as exc:  # being created by the daemon this very moment, or damaged
             report["index_error"] = str(exc)
     return report
+
+
+def embed_model_name(settings: Settings) -> str | None:
+    """The name vectors are stored under for the configured embedder (None: off or misconfigured)."""
+    try:
+        embedder = make_embedder(settings)
+    except EmbedderError:
+        return None
+    return embedder.name if embedder is not None else None
 
 
 def count_files(folder: Path) -> int:

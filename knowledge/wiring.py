@@ -13,10 +13,12 @@ import structlog
 
 from knowledge.assistant import Engine, EngineSettings, WebSearcher
 from knowledge.config import Settings
+from knowledge.embed import EmbedderError, make_embedder
 from knowledge.fetch import Fetcher
 from knowledge.index import Index
 from knowledge.llm import ModelClient
 from knowledge.prompt import ChatTemplate, load_template
+from knowledge.retrieval import Meaning
 from knowledge.tokenizer import TokenCounter, find_tokenizer_file, hf_cache_dir, load_counter
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
 from knowledge.websearch.search import WebAnswer, web_search
@@ -32,6 +34,15 @@ def load_language(settings: Settings) -> tuple[TokenCounter, ChatTemplate, str |
         log.warning("tokenizer.fallback", reason=why, counter=counter.name)
     template = load_template(find_tokenizer_file(settings.tokenizer_spec, cache_dir=hf_cache_dir()))
     return counter, template, why
+
+
+def meaning(settings: Settings) -> Meaning | None:
+    """Search by meaning as configured, or None (KB_EMBED=off, or an embedder that cannot be set up)."""
+    try:
+        return Meaning.of(make_embedder(settings))
+    except EmbedderError as exc:
+        log.warning("search.lexical_only", reason=str(exc))
+        return None
 
 
 def engine_settings(settings: Settings) -> EngineSettings:
@@ -119,7 +130,13 @@ def build_engine(
     llm = model_client(settings, session)
     searcher = web_searcher(settings, session, llm) if web and settings.web_search == "on" else None
     return Engine(
-        lambda: Index(path, readonly=True), llm, counter, template, engine_settings(settings), web=searcher
+        lambda: Index(path, readonly=True),
+        llm,
+        counter,
+        template,
+        engine_settings(settings),
+        web=searcher,
+        meaning=meaning(settings),
     )
 
 

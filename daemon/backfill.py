@@ -1,0 +1,94 @@
+"""The daemon's second worker: vectors for chunks that have none, at low priority.
+
+A file is searchable by its words as soon as the ingest worker commits it; this thread then
+embeds its chunks in small batches (each committed on its own), woken after every ingest and
+checking again every ``IDLE_S``. It runs at a lower CPU priority than the ingest worker, so
+new files are never kept waiting behind embedding. A kill loses at most the batch in hand:
+the chunks without vectors are found again on the next start. When the embedder fails the
+thread says so once and tries again later, with growing pauses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+
+import structlog
+
+from knowledge.config import Settings
+from knowledge.embed import Embedder, EmbedderError
+from knowledge.index import Index
+from knowledge.vectors import coverage, embed_missing
+
+log = structlog.get_logger()
+
+IDLE_S = 30.0
+NICENESS = 10
+MAX_BACKOFF_S = 300.0
+
+
+class Backfill:
+    """Fills in missing vectors of one index until stopped."""
+
+    def __init__(self, settings: Settings, embedder: Embedder, *, idle_s: float = IDLE_S) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.idle_s = idle_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kb-embed", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        """New chunks may be waiting (called after each ingest)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop after the batch in hand and wait for the thread."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        with contextlib.suppress(
+            OSError, AttributeError
+        ):  # per-thread priority: Linux; elsewhere best effort
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
+        backoff = 0.0
+        with Index(self.settings.index_path) as index:
+            while not self._stop.is_set():
+                self._wake.clear()
+                t0 = time.perf_counter()
+                try:
+                    done = embed_missing(
+                        index, self.embedder, batch=self.settings.embed_batch, should_stop=self._stop.is_set
+                    )
+                except EmbedderError as exc:
+                    if not backoff:
+                        log.warning("embed.unavailable", model=self.embedder.name, reason=str(exc))
+                    backoff = min(MAX_BACKOFF_S, max(backoff * 2, 5.0))
+                    self._stop.wait(backoff)
+                    continue
+                except Exception as exc:  # a busy or damaged index: never take the daemon down
+                    log.exception("embed.failed", error=str(exc))
+                    self._stop.wait(self.idle_s)
+                    continue
+                if backoff:
+                    log.info("embed.available", model=self.embedder.name)
+                    backoff = 0.0
+                if done:
+                    cov = coverage(index, self.embedder.name)
+                    log.info(
+                        "embed.done",
+                        chunks=done,
+                        ms=round((time.perf_counter() - t0) * 1000),
+                        vectors=cov.vectors,
+                        total=cov.chunks,
+                        model=self.embedder.name,
+                    )
+                self._wake.wait(self.idle_s)

@@ -1,0 +1,147 @@
+"""Chunk vectors: how they are stored, filled in, and searched.
+
+* Stored beside their chunks in the index file (``chunk_vectors``: rowid, model, vector), as
+  float16 — half the bytes of float32 for the same ranking (bench/retrieval.py measures it).
+* Filled in after the lexical commit by :func:`embed_missing`, in small batches, oldest
+  chunks first; a kill loses at most the batch in hand, and the next call carries on.
+  Chunks whose vector belongs to another model count as missing, so changing the model
+  re-embeds everything in the background while the old vectors are simply not used.
+* Searched exhaustively: a reader keeps the matrix of the current model in memory
+  (:class:`VectorCache`) and reloads it when the index's vector epoch changes. One matrix
+  product covers 100,000 chunks in a few milliseconds; no approximate index is needed at
+  the size of a personal knowledge base.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import structlog
+
+from knowledge.embed import Embedder, passage_text
+from knowledge.index import Index
+
+log = structlog.get_logger()
+
+DTYPE = np.float16
+
+
+def encode(vector: np.ndarray) -> bytes:
+    """A vector as stored."""
+    return np.asarray(vector, dtype=DTYPE).tobytes()
+
+
+def decode(blobs: list[bytes]) -> np.ndarray:
+    """Stored vectors as a float32 matrix (one row each)."""
+    if not blobs:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype=DTYPE).reshape(len(blobs), -1).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many chunks have a vector of the current model."""
+
+    model: str | None
+    vectors: int
+    chunks: int
+
+    @property
+    def is_complete(self) -> bool:
+        return self.model is not None and self.vectors >= self.chunks
+
+    def to_json(self) -> dict[str, object]:
+        return {"model": self.model, "vectors": self.vectors, "chunks": self.chunks}
+
+
+def coverage(index: Index, model: str | None) -> Coverage:
+    """Vectors of ``model`` against chunks in the index."""
+    chunks = index.chunk_total()
+    return Coverage(model, index.vector_count(model) if model else 0, chunks)
+
+
+def embed_missing(
+    index: Index,
+    embedder: Embedder,
+    *,
+    batch: int = 16,
+    limit: int | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Embed chunks that have no vector of the embedder's model, batch by batch; how many were stored.
+
+    Stops when nothing is missing, after ``limit`` chunks, or when ``should_stop()`` says so
+    between batches. Raises EmbedderError when the embedder fails (nothing of that batch is stored).
+    """
+    done = 0
+    while not should_stop() and (limit is None or done < limit):
+        size = batch if limit is None else min(batch, limit - done)
+        rows = index.chunks_without_vectors(embedder.name, limit=size)
+        if not rows:
+            break
+        t0 = time.perf_counter()
+        vectors = embedder.embed([passage_text(title, text) for _, _, title, text in rows], "passage")
+        stored = index.store_vectors(
+            embedder.name,
+            [(rowid, sha, encode(v)) for (rowid, sha, _, _), v in zip(rows, vectors, strict=True)],
+        )
+        done += len(rows)
+        log.debug("embed.batch", chunks=len(rows), stored=stored, ms=round((time.perf_counter() - t0) * 1000))
+        if progress:
+            progress(len(rows))
+    return done
+
+
+@dataclass
+class VectorCache:
+    """The current model's vectors of one index, in memory, reloaded when the index changes."""
+
+    model: str
+    _epoch: int = -1
+    _rowids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    _position: dict[int, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def refresh(self, index: Index) -> None:
+        """Reload when the index's vector epoch moved since the last load."""
+        epoch = index.vector_epoch()
+        with self._lock:
+            if epoch == self._epoch:
+                return
+            rows = index.vectors(self.model)
+            self._rowids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
+            self._matrix = decode([v for _, v in rows])
+            self._position = {int(r): i for i, r in enumerate(self._rowids)}
+            self._epoch = epoch
+
+    @property
+    def size(self) -> int:
+        return len(self._rowids)
+
+    def nearest(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(rowid, cosine) of the k nearest chunks, best first."""
+        with self._lock:
+            rowids, matrix = self._rowids, self._matrix
+        if not len(rowids) or matrix.shape[1] != query.shape[-1]:
+            return []
+        scores = matrix @ query.astype(np.float32)
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(rowids[i]), float(scores[i])) for i in top]
+
+    def cosines(self, query: np.ndarray, rowids: list[int]) -> dict[int, float]:
+        """Cosine of the query with each of these chunks that has a vector."""
+        with self._lock:
+            position, matrix = self._position, self._matrix
+        found = [(r, position[r]) for r in rowids if r in position]
+        if not found or matrix.shape[1] != query.shape[-1]:
+            return {}
+        scores = matrix[[i for _, i in found]] @ query.astype(np.float32)
+        return {r: float(s) for (r, _), s in zip(found, scores, strict=True)}
