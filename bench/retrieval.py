@@ -243,8 +243,8 @@ def main() -> int:
             print(f"target (hybrid): {'met' if met else 'NOT met'}")
 
             print(
-                "\nevidence pack (KB_EVIDENCE_TOKENS=%d): answer inside the passages the model sees"
-                % (settings.evidence_tokens)
+                f"\nevidence pack (KB_EVIDENCE_TOKENS={settings.evidence_tokens}):"
+                " answer inside the passages the model sees"
             )
             for lang in LANGS:
                 qs = [q for q in questions if q[0] == lang]

@@ -19,7 +19,6 @@ from knowledge.ingest import Ingestor
 from knowledge.lock import WriterLock
 from knowledge.tokenizer import TokenCounter
 
-
 log = structlog.get_logger()
 
 
