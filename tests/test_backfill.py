@@ -1,0 +1,147 @@
+"""Vectors made by the daemon after the lexical commit: found by words at once, by meaning soon after,
+nothing lost to a kill, re-made for a new model; and a Thai file answering an English question."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+from daemon.main import background
+from knowledge.errors import IndexError_
+from knowledge.index import Index
+from knowledge.retrieval import search
+from knowledge.tokenizer import ApproxCounter
+from knowledge.vectors import coverage
+from tests.conftest import make_settings, subprocess_env
+from tests.fake_embeddings import FakeEmbeddings, threaded
+from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
+from tests.test_daemon import start_daemon, wait_for
+
+NOTES = {
+    f"note-{n}.md": f"# Note {n}\n\nField note {n}: the heron count at pond {n} was {n * 7} birds.\n"
+    for n in range(1, 13)
+}
+
+
+def vectors_of(settings, model: str) -> tuple[int, int]:
+    try:
+        with Index(settings.index_path, readonly=True) as index:
+            cov = coverage(index, model)
+            return cov.vectors, cov.chunks
+    except IndexError_:  # not there yet, or being created right now
+        return 0, -1
+
+
+def drop(settings, docs: dict[str, str]) -> None:
+    settings.inbox.mkdir(parents=True, exist_ok=True)
+    for name, text in docs.items():
+        (settings.inbox / name).write_text(text, encoding="utf-8")
+
+
+def test_the_daemon_indexes_words_first_then_fills_in_vectors(tmp_path):
+    fake = FakeEmbeddings(delay_s=0.3)
+    with threaded(fake):
+        settings = make_settings(
+            tmp_path / "kb",
+            KB_SETTLE_S="0.1",
+            KB_EMBED="url",
+            KB_EMBED_URL=fake.base_url,
+            KB_EMBED_MODEL="bow",
+        )
+        with background(settings, ApproxCounter()):
+            drop(settings, {"heron.md": NOTES["note-3.md"]})
+            # searchable by its words while its vector is still being made (the server takes 0.3 s)
+            wait_for(lambda: vectors_of(settings, "url:bow")[1] == 1, what="the lexical commit")
+            with Index(settings.index_path, readonly=True) as index:
+                assert search(index, "heron count pond", k=1)[0].title == "Note 3"
+            wait_for(lambda: vectors_of(settings, "url:bow") == (1, 1), what="the vector")
+    assert fake.requests and all(r["input_type"] == "passage" for r in fake.requests)
+
+
+def test_kill_during_embedding_loses_nothing_and_a_new_model_is_embedded_again(tmp_path):
+    home = tmp_path / "kb"
+    settings = make_settings(home)
+    fake = FakeEmbeddings(delay_s=0.4)
+    with threaded(fake):
+        env = {"KB_EMBED": "url", "KB_EMBED_URL": fake.base_url, "KB_EMBED_BATCH": "1"}
+        drop(settings, NOTES)
+        first = start_daemon(home, KB_EMBED_MODEL="model-a", **env)
+        try:
+            wait_for(lambda: vectors_of(settings, "url:model-a")[0] >= 2, timeout_s=60, what="some vectors")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+        finally:
+            first.kill()
+            first.stderr.close()
+        done, total = vectors_of(settings, "url:model-a")
+        assert total == len(NOTES) and done < total  # killed half-way through the backfill
+        fake.delay_s = 0.0
+        for model in ("model-a", "model-b"):  # a restart finishes; a new model re-embeds everything
+            again = start_daemon(home, KB_EMBED_MODEL=model, **env)
+            try:
+                wait_for(lambda m=model: vectors_of(settings, f"url:{m}") == (total, total), timeout_s=60,
+                         what=f"full coverage with {model}")  # fmt: skip
+                again.send_signal(signal.SIGTERM)
+                assert again.wait(timeout=30) == 0
+            finally:
+                again.kill()
+                again.stderr.close()
+    with Index(settings.index_path) as index:
+        assert index.integrity_errors() == []
+        models = {m for (m,) in index.conn.execute("SELECT model FROM chunk_vectors")}
+        assert models == {"url:model-b"}
+
+
+def test_status_shows_coverage_and_a_dead_embedder_leaves_search_by_words(tmp_path):
+    home = tmp_path / "kb"
+    settings = make_settings(home)
+    drop(settings, {"heron.md": NOTES["note-5.md"]})
+    env = subprocess_env(KB_EMBED="url", KB_EMBED_URL="http://127.0.0.1:9/v1", KB_EMBED_MODEL="bow")
+    kb = [sys.executable, "-m", "knowledge.cli", "--home", str(home)]
+    ingest = subprocess.run(
+        [*kb, "ingest", str(settings.inbox)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert ingest.returncode == 0, ingest.stderr  # the file is indexed; only its vector is missing
+    assert "indexed" in ingest.stdout and "cannot reach the embeddings server" in ingest.stdout
+    status = json.loads(
+        subprocess.run([*kb, "status", "--json"], capture_output=True, text=True, env=env, timeout=60).stdout
+    )
+    assert status["vectors"] == {"model": "url:bow", "vectors": 0, "chunks": 1}
+    found = subprocess.run(
+        [*kb, "search", "--json", "heron count"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert found.returncode == 0 and json.loads(found.stdout)[0]["title"] == "Note 5"
+    assert "0 of 1 passages have vectors" in found.stderr
+
+
+def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path):
+    settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.1", KB_EMBED="local")
+    thai = "# ข้าวหอมมะลิ\n\nข้าวหอมมะลิปลูกมากในภาคตะวันออกเฉียงเหนือของประเทศไทย และมีกลิ่นหอมเป็นพิเศษเมื่อหุงสุก\n"
+    other = {
+        "monsoon.md": "# Monsoon\n\nThe monsoon brings heavy rain to Mumbai from June to September.\n",
+        "quillan.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n",
+    }
+    with background(settings, ApproxCounter()):
+        drop(settings, {"jasmine-rice.md": thai, **other})
+        wait_for(lambda: vectors_of(settings, "local:multilingual-e5-small-q4") == (3, 3), timeout_s=120,
+                 what="three embedded documents")  # fmt: skip
+    with ThreadedFakeLLM(
+        FakeLLM(script=[answer("Jasmine rice is grown mostly in the north-east [1].")])
+    ) as llm:
+        env = subprocess_env(KB_LLM_URL=llm.base_url, KB_EMBED="local", KB_WEB_SEARCH="off")
+        out = subprocess.run(
+            [sys.executable, "-m", "knowledge.cli", "--home", str(settings.home), "ask", "--json",
+             "Which rice smells fragrant in Thailand?"],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["mode"] == "local"
+    [citation] = reply["citations"]
+    assert citation["title"] == "ข้าวหอมมะลิ" and citation["raw_path"].startswith("raw/jasmine-rice-")
+    evidence = llm.requests[0]["messages"][-1]["content"]
+    assert "ข้าวหอมมะลิปลูกมาก" in evidence  # the Thai passage reached the model
+    raw = (settings.home / "knowledge" / citation["raw_path"]).read_text().split("\n")
+    assert "ภาคตะวันออกเฉียงเหนือ" in "\n".join(raw[citation["start_line"] - 1 : citation["end_line"]])

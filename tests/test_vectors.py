@@ -1,0 +1,158 @@
+"""Chunk vectors in the index file, the backfill, and hybrid search (lexical ∪ nearest by meaning)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import structlog
+
+from knowledge.embed import LocalEmbedder, UrlEmbedder
+from knowledge.index import Index
+from knowledge.ingest import Ingestor
+from knowledge.retrieval import Meaning, search
+from knowledge.tokenizer import ApproxCounter
+from knowledge.vectors import VectorCache, coverage, decode, embed_missing, encode
+from tests.conftest import ingest_texts, make_settings
+from tests.fake_embeddings import FakeEmbeddings, threaded
+from tests.fake_llm import free_port
+
+DOCS = {
+    "lake.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n",
+    "tea.md": "# 烏龍茶\n\n烏龍茶是一種半發酵的茶，主要產於台灣和福建。\n",
+    "rice.md": "# ข้าวหอมมะลิ\n\nข้าวหอมมะลิปลูกมากในภาคตะวันออกเฉียงเหนือของประเทศไทย\n",
+}
+
+
+@pytest.fixture
+def fake():
+    server = FakeEmbeddings()
+    with threaded(server):
+        yield server
+
+
+def vector_rows(index: Index) -> list[tuple[int, str, bytes]]:
+    return index.conn.execute("SELECT rowid, model, vec FROM chunk_vectors ORDER BY rowid").fetchall()
+
+
+def test_encode_decode_round_trip_in_half_precision():
+    v = np.random.default_rng(1).standard_normal(384).astype(np.float32)
+    v /= np.linalg.norm(v)
+    back = decode([encode(v), encode(v)])
+    assert back.shape == (2, 384) and len(encode(v)) == 768
+    assert np.max(np.abs(back[0] - v)) < 1e-3
+
+
+def test_backfill_fills_every_chunk_once_and_reports_coverage(settings, fake):
+    ingest_texts(settings, DOCS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words", batch_size=2)
+    with Index(settings.index_path) as index:
+        before = coverage(index, embedder.name)
+        assert (before.vectors, before.chunks, before.is_complete) == (0, 3, False)
+        assert embed_missing(index, embedder, batch=2) == 3
+        assert embed_missing(index, embedder, batch=2) == 0  # nothing left: no second request
+        after = coverage(index, embedder.name)
+        assert (after.vectors, after.chunks, after.is_complete) == (3, 3, True)
+    assert len(fake.requests) == 2
+
+
+def test_a_new_model_counts_as_missing_and_replaces_the_old_vectors(settings, fake):
+    ingest_texts(settings, DOCS)
+    old = UrlEmbedder(fake.base_url, "model-a")
+    new = UrlEmbedder(fake.base_url, "model-b")
+    with Index(settings.index_path) as index:
+        embed_missing(index, old)
+        assert coverage(index, new.name).vectors == 0
+        assert embed_missing(index, new) == 3
+        assert {m for _, m, _ in vector_rows(index)} == {new.name}
+
+
+def test_vectors_survive_a_reindex_and_an_unchanged_rewrite_but_not_a_deletion(settings, fake):
+    ingest_texts(settings, DOCS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    with Index(settings.index_path) as index:
+        embed_missing(index, embedder)
+        kept = {vec for _, _, vec in vector_rows(index)}
+        ingestor = Ingestor(settings, index, ApproxCounter())
+        ingestor.reindex()  # every row rebuilt: new rowids, same texts
+        assert {vec for _, _, vec in vector_rows(index)} == kept
+        assert coverage(index, embedder.name).is_complete
+        raw = next(p for p in settings.raw.iterdir() if p.name.startswith("lake"))
+        raw.write_text(raw.read_text() + "\nIt lies in the Varn valley.\n")
+        ingestor.sync_raw(raw.name)  # changed text: that chunk needs a new vector
+        assert coverage(index, embedder.name).vectors == 2
+        raw.unlink()
+        ingestor.sync_raw(raw.name)
+        assert coverage(index, embedder.name).vectors == 2 and index.chunk_count() == 2
+        embed_missing(index, embedder)
+        assert coverage(index, embedder.name).is_complete and index.integrity_errors() == []
+
+
+def test_a_vector_for_text_that_changed_meanwhile_is_not_stored(settings, fake):
+    ingest_texts(settings, {"lake.md": DOCS["lake.md"]})
+    with Index(settings.index_path) as index:
+        rowid, sha, _, _ = index.chunks_without_vectors("m", limit=1)[0]
+        assert index.store_vectors("m", [(rowid, "0" * 64, b"\0" * 8)]) == 0
+        assert index.store_vectors("m", [(rowid + 1000, sha, b"\0" * 8)]) == 0
+        assert index.store_vectors("m", [(rowid, sha, b"\0" * 8)]) == 1
+
+
+def test_the_cache_reloads_when_the_index_changes(settings, fake):
+    ingest_texts(settings, DOCS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    cache = VectorCache(embedder.name)
+    with Index(settings.index_path) as index:
+        cache.refresh(index)
+        assert cache.size == 0
+        embed_missing(index, embedder)
+        cache.refresh(index)
+        assert cache.size == 3
+        query = embedder.embed(["Lake Quillan deep"], "query")[0]
+        best, _ = cache.nearest(query, 3)[0]
+        assert index.chunks_by_rowid([best])[best][1].title == "Lake Quillan"
+
+
+def test_search_by_meaning_finds_a_thai_passage_for_an_english_question(settings):
+    ingest_texts(
+        settings,
+        {
+            **DOCS,
+            "flood.md": "# น้ำท่วม\n\nน้ำท่วมใหญ่ที่กรุงเทพมหานครเกิดขึ้นในปี พ.ศ. 2554\n",
+            "rain.md": "# Monsoon\n\nThe monsoon brings heavy rain to Mumbai from June to September.\n",
+        },
+    )
+    embedder = LocalEmbedder()
+    question = "Which rice smells fragrant in Thailand?"
+    with Index(settings.index_path) as index:
+        embed_missing(index, embedder)
+        lexical = search(index, question, k=3)
+        assert all(r.title != "ข้าวหอมมะลิ" for r in lexical)  # no shared word: words alone cannot find it
+        hybrid = search(index, question, k=3, meaning=Meaning.of(embedder))
+    assert hybrid[0].title == "ข้าวหอมมะลิ" and hybrid[0].raw_path.startswith("raw/rice-")
+    assert hybrid[0].relevance >= settings.min_relevance  # good enough to be evidence for an answer
+
+
+def test_a_dead_embedder_leaves_lexical_results_and_one_warning(settings, fake):
+    ingest_texts(settings, DOCS)
+    with Index(settings.index_path) as index:
+        embed_missing(index, UrlEmbedder(fake.base_url, "bag-of-words"))
+        dead = Meaning.of(UrlEmbedder(f"http://127.0.0.1:{free_port()}/v1", "bag-of-words", timeout_s=1))
+        with structlog.testing.capture_logs() as logs:
+            first = search(index, "How deep is Lake Quillan?", k=3, meaning=dead)
+            second = search(index, "How deep is Lake Quillan?", k=3, meaning=dead)
+        lexical = search(index, "How deep is Lake Quillan?", k=3)
+    assert [r.chunk_id for r in first] == [r.chunk_id for r in second] == [r.chunk_id for r in lexical]
+    assert [e["event"] for e in logs].count("search.lexical_only") == 1
+
+
+def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, DOCS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    with Index(settings.index_path) as index:
+        embed_missing(index, embedder)
+        [first, *_] = search(index, "Lake Quillan", k=2, meaning=Meaning.of(embedder))
+    assert list(first.to_json()) == [
+        "rank", "score", "chunk_id", "document_id", "title", "source_name", "source_url",
+        "start_line", "end_line", "text",
+    ]  # fmt: skip
+    assert first.title == "Lake Quillan" and first.rank == 1
