@@ -26,7 +26,7 @@ from knowledge.lock import WriterLock
 from knowledge.logs import configure_logging
 from knowledge.retrieval import Meaning, SearchResult, search
 from knowledge.status import status_report
-from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter
+from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.vectors import coverage, embed_missing
 
 log = structlog.get_logger()
@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def load_tokenizer(settings: Settings) -> TokenCounter:
     """The configured tokenizer, or the approximation (logged once)."""
-    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir(), fetch=fetch_from_hub)
     if why:
         log.warning("tokenizer.fallback", reason=why, counter=counter.name)
     return counter

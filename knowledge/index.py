@@ -438,6 +438,18 @@ class Index:
         value = self.meta("chunk_total")
         return int(value) if value is not None else self.chunk_count()
 
+    def chunks_of(self, doc_id: str, seqs: Iterable[int]) -> list[ChunkRecord]:
+        """Chunks of one document with these sequence numbers, in order."""
+        wanted = list(seqs)
+        if not wanted:
+            return []
+        marks = ",".join("?" * len(wanted))
+        rows = self.conn.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c WHERE c.document_id = ? AND c.seq IN ({marks}) ORDER BY c.seq",
+            [doc_id, *wanted],
+        )
+        return [ChunkRecord(*r) for r in rows]
+
     def document_rowid_range(self, doc_id: str) -> tuple[int, int] | None:
         """First and last rowid of a document's chunks (written together, so contiguous)."""
         row = self.conn.execute(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
 import structlog
@@ -232,6 +232,35 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         relevance = max(lex.relevance if lex else 0.0, meaning_relevance(cos) if cos is not None else 0.0)
         fused.append(Ranked(rowid, score, relevance))
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
+
+
+def with_neighbours(index: Index, result: SearchResult, *, before: int = 1, after: int = 1) -> SearchResult:
+    """The passage widened by its neighbouring chunks in the same document (their overlap counted once).
+
+    The answer to a question often sits just after (or before) the sentence that matches it best.
+    """
+    [chunk] = index.chunks_of(result.document_id, [_seq(result.chunk_id)]) or [None]
+    if chunk is None:
+        return result
+    around = index.chunks_of(result.document_id, range(chunk.seq - before, chunk.seq + after + 1))
+    if len(around) < 2:
+        return result
+    text = around[0].text
+    for nxt in around[1:]:
+        text = join_overlapping(text, nxt.text)
+    return replace(result, start_line=around[0].start_line, end_line=around[-1].end_line, text=text)
+
+
+def join_overlapping(first: str, second: str) -> str:
+    """``first`` then ``second``, without the text ``second`` repeats from the end of ``first``."""
+    for size in range(min(len(first), len(second)), 1, -1):
+        if first.endswith(second[:size]):
+            return first + second[size:]
+    return first + "\n" + second
+
+
+def _seq(chunk_id: str) -> int:
+    return int(chunk_id.rsplit("-", 1)[1])
 
 
 def get_document_chunks(index: Index, doc_id: str, query: str, *, k: int = 3) -> list[SearchResult]:

@@ -5,7 +5,9 @@ kb counts tokens to size chunks and prompt budgets. The right counter is the mod
 
 * a path to a ``tokenizer.json`` file,
 * a model folder containing one, or
-* a Hugging Face model id, looked up in the local cache only (never downloaded).
+* a Hugging Face model id, looked up in the local cache; when it is not there and the
+  network may be used (``HF_HUB_OFFLINE`` unset), only its ``tokenizer.json`` and
+  ``tokenizer_config.json`` are fetched into that cache, once (:func:`fetch_from_hub`).
 
 When none is found, :class:`ApproxCounter` stands in. Its rule, chosen to over-count
 rather than under-count for Qwen-family tokenizers:
@@ -20,15 +22,20 @@ The index records the counter's ``name``; ``kb reindex`` rebuilds when it change
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import structlog
+
 from knowledge.errors import TokenizerError
+
+log = structlog.get_logger()
 
 Span = tuple[int, int]
 
@@ -166,9 +173,51 @@ def reference_tokenizer() -> Path:
     return path
 
 
-def load_counter(spec: str, *, cache_dir: Path) -> tuple[TokenCounter, str | None]:
-    """The counter for ``spec`` and, when falling back to the approximation, why."""
+Fetch = Callable[[str, Path], Path]
+
+
+def is_hub_id(spec: str) -> bool:
+    """Does spec look like ``owner/name`` on the Hugging Face hub (and not like a path)?"""
+    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}", spec)) and not Path(spec).exists()
+
+
+def fetch_from_hub(model_id: str, cache_dir: Path) -> Path:
+    """Download only ``tokenizer.json`` and ``tokenizer_config.json`` of a hub model into the cache.
+
+    Raises TokenizerError when offline (``HF_HUB_OFFLINE``), unreachable or not found.
+    ``HF_ENDPOINT`` names another hub (a mirror), as for the hub library itself.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        raise TokenizerError("HF_HUB_OFFLINE is set")
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        path = Path(hf_hub_download(model_id, "tokenizer.json", cache_dir=cache_dir, endpoint=endpoint))
+        with contextlib.suppress(Exception):  # the chat template is welcome, not required
+            hf_hub_download(model_id, "tokenizer_config.json", cache_dir=cache_dir, endpoint=endpoint)
+    except Exception as exc:  # the hub library raises many types: offline, 404, gated, timeouts
+        raise TokenizerError(
+            f"cannot fetch the tokenizer of {model_id}: {type(exc).__name__}: {exc}"
+        ) from exc
+    return path
+
+
+def load_counter(
+    spec: str, *, cache_dir: Path, fetch: Fetch | None = None
+) -> tuple[TokenCounter, str | None]:
+    """The counter for ``spec`` and, when falling back to the approximation, why.
+
+    With ``fetch``, a hub model id that is not cached is fetched first (and logged).
+    """
     found = find_tokenizer_file(spec, cache_dir=cache_dir)
+    if found is None and fetch is not None and is_hub_id(spec):
+        try:
+            found = fetch(spec, cache_dir)
+        except TokenizerError as exc:
+            log.info("tokenizer.fetch_failed", model=spec, reason=str(exc))
+        else:
+            log.warning("tokenizer.fetched", model=spec, path=str(found))
     if found is None:
         why = f"no tokenizer.json found for {spec!r} (file, model folder or cached model id)"
         return ApproxCounter(), why

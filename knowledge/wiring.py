@@ -19,7 +19,7 @@ from knowledge.index import Index
 from knowledge.llm import ModelClient
 from knowledge.prompt import ChatTemplate, load_template
 from knowledge.retrieval import Meaning
-from knowledge.tokenizer import TokenCounter, find_tokenizer_file, hf_cache_dir, load_counter
+from knowledge.tokenizer import TokenCounter, fetch_from_hub, find_tokenizer_file, hf_cache_dir, load_counter
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
 from knowledge.websearch.search import WebAnswer, web_search
 from knowledge.websearch.store import CandidateStore
@@ -29,7 +29,7 @@ log = structlog.get_logger()
 
 def load_language(settings: Settings) -> tuple[TokenCounter, ChatTemplate, str | None]:
     """The tokenizer and chat template of the configured model; a note when they are approximations."""
-    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir(), fetch=fetch_from_hub)
     if why:
         log.warning("tokenizer.fallback", reason=why, counter=counter.name)
     template = load_template(find_tokenizer_file(settings.tokenizer_spec, cache_dir=hf_cache_dir()))

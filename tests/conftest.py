@@ -30,7 +30,13 @@ TRAINING_TEXT = [
 
 
 # Web search goes to a closed local port unless a test starts the search stand-in.
-SAFE_ENV = {"KB_MODEL": "", "KB_TOKENIZER": "", "KB_EMBED": "off", "KB_DDG_URL": "http://127.0.0.1:9/lite/"}
+SAFE_ENV = {
+    "KB_MODEL": "",
+    "KB_TOKENIZER": "",
+    "KB_EMBED": "off",
+    "HF_HUB_OFFLINE": "1",
+    "KB_DDG_URL": "http://127.0.0.1:9/lite/",
+}
 
 
 def subprocess_env(**env: str) -> dict[str, str]:

@@ -63,3 +63,63 @@ def test_a_broken_tokenizer_file_is_an_error_not_a_fallback(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(TokenizerError, match="cannot load tokenizer"):
         load_counter(str(bad), cache_dir=tmp_path)
+
+
+def test_a_model_id_not_in_the_cache_fetches_only_the_tokenizer_files_once(tmp_path, tokenizer_json):
+    """A hub stand-in on 127.0.0.1 (HF_ENDPOINT): kb ingest fetches tokenizer.json and its config, then reuses them."""
+    import hashlib
+    import subprocess
+    import sys
+
+    from aiohttp import web
+
+    from tests.conftest import subprocess_env
+    from tests.fake_llm import ThreadedServer
+    from tests.local_server import serve_app
+
+    files = {
+        "tokenizer.json": tokenizer_json.read_bytes(),
+        "tokenizer_config.json": b'{"eos_token": "<|im_end|>"}',
+    }
+    seen: list[str] = []
+
+    async def resolve(request: web.Request) -> web.Response:
+        seen.append(f"{request.method} {request.path}")
+        body = files.get(request.match_info["file"])
+        if body is None:
+            return web.Response(status=404, headers={"X-Error-Code": "EntryNotFound"})
+        headers = {
+            "ETag": '"' + hashlib.sha256(body).hexdigest() + '"',
+            "X-Repo-Commit": "a" * 40,
+            "Content-Length": str(len(body)),
+        }
+        return web.Response(body=b"" if request.method == "HEAD" else body, headers=headers)
+
+    async def start(_: object) -> web.AppRunner:
+        app = web.Application()
+        app.router.add_route("*", "/kbtest/tiny-model/resolve/{rev}/{file}", resolve)
+        runner, port = await serve_app(app)
+        hub.port = port
+        return runner
+
+    hub = type("Hub", (), {})()
+    home = tmp_path / "kb"
+    (tmp_path / "note.md").write_text("# Note\n\nThe heron count was 21.\n")
+    with ThreadedServer(hub, start):
+        env = subprocess_env(KB_MODEL="kbtest/tiny-model", HF_ENDPOINT=f"http://127.0.0.1:{hub.port}",
+                             HF_HUB_CACHE=str(tmp_path / "hub"))  # fmt: skip
+        env.pop("HF_HUB_OFFLINE")
+        for name in ("note.md", "note.md"):
+            out = subprocess.run(
+                [sys.executable, "-m", "knowledge.cli", "--home", str(home), "ingest", str(tmp_path / name)],
+                capture_output=True, text=True, env=env, timeout=120,
+            )  # fmt: skip
+            assert out.returncode == 0, out.stderr
+    fetched = [s for s in seen if s.startswith("GET")]
+    assert sorted(fetched) == [
+        "GET /kbtest/tiny-model/resolve/main/tokenizer.json",
+        "GET /kbtest/tiny-model/resolve/main/tokenizer_config.json",
+    ]  # each once, nothing else of the model
+    assert (tmp_path / "hub" / "models--kbtest--tiny-model").is_dir()
+    log = (home / "runs" / "logs" / "kb.jsonl").read_text()
+    assert '"tokenizer.fetched"' in log and '"tokenizer.fallback"' not in log
