@@ -179,12 +179,16 @@ async def test_the_chat_loop_answers_and_runs_commands(kb, fake):
         ["How deep is Lake Quillan?", "/help", "/search", "/sources", "/nope", "/quit", "never read"]
     )
     out = io.StringIO()
+
+    async def status() -> str:
+        return "STATUS"
+
     async with aiohttp.ClientSession() as session:
         engine = engine_for(kb, session, fake.base_url)
         await chat_loop(
             engine,
             sources=lambda: "SOURCES-LIST",
-            status=lambda: "STATUS",
+            status=status,
             read=lambda _: next(lines),
             out=out,
         )
