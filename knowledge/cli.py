@@ -216,10 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kb: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.command != "config":
-        is_quiet = args.command in QUIET_COMMANDS
+        is_quiet = is_quiet_console(args.command, settings)
         configure_logging(
             settings.log_path,
-            console_level=console_level(settings, is_quiet=is_quiet),
+            console_level="warning" if is_quiet else settings.log_level,
             once=WarnOnce() if is_quiet else None,  # this run's memory of the warnings it has shown
         )
     try:
@@ -235,15 +235,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
-# Commands a person watches (a chat, a progress bar): warnings only, each once, in one short line.
+# Commands a person watches (a chat, a progress bar): on the console, warnings only, each once, in one short line.
 QUIET_COMMANDS = frozenset({"run", "chat", "ingest", "reindex"})
 
 
-def console_level(settings: Settings, *, is_quiet: bool) -> str:
-    """KB_LOG_LEVEL when it is set; otherwise warnings only for the quiet commands."""
-    if settings.sources.get("KB_LOG_LEVEL", "default") != "default" or not is_quiet:
-        return settings.log_level
-    return "warning"
+def is_quiet_console(command: str, settings: Settings) -> bool:
+    """A quiet command, and KB_LOG_LEVEL not set (setting it brings back full log lines at that level)."""
+    return command in QUIET_COMMANDS and settings.sources.get("KB_LOG_LEVEL", "default") == "default"
 
 
 def load_tokenizer(settings: Settings) -> TokenCounter:

@@ -19,13 +19,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-# Cursor movement, colours, bracketed paste and the like; carriage returns (a redrawn line).
-_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")
+# Cursor movement, colours, bracketed paste and the like.
+_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]")
 
 
 def visible(raw: str) -> str:
-    """What a person reads: the drawn text without terminal control sequences."""
-    return _ESCAPES.sub("", raw)
+    """What a person reads at the end: control sequences dropped, a line redrawn after ``\\r`` overwritten."""
+    return "\n".join(_overwrite(line) for line in _ESCAPES.sub("", raw).split("\n"))
+
+
+def _overwrite(line: str) -> str:
+    shown: list[str] = []
+    for part in line.split("\r"):  # each part is written again from the first column
+        shown[: len(part)] = part
+    return "".join(shown).rstrip()
 
 
 class Terminal:
@@ -51,8 +58,13 @@ class Terminal:
 
     @property
     def screen(self) -> str:
-        """Everything drawn so far, as text."""
+        """Everything drawn so far, as the terminal shows it now (a bar that was cleared is gone)."""
         return visible(self.raw)
+
+    @property
+    def drawn(self) -> str:
+        """Everything drawn so far, redrawn lines included (to see that a progress bar was there)."""
+        return _ESCAPES.sub("", self.raw)
 
     def wait_for(self, is_there: Callable[[str], bool] | str, *, timeout_s: float = 90.0) -> str:
         """Read until ``is_there(screen)`` (or the text appears); fails with the screen when it never does."""
