@@ -126,7 +126,7 @@ class BriefRenderer:
 
     def __call__(self, logger: object, name: str, event: Mapping[str, object]) -> str:
         try:
-            width = os.get_terminal_size(self.console.fileno()).columns
+            width = os.get_terminal_size(self.console.fileno()).columns or 100  # 0: size unknown
         except (OSError, ValueError, AttributeError):
             width = 100
         return brief_line(event, width=max(width, 40))

@@ -1,0 +1,43 @@
+"""The start-up summary, kb status and /status: the same facts from one report."""
+
+from knowledge.status import activity_facts, status_report, summary_facts, summary_lines
+from tests.conftest import ingest_texts, make_settings
+
+
+def test_the_summary_says_where_what_and_how_to_fix_it(tmp_path):
+    settings = make_settings(tmp_path / "kb", KB_WEB_SEARCH="off")
+    ingest_texts(settings, {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})
+    model = {"url": "http://127.0.0.1:9/v1", "reachable": False, "start": "mlx_lm.server --model M --port 9"}
+    report = status_report(settings, model=model)
+    assert dict(summary_facts(report)) == {
+        "knowledge base": f"{settings.home}: 2 documents, 2 chunks",
+        "model server": "not reachable at http://127.0.0.1:9/v1 — start it with: mlx_lm.server --model M --port 9",
+        "tokenizer": "approximate (approx-v1): set KB_TOKENIZER to the model's tokenizer.json",
+        "web search": "off (KB_WEB_SEARCH)",
+        "inbox": f"{settings.inbox} (drop files here to add them)",
+    }
+    assert (
+        len(summary_lines(report)) == 5 and summary_lines(report)[3] == "web search      off (KB_WEB_SEARCH)"
+    )
+    assert dict(activity_facts(report)) == {
+        "files": "0 waiting, 2 processed, 0 failed",
+        "daemon": "not running",
+    }
+
+
+def test_an_exact_tokenizer_a_stale_index_and_both_search_providers(tmp_path, tokenizer_json):
+    settings = make_settings(tmp_path / "kb", KB_TOKENIZER=str(tokenizer_json), KB_BRAVE_API_KEY="k")
+    ingest_texts(settings, {"a.md": "# A\n\nalpha\n"})  # indexed with the approximation
+    facts = dict(summary_facts(status_report(settings, model={"url": "u", "reachable": True, "start": "s"})))
+    assert facts["model server"] == "reachable at u"
+    assert facts["tokenizer"].startswith("exact (tokenizers:")
+    assert facts["tokenizer"].endswith("; the index was built with approx-v1: run kb reindex")
+    assert facts["web search"] == "on (DuckDuckGo Lite, Brave)"
+    assert facts["knowledge base"].endswith(": 1 document, 1 chunk")
+
+
+def test_no_index_yet_and_no_model_check(tmp_path):
+    facts = dict(summary_facts(status_report(make_settings(tmp_path / "kb"))))
+    assert (
+        facts["knowledge base"].endswith(": 0 documents, 0 chunks") and facts["model server"] == "not checked"
+    )
