@@ -70,7 +70,8 @@ def configure_logging(
         root.addHandler(console_handler)
     # Libraries stay quiet unless something is wrong.
     for noisy in ("pypdf", "watchdog", "httpx", "telegram", "aiohttp.access", "asyncio"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+        library = logging.getLogger(noisy)
+        library.setLevel(max(library.level, logging.WARNING))  # never louder than a module made it
     structlog.configure(
         processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

@@ -88,7 +88,7 @@ def summary_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     size = (
         f"index unreadable ({report['index_error']})"
         if "index_error" in report
-        else f"{count(report['documents'], 'document')}, {count(report['chunks'], 'chunk')}"
+        else f"{plural(report['documents'], 'document')}, {plural(report['chunks'], 'chunk')}"
     )
     model = report.get("model_server")
     if model is None:
@@ -133,6 +133,6 @@ def summary_lines(report: Mapping[str, Any]) -> list[str]:
     return aligned(summary_facts(report))
 
 
-def count(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
     """``1 document``, ``3 documents``."""
     return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -3,6 +3,7 @@
 import fcntl
 import io
 import json
+import logging
 import os
 import select
 import struct
@@ -33,7 +34,36 @@ def test_brief_line(event, width, line):
     assert len(brief_line(event, width=width)) <= width
 
 
-def test_a_quiet_console_shows_each_distinct_warning_once_and_the_file_keeps_everything(tmp_path):
+@pytest.fixture
+def logging_restored():
+    """Put the process's logging back as it was: other tests must not write to this test's files."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    libraries = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
+    config = structlog.get_config()
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        if handler not in handlers:
+            handler.close()
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+    for name, was in libraries.items():
+        logging.getLogger(name).setLevel(was)
+    structlog.configure(**config)
+
+
+def test_configuring_logs_never_makes_a_library_louder(logging_restored):
+    logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # as the PDF converter sets it
+    configure_logging(None, console=io.StringIO())
+    assert logging.getLogger("pypdf").level == logging.CRITICAL
+    assert logging.getLogger("watchdog").level == logging.WARNING
+
+
+def test_a_quiet_console_shows_each_distinct_warning_once_and_the_file_keeps_everything(
+    tmp_path, logging_restored
+):
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     console = open(slave, "w", encoding="utf-8")  # noqa: SIM115 - closed below, after the handlers

@@ -26,6 +26,18 @@ def prompts(n: int):
     return lambda screen: len(re.findall(r"^kb>", screen, re.MULTILINE)) >= n
 
 
+def chat(home, env: dict[str, str], *questions: str) -> str:
+    """Ask questions in ``kb chat`` on a terminal, then /quit; the screen as the person left it."""
+    with Terminal(home, "chat", env=env) as term:
+        term.wait_for(prompts(1))
+        for n, question in enumerate(questions, 2):
+            term.type(question)
+            term.wait_for(prompts(n))
+        term.type("/quit")
+        assert term.finish() == 0
+    return term.screen
+
+
 def reply_after(screen: str, question: str) -> str:
     """What was printed between a question and the next prompt."""
     return re.split(r"^kb>", screen.split(question, 1)[1], maxsplit=1, flags=re.MULTILINE)[0]
@@ -34,25 +46,15 @@ def reply_after(screen: str, question: str) -> str:
 def test_chat_opens_with_a_summary_and_shows_a_dead_model_server_once(home):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     env = subprocess_env(KB_LLM_URL=dead, KB_WEB_SEARCH="off")
-    with Terminal(home, "chat", env=env) as term:
-        screen = term.wait_for(prompts(1))
-        summary = screen.split("Ask a question")[0].splitlines()
-        assert f"knowledge base  {home}: 1 document, 1 chunk" in summary
-        assert f"model server    not reachable at {dead} — start it with: mlx_lm.server --model" in "\n".join(
-            summary
-        )
-        assert any(line.startswith("tokenizer       approximate (approx-v1)") for line in summary)
-        assert "web search      off (KB_WEB_SEARCH)" in summary
-        assert f"inbox           {home / 'knowledge' / 'inbox'} (drop files here to add them)" in summary
-        assert len([line for line in summary if not line.startswith("kb warning:")]) == 5
-
-        term.type("when does the zebrafish sleep")
-        term.wait_for(prompts(2))
-        term.type("where does the zebrafish sleep at noon")
-        term.wait_for(prompts(3))
-        term.type("/quit")
-        assert term.finish() == 0
-    screen = term.screen
+    screen = chat(home, env, "when does the zebrafish sleep", "where does the zebrafish sleep at noon")
+    summary = screen.split("Ask a question")[0].splitlines()
+    assert f"knowledge base  {home}: 1 document, 1 chunk" in summary
+    start_hint = f"model server    not reachable at {dead} — start it with: mlx_lm.server --model"
+    assert any(line.startswith(start_hint) for line in summary)
+    assert any(line.startswith("tokenizer       approximate (approx-v1)") for line in summary)
+    assert "web search      off (KB_WEB_SEARCH)" in summary
+    assert f"inbox           {home / 'knowledge' / 'inbox'} (drop files here to add them)" in summary
+    assert len([line for line in summary if not line.startswith("kb warning:")]) == 5
     for question in ("when does the zebrafish sleep", "where does the zebrafish sleep at noon"):
         reply = reply_after(screen, question)
         assert "(model unavailable)" in reply and "sleeps at noon" in reply and "raw/zebrafish-" in reply
@@ -98,13 +100,8 @@ def test_run_answers_without_log_lines_while_the_daemon_indexes(home):
 def test_kb_log_level_still_brings_the_log_lines_back(home):
     with ThreadedFakeLLM(FakeLLM(script=[answer("It sleeps at noon [1].")])) as fake:
         env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off", KB_LOG_LEVEL="info")
-        with Terminal(home, "chat", env=env) as term:
-            term.wait_for(prompts(1))
-            term.type("when does the zebrafish sleep")
-            term.wait_for(prompts(2))
-            term.type("/quit")
-            assert term.finish() == 0
-    assert re.search(r"\[info\s*\] ask\.answered", term.screen)
+        screen = chat(home, env, "when does the zebrafish sleep")
+    assert re.search(r"\[info\s*\] ask\.answered", screen)
 
 
 @pytest.mark.parametrize(
@@ -113,13 +110,8 @@ def test_kb_log_level_still_brings_the_log_lines_back(home):
 def test_an_empty_answer_shows_the_passages_and_says_the_model_returned_nothing(home, content):
     with ThreadedFakeLLM(FakeLLM(script=[answer(content)])) as fake:
         env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off")
-        with Terminal(home, "chat", env=env) as term:
-            term.wait_for(prompts(1))
-            term.type("when does the zebrafish sleep")
-            term.wait_for(prompts(2))
-            term.type("/quit")
-            assert term.finish() == 0
-    reply = reply_after(term.screen, "when does the zebrafish sleep")
+        screen = chat(home, env, "when does the zebrafish sleep")
+    reply = reply_after(screen, "when does the zebrafish sleep")
     assert "The model returned an empty answer" in reply and "sleeps at noon in the shallow pond" in reply
     assert "[1] Zebrafish — raw/zebrafish-" in reply and "nothing on this" not in reply
 
