@@ -17,7 +17,7 @@ from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
 from knowledge.index import Index
 from knowledge.ingest import is_candidate_name
-from knowledge.llm import ModelClient
+from knowledge.llm import ModelBadResponse, ModelClient
 from knowledge.lock import holder
 from knowledge.tokenizer import hf_cache_dir, load_counter
 
@@ -27,6 +27,8 @@ async def probe_model(llm: ModelClient, *, timeout_s: float = 5.0) -> dict[str, 
     state: dict[str, object] = {"url": llm.base_url, "reachable": True, "start": llm.start_hint}
     try:
         await asyncio.wait_for(llm.health(), timeout=timeout_s)
+    except ModelBadResponse as exc:  # something answers there, just not as expected
+        state.update(error=str(exc))
     except (KbError, TimeoutError) as exc:
         state.update(reachable=False, error=str(exc) or f"no answer within {timeout_s:g} s")
     return state
@@ -95,6 +97,7 @@ def summary_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         model_fact = "not checked"
     elif model["reachable"]:
         model_fact = f"reachable at {model['url']}"
+        model_fact += f", but its health check failed: {model['error']}" if model.get("error") else ""
     else:
         model_fact = f"not reachable at {model['url']} — start it with: {model['start']}"
     counter = report["token_counter"]

@@ -41,3 +41,38 @@ def test_no_index_yet_and_no_model_check(tmp_path):
     assert (
         facts["knowledge base"].endswith(": 0 documents, 0 chunks") and facts["model server"] == "not checked"
     )
+
+
+async def test_probing_the_model_server(settings):
+    import aiohttp
+    from aiohttp import web
+
+    from knowledge.llm import ModelClient
+    from knowledge.status import probe_model
+    from tests.fake_llm import FakeLLM, free_port, start
+    from tests.local_server import serve_app
+
+    fake = FakeLLM()
+    runner = await start(fake)
+    other, port = await serve_app(web.Application())  # answers 404 to everything
+    try:
+        async with aiohttp.ClientSession() as session:
+            up = await probe_model(ModelClient(session, fake.base_url, model_hint="M"))
+            odd = await probe_model(ModelClient(session, f"http://127.0.0.1:{port}/v1"))
+            down = await probe_model(
+                ModelClient(session, f"http://127.0.0.1:{free_port()}/v1", model_hint="M")
+            )
+    finally:
+        await runner.cleanup()
+        await other.cleanup()
+    assert up == {
+        "url": fake.base_url,
+        "reachable": True,
+        "start": f"mlx_lm.server --model M --port {fake.base_url.split(':')[2][:-3]}",
+    }
+    assert odd["reachable"] is True and "404" in odd["error"]
+    assert (
+        down["reachable"] is False
+        and "not reachable" in down["error"]
+        and down["start"].startswith("mlx_lm.server --model M")
+    )
