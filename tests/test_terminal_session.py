@@ -2,6 +2,7 @@
 
 import json
 import re
+import time
 
 import pytest
 
@@ -74,13 +75,13 @@ def test_run_answers_without_log_lines_while_the_daemon_indexes(home):
             screen = term.wait_for(prompts(1))
             assert f"model server    reachable at {fake.base_url}" in screen
             (settings.inbox / "heron.md").write_text("# Heron\n\nThe grey heron fishes at dawn.\n")
-            term.type("/status")
             # The daemon in this process indexes the dropped file; /status counts it.
-            for n in range(2, 120):
-                screen = term.wait_for(prompts(n))
-                if "2 documents" in screen.rsplit("/status", 1)[1]:
-                    break
+            deadline, n = time.monotonic() + 90, 1
+            while time.monotonic() < deadline and "2 documents" not in screen.rsplit("/status", 1)[-1]:
+                time.sleep(0.3)
                 term.type("/status")
+                n += 1
+                screen = term.wait_for(prompts(n))
             assert f"knowledge base  {home}: 2 documents, 2 chunks" in screen
             term.type("when does the zebrafish sleep")
             term.wait_for(lambda s: "It sleeps at noon [1]." in s and s.rstrip().endswith("kb>"))
