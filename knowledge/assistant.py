@@ -252,6 +252,7 @@ class Engine:
         if not text:  # a model failure, not an answer: show what retrieval found
             log.warning(
                 "ask.empty_answer",
+                reason="the model returned no text; showing the passages",
                 finish_reason=completion.finish_reason,
                 output_tokens=completion.completion_tokens,
             )

@@ -108,12 +108,13 @@ def summary_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     if report["tokenizer"] and report["tokenizer"] != counter["name"]:
         tokens += f"; the index was built with {report['tokenizer']}: run kb reindex"
     web = report["web_search"]
+    waiting = f"{report['inbox']} waiting to be indexed; " if report["inbox"] else ""
     return [
         ("knowledge base", f"{report['home']}: {size}"),
         ("model server", model_fact),
         ("tokenizer", tokens),
         ("web search", f"on ({', '.join(web['providers'])})" if web["on"] else "off (KB_WEB_SEARCH)"),
-        ("inbox", f"{report['inbox_path']} (drop files here to add them)"),
+        ("inbox", f"{report['inbox_path']} ({waiting}drop files here to add them)"),
     ]
 
 

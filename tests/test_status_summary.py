@@ -36,11 +36,14 @@ def test_an_exact_tokenizer_a_stale_index_and_both_search_providers(tmp_path, to
     assert facts["knowledge base"].endswith(": 1 document, 1 chunk")
 
 
-def test_no_index_yet_and_no_model_check(tmp_path):
-    facts = dict(summary_facts(status_report(make_settings(tmp_path / "kb"))))
-    assert (
-        facts["knowledge base"].endswith(": 0 documents, 0 chunks") and facts["model server"] == "not checked"
-    )
+def test_no_index_yet_files_waiting_and_no_model_check(tmp_path):
+    settings = make_settings(tmp_path / "kb")
+    settings.inbox.mkdir(parents=True)
+    (settings.inbox / "a.md").write_text("# A\n\nalpha\n")
+    facts = dict(summary_facts(status_report(settings)))
+    assert facts["knowledge base"].endswith(": 0 documents, 0 chunks")
+    assert facts["model server"] == "not checked"
+    assert facts["inbox"] == f"{settings.inbox} (1 waiting to be indexed; drop files here to add them)"
 
 
 async def test_probing_the_model_server(settings):
