@@ -49,7 +49,7 @@ from knowledge.errors import FetchRefused, KbError
 from knowledge.fetch import Fetched
 from knowledge.importer import ImportRefused, hand_off, import_web_source, pasted_url, select, wait_for_ingest
 from knowledge.index import Index
-from knowledge.status import status_report
+from knowledge.status import activity_facts, probe_model, status_report, summary_facts
 from knowledge.websearch.store import CandidateStore, SearchRecord
 
 log = structlog.get_logger()
@@ -386,21 +386,12 @@ async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
 
 
 async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Documents, chunks, inbox, daemon and model server."""
+    """The start-up summary's facts (knowledge base, model server, tokenizer, web search, inbox) and activity."""
     deps, chat_id = deps_of(context), update.effective_chat.id
-    report = await asyncio.to_thread(status_report, deps.settings)
-    try:
-        await asyncio.wait_for(deps.engine.llm.health(), timeout=5)
-        model = "reachable"
-    except (KbError, TimeoutError):
-        model = "not reachable"
-    text = (
-        f"{report['documents']} documents, {report['chunks']} chunks\n"
-        f"inbox: {report['inbox']} waiting, {report['failed']} failed\n"
-        f"daemon: {'running' if report['writer'] else 'not running'}\n"
-        f"model server: {model}"
-    )
-    await say(context, chat_id, esc(text))
+    model = await probe_model(deps.engine.llm)
+    report = await asyncio.to_thread(status_report, deps.settings, model=model)
+    facts = summary_facts(report) + activity_facts(report)
+    await say(context, chat_id, "\n".join(esc(f"{label}: {fact}") for label, fact in facts))
 
 
 async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

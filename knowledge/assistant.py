@@ -25,7 +25,7 @@ import structlog
 
 from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.index import Index
-from knowledge.llm import ModelClient
+from knowledge.llm import Completion, ModelClient
 from knowledge.prompt import ChatTemplate, Prompt, build_prompt
 from knowledge.retrieval import Meaning, SearchResult, search
 from knowledge.tokenizer import TokenCounter
@@ -124,16 +124,24 @@ def _citation(n: int, p: SearchResult) -> Citation:
     return Citation(n, p.title, p.raw_path, p.start_line, p.end_line, p.source_url, p.chunk_id)
 
 
-def degraded_reply(passages: Sequence[SearchResult], why: str) -> Reply:
+def degraded_reply(passages: Sequence[SearchResult], why: str, *, note: str | None = None) -> Reply:
     """The best passages with their citations, and why the model is not answering."""
     if not passages:
-        return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=f"The model is unavailable: {why}")
+        return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=note or f"The model is unavailable: {why}")
     lines = [f"The model is unavailable ({why}). The best matching passages:"]
     for n, p in enumerate(passages, 1):
         snippet = " ".join(p.text.split())
         lines.append(f"[{n}] {snippet[:400]}{'…' if len(snippet) > 400 else ''}")
     citations = [_citation(n, p) for n, p in enumerate(passages, 1)]
-    return Reply("\n\n".join(lines), "degraded", citations)
+    return Reply("\n\n".join(lines), "degraded", citations, note=note)
+
+
+def empty_answer_note(completion: Completion) -> str:
+    """Why a completion has no text to show, and what to change when it ran out of room."""
+    note = "The model returned an empty answer (or only its reasoning)."
+    if completion.finish_reason == "length":
+        note += " It stopped at the output limit: raise KB_MAX_OUTPUT_TOKENS, or use a model that does not think aloud."
+    return note
 
 
 class Engine:
@@ -243,7 +251,15 @@ class Engine:
             ms=round(completion.elapsed_ms, 1),
         )
         text = completion.text.strip()
-        if not text or _DONT_KNOW.match(text):
+        if not text:  # a model failure, not an answer: show what retrieval found
+            log.warning(
+                "ask.empty_answer",
+                reason="the model returned no text; showing the passages",
+                finish_reason=completion.finish_reason,
+                output_tokens=completion.completion_tokens,
+            )
+            return degraded_reply(prompt.passages, "it returned nothing", note=empty_answer_note(completion))
+        if _DONT_KNOW.match(text):
             return Reply(
                 NO_EVIDENCE_TEXT, "no-evidence", note="The passages found do not answer the question."
             )

@@ -15,7 +15,7 @@ HELP = """Ask a question in any language; answers cite your documents as [n].
 /search Q  search the web for Q even when the knowledge base has something
 /import web-N   import a web candidate (a pasted URL becomes web-1)
 /sources   the latest documents in the knowledge base
-/status    documents, chunks, inbox, model server
+/status    the knowledge base, model server, tokenizer, web search and inbox
 /help      this text
 /quit      leave (Ctrl-D works too)"""
 
@@ -32,7 +32,7 @@ async def chat_loop(
     engine: Engine,
     *,
     sources: Callable[[], str],
-    status: Callable[[], str],
+    status: Callable[[], Awaitable[str]],
     read: Callable[[str], str] = input,
     out: TextIO,
     history_file: Path | None = None,
@@ -72,7 +72,7 @@ async def chat_loop(
         elif command == "/sources":
             print(sources(), file=out)
         elif command == "/status":
-            print(status(), file=out)
+            print(await status(), file=out)
         elif command.startswith("/"):
             print(f"unknown command {command}; /help lists them", file=out)
         else:

@@ -23,9 +23,17 @@ from knowledge.errors import ConfigError, KbError
 from knowledge.index import Index
 from knowledge.ingest import Ingestor, Outcome, iter_sources
 from knowledge.lock import WriterLock
-from knowledge.logs import configure_logging
+from knowledge.logs import WarnOnce, configure_logging
+from knowledge.progress import Progress
 from knowledge.retrieval import Meaning, SearchResult, search
-from knowledge.status import status_report
+from knowledge.status import (
+    activity_facts,
+    aligned,
+    probe_model,
+    status_report,
+    summary_facts,
+    summary_lines,
+)
 from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.vectors import coverage, embed_missing
 
@@ -210,7 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kb: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.command != "config":
-        configure_logging(settings.log_path, console_level=settings.log_level)
+        is_quiet = is_quiet_console(args.command, settings)
+        configure_logging(
+            settings.log_path,
+            console_level="warning" if is_quiet else settings.log_level,
+            once=WarnOnce() if is_quiet else None,  # this run's memory of the warnings it has shown
+        )
     try:
         return args.func(args, settings)
     except KbError as exc:
@@ -222,6 +235,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # `kb search … | head`: the reader left; not an error
         return EXIT_OK
+
+
+# Commands a person watches (a chat, a progress bar): on the console, warnings only, each once, in one short line.
+QUIET_COMMANDS = frozenset({"run", "chat", "ingest", "reindex"})
+
+
+def is_quiet_console(command: str, settings: Settings) -> bool:
+    """A quiet command, and KB_LOG_LEVEL not set (setting it brings back full log lines at that level)."""
+    return command in QUIET_COMMANDS and settings.sources.get("KB_LOG_LEVEL", "default") == "default"
 
 
 def load_tokenizer(settings: Settings) -> TokenCounter:
@@ -248,31 +270,36 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Outcome]:
-    """Ingest files under the writer lock, printing a line per file and a summary."""
+    """Ingest files under the writer lock: a progress bar on a terminal, a line per file, a summary.
+
+    With the bar up and ``out`` a terminal too, files indexed without trouble get no line of their
+    own (the bar counts them); piped output keeps a line for every file.
+    """
     counter = load_tokenizer(settings)
     t0 = time.perf_counter()
     outcomes: list[Outcome] = []
-    progress = _Progress(len(paths), sys.stderr)
     lock = WriterLock(settings.lock_path, role="kb ingest")
     lock.acquire(wait_s=settings.lock_wait_s)
     try:
         with (
             Index(settings.index_path) as index,
             IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,
+            Progress(len(paths), label="ingest", unit="files", stream=sys.stderr) as bar,
         ):
             _warn_tokenizer_change(index, counter)
             ingestor = Ingestor(settings, index, counter, runner=runner)
-            for n, path in enumerate(paths, 1):
-                progress.show(n, path.name)
+            is_each_line_shown = not (bar.is_on and out.isatty())
+            for path in paths:
+                bar.describe(path.name)
                 outcome = ingestor.ingest(path)
                 outcomes.append(outcome)
-                progress.clear()
-                print(describe_outcome(outcome), file=out, flush=True)
+                bar.advance()
+                if is_each_line_shown or outcome.status != "indexed":
+                    bar.print(describe_outcome(outcome), out=out)
             if any(o.status == "indexed" for o in outcomes):
                 embed_index(settings, index, out=out)
     finally:
         lock.release()
-        progress.clear()
     counts = Counter(o.status for o in outcomes)
     parts = [f"{counts[s]} {s}" for s in ("indexed", "duplicate", "failed", "skipped") if counts[s]]
     print(f"{', '.join(parts) or 'nothing to do'} in {time.perf_counter() - t0:.1f} s", file=out)
@@ -292,22 +319,20 @@ def embed_index(settings: Settings, index: Index, *, out: TextIO) -> None:
     if missing <= 0:
         return
     t0 = time.perf_counter()
-    progress = _Progress(missing, sys.stderr)
     done = 0
 
     def advance(n: int) -> None:
         nonlocal done
         done += n
-        progress.show(done, f"embedding {done}/{missing} chunks")
+        bar.advance(n)
 
-    try:
-        embed_missing(index, embedder, batch=settings.embed_batch, progress=advance)
-    except EmbedderError as exc:
-        log.warning("embed.unavailable", model=embedder.name, reason=str(exc))
-        print(f"vectors: stopped after {done} of {missing} chunks: {exc}", file=out)
-        return
-    finally:
-        progress.clear()
+    with Progress(missing, label="embed", unit="chunks", stream=sys.stderr) as bar:
+        try:
+            embed_missing(index, embedder, batch=settings.embed_batch, progress=advance)
+        except EmbedderError as exc:
+            log.warning("embed.unavailable", model=embedder.name, reason=str(exc))
+            bar.print(f"vectors: stopped after {done} of {missing} chunks: {exc}", out=out)
+            return
     print(f"embedded {done} chunks in {time.perf_counter() - t0:.1f} s ({embedder.name})", file=out)
 
 
@@ -327,27 +352,6 @@ def _rel(path: Path | None) -> str:
         return "-"
     parts = path.parts
     return "/".join(parts[parts.index("inbox") :]) if "inbox" in parts else str(path)
-
-
-class _Progress:
-    """A one-line progress bar on a terminal, for more than a few files."""
-
-    def __init__(self, total: int, stream: TextIO) -> None:
-        self.total = total
-        self.stream = stream
-        self.is_on = total > 3 and stream.isatty()
-
-    def show(self, n: int, name: str) -> None:
-        if self.is_on:
-            width = 24
-            done = int(width * (n - 1) / self.total)
-            self.stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {n}/{self.total} {name[:40]:<40}")
-            self.stream.flush()
-
-    def clear(self) -> None:
-        if self.is_on:
-            self.stream.write("\r" + " " * 80 + "\r")
-            self.stream.flush()
 
 
 def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
@@ -426,11 +430,11 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
     """kb reindex"""
     counter = load_tokenizer(settings)
     t0 = time.perf_counter()
-    progress = _Progress(len(list(settings.raw.glob("*.md"))) if settings.raw.is_dir() else 0, sys.stderr)
+    total = len(list(settings.raw.glob("*.md"))) if settings.raw.is_dir() else 0
     with WriterLock(settings.lock_path, role="kb reindex") as _lock, Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, counter)
-        docs, chunks = ingestor.reindex(progress=lambda n, total: progress.show(n, f"raw {n}"))
-        progress.clear()
+        with Progress(total, label="reindex", unit="documents", stream=sys.stderr) as bar:
+            docs, chunks = ingestor.reindex(progress=lambda n, total: bar.advance())
         print(
             f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s"
         )
@@ -440,23 +444,11 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     """kb status [--json]"""
-    report = status_report(settings)
+    report = status_report(settings, model=asyncio.run(check_model(settings)))
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2))
         return EXIT_OK
-    print(f"knowledge base  {report['home']}")
-    print(f"documents       {report['documents']}")
-    print(f"chunks          {report['chunks']}")
-    print(f"tokenizer       {report['tokenizer'] or '(no index yet)'}")
-    vectors = report.get("vectors") or {}
-    if vectors.get("model"):
-        print(f"vectors         {vectors['vectors']} of {vectors['chunks']} chunks ({vectors['model']})")
-    else:
-        print("vectors         off (KB_EMBED=off): search by words only")
-    print(
-        f"inbox           {report['inbox']} waiting, {report['processed']} processed, {report['failed']} failed"
-    )
-    print(f"writer          {report['writer'] or 'none running'}")
+    print("\n".join(aligned(summary_facts(report) + activity_facts(report))))
     ingests = report["last_ingests"]
     if ingests:
         print("last ingests")
@@ -464,6 +456,14 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             detail = rec.get("doc_id") or rec.get("error", "")
             print(f"  {rec['finished_at']}  {rec['status']:<9} {Path(rec['path']).name}  {detail}")
     return EXIT_OK
+
+
+async def check_model(settings: Settings) -> dict[str, object]:
+    """Ask the configured model server whether it is up (for status reports)."""
+    from knowledge.wiring import http_session, model_client
+
+    async with http_session() as session:
+        return await probe_model(model_client(settings, session))
 
 
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
@@ -482,12 +482,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
     counter = load_tokenizer(settings)
     with background(settings, counter):
-        print(f"kb {__version__} — knowledge base in {settings.home}")
-        print(f"Drop files (HTML, PDF, text, Markdown) into {settings.inbox}")
         if settings.telegram_token:
             from bot.main import serve
 
-            print("KB_TELEGRAM_TOKEN is set: serving the Telegram bot (Ctrl-C stops it).")
+            report = status_report(settings, model=asyncio.run(check_model(settings)))
+            print("\n".join(summary_lines(report)), flush=True)
+            print("KB_TELEGRAM_TOKEN is set: serving the Telegram bot (Ctrl-C stops it).", flush=True)
             return serve(settings)
         return asyncio.run(_chat(settings))
 
@@ -514,11 +514,17 @@ async def _chat(settings: Settings) -> int:
         record = candidate_store(settings).save_url("cli", url)
         return f"web-1 · {record.candidates[0].title} — {url}\nImport it with: /import web-1"
 
+    async def status_text() -> str:
+        report = await asyncio.to_thread(status_report, settings, model=await probe_model(engine.llm))
+        return "\n".join(aligned(summary_facts(report) + activity_facts(report)))
+
     async with open_engine(settings) as engine:
+        report = await asyncio.to_thread(status_report, settings, model=await probe_model(engine.llm))
+        print("\n".join(summary_lines(report)), flush=True)
         await chat_loop(
             engine,
             sources=lambda: _sources_text(settings),
-            status=lambda: _status_text(settings),
+            status=status_text,
             out=sys.stdout,
             history_file=settings.runs / "chat_history",
             on_import=do_import,
@@ -535,14 +541,6 @@ def _sources_text(settings: Settings) -> str:
     return (
         "\n".join(f"{d.title} — {d.raw_path} ({d.source_url or d.source_name})" for d in docs)
         or "no documents yet"
-    )
-
-
-def _status_text(settings: Settings) -> str:
-    r = status_report(settings)
-    return (
-        f"{r['documents']} documents, {r['chunks']} chunks; inbox {r['inbox']} waiting, {r['failed']} failed; "
-        f"daemon {'running' if r['writer'] else 'not running'}"
     )
 
 

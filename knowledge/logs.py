@@ -7,7 +7,9 @@ go in fields. Long-running loops bind per-item context with ``structlog.contextv
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -21,9 +23,17 @@ _SHARED = [
 
 
 def configure_logging(
-    log_path: Path | None, *, console_level: str = "info", console: TextIO | None = None
+    log_path: Path | None,
+    *,
+    console_level: str = "info",
+    console: TextIO | None = None,
+    once: WarnOnce | None = None,
 ) -> None:
-    """Route structlog to a JSON-lines file and, when ``console`` is a TTY, to readable lines."""
+    """Route structlog to a JSON-lines file and, when ``console`` is a TTY, to readable lines.
+
+    With ``once`` (an interactive session's memory of what it has shown), the console gets one short
+    line per distinct event instead of full records; the file still gets every record in full.
+    """
     console = sys.stderr if console is None else console
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -48,22 +58,76 @@ def configure_logging(
     if console.isatty():
         console_handler = logging.StreamHandler(console)
         console_handler.setLevel(console_level.upper())
+        renderer = structlog.dev.ConsoleRenderer(colors=False) if once is None else BriefRenderer(console)
         console_handler.setFormatter(
             structlog.stdlib.ProcessorFormatter(
                 foreign_pre_chain=_SHARED,
-                processors=[
-                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                    structlog.dev.ConsoleRenderer(colors=False),
-                ],
+                processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
             )
         )
+        if once is not None:
+            console_handler.addFilter(once)
         root.addHandler(console_handler)
     # Libraries stay quiet unless something is wrong.
     for noisy in ("pypdf", "watchdog", "httpx", "telegram", "aiohttp.access", "asyncio"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+        library = logging.getLogger(noisy)
+        library.setLevel(max(library.level, logging.WARNING))  # never louder than a module made it
     structlog.configure(
         processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+# Fields that tell one occurrence of an event from another (a file, a URL), and fields that say what went wrong.
+_SUBJECT_FIELDS = ("file", "sidecar", "url", "provider")
+_DETAIL_FIELDS = ("error", "reason", "detail")
+
+
+def event_of(record: logging.LogRecord) -> Mapping[str, object]:
+    """The structlog event dict of a record (or a minimal one for a foreign library's record)."""
+    if isinstance(record.msg, Mapping):
+        return record.msg
+    return {"event": record.getMessage(), "level": record.levelname.lower()}
+
+
+def brief_line(event: Mapping[str, object], *, width: int) -> str:
+    """One terminal line for an event: ``kb warning: ask.degraded: model server not reachable…``."""
+    subject = " ".join(str(event[k]) for k in _SUBJECT_FIELDS if event.get(k))
+    detail = next((str(event[k]) for k in _DETAIL_FIELDS if event.get(k)), "")
+    text = f"kb {event.get('level', 'warning')}: {event.get('event')}"
+    text += f" {subject}" if subject else ""
+    text += f": {detail}" if detail else ""
+    text = " ".join(text.split())  # one line, whatever the error message holds
+    return text if len(text) <= width else text[: max(width - 1, 20)] + "…"
+
+
+class WarnOnce(logging.Filter):
+    """Lets each distinct event through once: the memory of one interactive session, owned by it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[str, ...]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        event = event_of(record)
+        key = (str(event.get("event")), *(str(event.get(k, "")) for k in _SUBJECT_FIELDS + _DETAIL_FIELDS))
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+
+class BriefRenderer:
+    """structlog renderer: one line no wider than the terminal; the details are in the JSON log."""
+
+    def __init__(self, console: TextIO) -> None:
+        self.console = console
+
+    def __call__(self, logger: object, name: str, event: Mapping[str, object]) -> str:
+        try:
+            width = os.get_terminal_size(self.console.fileno()).columns or 100  # 0: size unknown
+        except (OSError, ValueError, AttributeError):
+            width = 100
+        return brief_line(event, width=max(width, 40))

@@ -1,21 +1,53 @@
-"""What ``kb status`` reports: documents, chunks, tokenizer, inbox counts, recent ingests, the writer."""
+"""What ``kb status`` reports: documents, chunks, tokenizer, inbox counts, recent ingests, the writer.
+
+The same facts open ``kb run`` / ``kb chat`` (:func:`summary_lines`) and answer the chat's and
+the bot's ``/status``: where the knowledge base is, its size, whether the model server answers
+(and the command that starts it), whether token counts are exact, web search, the inbox.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from knowledge.config import Settings
 from knowledge.embed import EmbedderError, make_embedder
-from knowledge.errors import IndexError_
+from knowledge.errors import IndexError_, KbError
 from knowledge.index import Index
 from knowledge.ingest import is_candidate_name
+from knowledge.llm import ModelBadResponse, ModelClient
 from knowledge.lock import holder
+from knowledge.tokenizer import hf_cache_dir, load_counter
 from knowledge.vectors import coverage
 
 
-def status_report(settings: Settings) -> dict[str, object]:
-    """What ``kb status --json`` prints (and the chat's and the bot's /status show)."""
+async def probe_model(llm: ModelClient, *, timeout_s: float = 5.0) -> dict[str, object]:
+    """Whether the model server answers its health check: ``{"url", "reachable", "start"[, "error"]}``."""
+    state: dict[str, object] = {"url": llm.base_url, "reachable": True, "start": llm.start_hint}
+    try:
+        await asyncio.wait_for(llm.health(), timeout=timeout_s)
+    except ModelBadResponse as exc:  # something answers there, just not as expected
+        state.update(error=str(exc))
+    except (KbError, TimeoutError) as exc:
+        state.update(reachable=False, error=str(exc) or f"no answer within {timeout_s:g} s")
+    return state
+
+
+def counter_state(settings: Settings) -> dict[str, object]:
+    """The token counter queries are budgeted with: ``{"name", "exact"[, "why"]}``."""
+    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    return {"name": counter.name, "exact": why is None} | ({"why": why} if why else {})
+
+
+def status_report(settings: Settings, *, model: dict[str, object] | None = None) -> dict[str, object]:
+    """What ``kb status --json`` prints (and the start-up summary, the chat's and the bot's /status show).
+
+    ``model`` is the result of :func:`probe_model`, when the caller has asked the server.
+    """
+    providers = ["DuckDuckGo Lite"] + (["Brave"] if settings.brave_api_key else [])
     report: dict[str, object] = {
         "home": str(settings.home),
         "documents": 0,
@@ -27,6 +59,10 @@ def status_report(settings: Settings) -> dict[str, object]:
         "last_ingests": [],
         "writer": holder(settings.lock_path),
         "vectors": {"model": embed_model_name(settings), "vectors": 0, "chunks": 0},
+        "inbox_path": str(settings.inbox),
+        "model_server": model,
+        "token_counter": counter_state(settings),
+        "web_search": {"on": settings.web_search == "on", "providers": providers},
     }
     if settings.index_path.exists():
         try:
@@ -60,3 +96,65 @@ def count_files(folder: Path) -> int:
     if not folder.is_dir():
         return 0
     return sum(1 for p in folder.iterdir() if p.is_file() and is_candidate_name(p.name))
+
+
+def summary_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, fact) for the five things a person wants to know before the first question."""
+    size = (
+        f"index unreadable ({report['index_error']})"
+        if "index_error" in report
+        else f"{plural(report['documents'], 'document')}, {plural(report['chunks'], 'chunk')}"
+    )
+    vectors = report.get("vectors") or {}
+    if not vectors.get("model"):
+        size += " (search by words only: KB_EMBED=off)"
+    elif report["chunks"]:
+        size += f" ({vectors['vectors']} with vectors, {vectors['model']})"
+    model = report.get("model_server")
+    if model is None:
+        model_fact = "not checked"
+    elif model["reachable"]:
+        model_fact = f"reachable at {model['url']}"
+        model_fact += f", but its health check failed: {model['error']}" if model.get("error") else ""
+    else:
+        model_fact = f"not reachable at {model['url']} — start it with: {model['start']}"
+    counter = report["token_counter"]
+    if counter["exact"]:
+        tokens = f"exact ({counter['name']})"
+    else:
+        tokens = f"approximate ({counter['name']}): set KB_TOKENIZER to the model's tokenizer.json"
+    if report["tokenizer"] and report["tokenizer"] != counter["name"]:
+        tokens += f"; the index was built with {report['tokenizer']}: run kb reindex"
+    web = report["web_search"]
+    waiting = f"{report['inbox']} waiting to be indexed; " if report["inbox"] else ""
+    return [
+        ("knowledge base", f"{report['home']}: {size}"),
+        ("model server", model_fact),
+        ("tokenizer", tokens),
+        ("web search", f"on ({', '.join(web['providers'])})" if web["on"] else "off (KB_WEB_SEARCH)"),
+        ("inbox", f"{report['inbox_path']} ({waiting}drop files here to add them)"),
+    ]
+
+
+def activity_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(label, fact) for what is waiting in the inbox, what failed, and whether a daemon is indexing."""
+    writer = report["writer"]
+    return [
+        ("files", f"{report['inbox']} waiting, {report['processed']} processed, {report['failed']} failed"),
+        ("daemon", f"running ({writer})" if writer else "not running"),
+    ]
+
+
+def aligned(facts: list[tuple[str, str]]) -> list[str]:
+    """Facts as terminal lines with the labels in a column."""
+    return [f"{label:<15} {fact}" for label, fact in facts]
+
+
+def summary_lines(report: Mapping[str, Any]) -> list[str]:
+    """The start-up summary of ``kb run`` / ``kb chat``: five lines."""
+    return aligned(summary_facts(report))
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 document``, ``3 documents``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -82,8 +82,11 @@ async def test_the_tiny_model_answers_through_the_engine(multilingual_kb, tiny_m
             EngineSettings(max_output_tokens=16),
         )
         reply = await engine.ask("How many points did the Panthers defense give up?")
-    # Random weights say nothing useful, but the protocol works: an answer or "no evidence", never a crash.
-    assert reply.mode in ("local", "no-evidence")
+    # Random weights say nothing useful, but the protocol works: an answer, "no evidence", or an empty
+    # answer shown as the passages (never a crash, never a server failure).
+    assert reply.mode in ("local", "no-evidence", "degraded")
+    if reply.mode == "degraded":
+        assert reply.note.startswith("The model returned an empty answer") and reply.citations
     assert all(c.raw_path.startswith("raw/") for c in reply.citations)
 
 

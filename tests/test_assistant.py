@@ -99,6 +99,37 @@ async def test_a_dead_model_server_degrades_to_passages_quickly(kb):
     assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
 
 
+def completion_body(content: str, finish_reason: str) -> str:
+    import json
+
+    choice = {
+        "index": 0,
+        "finish_reason": finish_reason,
+        "message": {"role": "assistant", "content": content},
+    }
+    return json.dumps({"choices": [choice], "usage": {"prompt_tokens": 90, "completion_tokens": 512}})
+
+
+@pytest.mark.parametrize(
+    ("step", "hint"),
+    [
+        (answer(""), None),
+        (answer(" \n\t "), None),
+        (answer("<think>The passage says 317 metres.</think>\n\n"), None),
+        (Step(body=completion_body("<think>Let me think about lakes for a long time", "length")), "KB_MAX_OUTPUT_TOKENS"),
+    ],
+)  # fmt: skip
+async def test_an_empty_answer_is_a_model_failure_that_shows_the_passages(kb, fake, step, hint):
+    fake.script = [step]
+    async with aiohttp.ClientSession() as session:
+        reply = await engine_for(kb, session, fake.base_url).ask("How deep is Lake Quillan?")
+    assert reply.mode == "degraded" and "317 metres deep" in reply.text
+    assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
+    assert reply.note.startswith("The model returned an empty answer")
+    assert (hint in reply.note) if hint else ("KB_MAX_OUTPUT_TOKENS" not in reply.note)
+    assert "nothing on this" not in reply.render()
+
+
 async def test_a_slow_model_server_degrades_within_the_timeout(kb, fake):
     fake.script = [Step(answer="late", delay_s=3)]
     async with aiohttp.ClientSession() as session:
@@ -179,12 +210,16 @@ async def test_the_chat_loop_answers_and_runs_commands(kb, fake):
         ["How deep is Lake Quillan?", "/help", "/search", "/sources", "/nope", "/quit", "never read"]
     )
     out = io.StringIO()
+
+    async def status() -> str:
+        return "STATUS"
+
     async with aiohttp.ClientSession() as session:
         engine = engine_for(kb, session, fake.base_url)
         await chat_loop(
             engine,
             sources=lambda: "SOURCES-LIST",
-            status=lambda: "STATUS",
+            status=status,
             read=lambda _: next(lines),
             out=out,
         )

@@ -109,6 +109,8 @@ def test_status_shows_coverage_and_a_dead_embedder_leaves_search_by_words(tmp_pa
         subprocess.run([*kb, "status", "--json"], capture_output=True, text=True, env=env, timeout=60).stdout
     )
     assert status["vectors"] == {"model": "url:bow", "vectors": 0, "chunks": 1}
+    human = subprocess.run([*kb, "status"], capture_output=True, text=True, env=env, timeout=60).stdout
+    assert "1 document, 1 chunk (0 with vectors, url:bow)" in human
     found = subprocess.run(
         [*kb, "search", "--json", "heron count"], capture_output=True, text=True, env=env, timeout=60
     )

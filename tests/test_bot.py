@@ -259,6 +259,16 @@ async def test_forget_and_status(env):
         lambda c: "documents" in c.params["text"] and "model server" in c.params["text"]
     )
     assert "daemon: running" in status.params["text"] and "model server: reachable" in status.params["text"]
+    # The same facts as the terminal's start-up summary and kb status.
+    lines = status.params["text"].splitlines()
+    assert (
+        f"knowledge base: {env.settings.home}: 0 documents, 0 chunks (search by words only: KB_EMBED=off)"
+        in lines
+    )
+    assert f"model server: reachable at {env.llm.base_url}" in lines
+    assert "tokenizer: approximate (approx-v1): set KB_TOKENIZER to the model's tokenizer.json" in lines
+    assert "web search: on (DuckDuckGo Lite)" in lines
+    assert f"inbox: {env.settings.inbox} (drop files here to add them)" in lines
     await env.say("/forget")
     await env.bot_said(lambda c: "no web candidates" in c.params["text"].lower())
 

@@ -45,6 +45,7 @@ def test_ingest_then_search_then_status(tmp_path, sources):
     home = tmp_path / "kb"
     done = kb(home, "ingest", str(sources))
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # piped: no progress bar, no log lines
     lines = done.stdout.strip().split("\n")
     assert len(lines) == 4 and lines[-1].startswith("3 indexed in ")
     assert all(line.startswith("indexed") for line in lines[:3])
@@ -60,11 +61,26 @@ def test_ingest_then_search_then_status(tmp_path, sources):
     human = kb(home, "search", "黑豹队丢了多少分")
     assert human.returncode == 0 and "raw/" in human.stdout and "308分" in human.stdout
 
-    status = json.loads(kb(home, "status", "--json").stdout)
+    dead = {"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"}
+    status = json.loads(kb(home, "status", "--json", env=dead).stdout)
     assert {"documents", "chunks", "tokenizer", "inbox", "processed", "failed", "last_ingests"} <= set(status)
     assert status["documents"] == 3 and status["processed"] == 3 and status["failed"] == 0
     assert status["tokenizer"] == "approx-v1" and len(status["last_ingests"]) == 3
-    assert "documents       3" in kb(home, "status").stdout
+    assert status["model_server"]["reachable"] is False and status["web_search"]["on"] is True
+    assert status["token_counter"] == {
+        "name": "approx-v1",
+        "exact": False,
+        "why": status["token_counter"]["why"],
+    }
+    human = kb(home, "status", env=dead).stdout.splitlines()
+    assert human[0] == f"knowledge base  {home}: 3 documents, 3 chunks (search by words only: KB_EMBED=off)"
+    assert (
+        human[1].startswith("model server    not reachable at http://127.0.0.1:")
+        and "mlx_lm.server" in human[1]
+    )
+    assert human[2].startswith("tokenizer       approximate (approx-v1)")
+    assert human[4] == f"inbox           {home / 'knowledge' / 'inbox'} (drop files here to add them)"
+    assert "files           0 waiting, 3 processed, 0 failed" in human
 
 
 def test_batch_search_prints_one_line_per_query_in_order(tmp_path, sources):

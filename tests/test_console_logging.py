@@ -1,0 +1,100 @@
+"""What the console shows of the log in a quiet session (one short line per distinct warning) and what the file keeps."""
+
+import fcntl
+import io
+import json
+import logging
+import os
+import select
+import struct
+import termios
+
+import pytest
+import structlog
+
+from knowledge.logs import WarnOnce, brief_line, configure_logging
+
+
+@pytest.mark.parametrize(
+    ("event", "width", "line"),
+    [
+        ({"event": "tokenizer.fallback", "level": "warning", "reason": "no tokenizer.json", "counter": "approx-v1"},
+         100, "kb warning: tokenizer.fallback: no tokenizer.json"),
+        ({"event": "ingest.failed", "level": "warning", "file": "a.pdf", "stage": "convert", "error": "damaged"},
+         100, "kb warning: ingest.failed a.pdf: damaged"),
+        ({"event": "ask.degraded", "level": "warning", "error": "not\n  reachable\tat all"},
+         100, "kb warning: ask.degraded: not reachable at all"),
+        ({"event": "ask.degraded", "level": "warning", "error": "x" * 200},
+         60, "kb warning: ask.degraded: " + "x" * 33 + "…"),
+        ({"event": "daemon.inbox_replaced", "level": "error"}, 100, "kb error: daemon.inbox_replaced"),
+    ],
+)  # fmt: skip
+def test_brief_line(event, width, line):
+    assert brief_line(event, width=width) == line
+    assert len(brief_line(event, width=width)) <= width
+
+
+@pytest.fixture
+def logging_restored():
+    """Put the process's logging back as it was: other tests must not write to this test's files."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    libraries = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
+    config = structlog.get_config()
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        if handler not in handlers:
+            handler.close()
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+    for name, was in libraries.items():
+        logging.getLogger(name).setLevel(was)
+    structlog.configure(**config)
+
+
+def test_configuring_logs_never_makes_a_library_louder(logging_restored):
+    logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # as the PDF converter sets it
+    configure_logging(None, console=io.StringIO())
+    assert logging.getLogger("pypdf").level == logging.CRITICAL
+    assert logging.getLogger("watchdog").level == logging.WARNING
+
+
+def test_a_quiet_console_shows_each_distinct_warning_once_and_the_file_keeps_everything(
+    tmp_path, logging_restored
+):
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    console = open(slave, "w", encoding="utf-8")  # noqa: SIM115 - closed below, after the handlers
+    log_path = tmp_path / "logs" / "kb.jsonl"
+    try:
+        configure_logging(log_path, console_level="warning", console=console, once=WarnOnce())
+        log = structlog.get_logger()
+        log.info("ask.answered", passages=2)
+        for _ in range(3):
+            log.warning("ask.degraded", error="model server not reachable")
+        log.warning("ingest.failed", file="a.pdf", error="damaged")
+        log.warning("ingest.failed", file="b.pdf", error="damaged")
+        console.flush()
+        shown = b""
+        while select.select([master], [], [], 0.5)[0]:
+            shown += os.read(master, 65536)
+    finally:
+        configure_logging(None, console=io.StringIO())  # let go of the terminal before closing it
+        console.close()
+        os.close(master)
+    assert shown.decode().splitlines() == [
+        "kb warning: ask.degraded: model server not reachable",
+        "kb warning: ingest.failed a.pdf: damaged",
+        "kb warning: ingest.failed b.pdf: damaged",
+    ]
+    events = [json.loads(line)["event"] for line in log_path.read_text().splitlines()]
+    assert events == [
+        "ask.answered",
+        "ask.degraded",
+        "ask.degraded",
+        "ask.degraded",
+        "ingest.failed",
+        "ingest.failed",
+    ]

@@ -1,0 +1,159 @@
+"""The first minutes in a terminal: kb run / kb chat / kb ingest on a pseudo-terminal, read as a person reads them."""
+
+import json
+import re
+import time
+
+import pytest
+
+from tests.conftest import ingest_texts, make_settings, subprocess_env
+from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, answer, free_port
+from tests.terminal import Terminal
+
+NOTE = "# Zebrafish\n\nThe zebrafish sleeps at noon in the shallow pond.\n"
+# Lines of the console renderer ("[info     ] ask.answered …") or event names; none belong in a quiet chat.
+LOG_LINE = re.compile(r"\[(debug|info|warning|error)\s*\]|\b(ask|ingest|daemon|web|bot|index)\.[a-z_]+")
+
+
+@pytest.fixture
+def home(tmp_path):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), {"zebrafish.md": NOTE})
+    return home
+
+
+def prompts(n: int):
+    """The chat has shown its prompt ``n`` times."""
+    return lambda screen: len(re.findall(r"^kb>", screen, re.MULTILINE)) >= n
+
+
+def chat(home, env: dict[str, str], *questions: str) -> str:
+    """Ask questions in ``kb chat`` on a terminal, then /quit; the screen as the person left it."""
+    with Terminal(home, "chat", env=env) as term:
+        term.wait_for(prompts(1))
+        for n, question in enumerate(questions, 2):
+            term.type(question)
+            term.wait_for(prompts(n))
+        term.type("/quit")
+        assert term.finish() == 0
+    return term.screen
+
+
+def reply_after(screen: str, question: str) -> str:
+    """What was printed between a question and the next prompt."""
+    return re.split(r"^kb>", screen.split(question, 1)[1], maxsplit=1, flags=re.MULTILINE)[0]
+
+
+def test_chat_opens_with_a_summary_and_shows_a_dead_model_server_once(home):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    env = subprocess_env(KB_LLM_URL=dead, KB_WEB_SEARCH="off")
+    screen = chat(home, env, "when does the zebrafish sleep", "where does the zebrafish sleep at noon")
+    summary = screen.split("Ask a question")[0].splitlines()
+    assert f"knowledge base  {home}: 1 document, 1 chunk (search by words only: KB_EMBED=off)" in summary
+    start_hint = f"model server    not reachable at {dead} — start it with: mlx_lm.server --model"
+    assert any(line.startswith(start_hint) for line in summary)
+    assert any(line.startswith("tokenizer       approximate (approx-v1)") for line in summary)
+    assert "web search      off (KB_WEB_SEARCH)" in summary
+    assert f"inbox           {home / 'knowledge' / 'inbox'} (drop files here to add them)" in summary
+    assert len([line for line in summary if not line.startswith("kb warning:")]) == 5
+    for question in ("when does the zebrafish sleep", "where does the zebrafish sleep at noon"):
+        reply = reply_after(screen, question)
+        assert "(model unavailable)" in reply and "sleeps at noon" in reply and "raw/zebrafish-" in reply
+    warnings = [line for line in screen.splitlines() if line.startswith("kb warning:")]
+    dead_server = [line for line in warnings if "ask.degraded" in line]
+    assert len(dead_server) == 1 and "not reachable" in dead_server[0]
+    assert len(dead_server[0]) <= 160  # one terminal line, never wrapped
+    assert len(warnings) == len(set(warnings))  # each distinct warning once
+    assert "[info" not in screen and "ask.no_evidence" not in screen
+
+
+def test_run_answers_without_log_lines_while_the_daemon_indexes(home):
+    settings = make_settings(home)
+    with ThreadedFakeLLM(FakeLLM(script=[answer("It sleeps at noon [1].")])) as fake:
+        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_SETTLE_S="0.1", KB_WEB_SEARCH="off")
+        with Terminal(home, "run", env=env) as term:
+            screen = term.wait_for(prompts(1))
+            assert f"model server    reachable at {fake.base_url}" in screen
+            (settings.inbox / "heron.md").write_text("# Heron\n\nThe grey heron fishes at dawn.\n")
+            # The daemon in this process indexes the dropped file; /status counts it.
+            deadline, n = time.monotonic() + 90, 1
+            while time.monotonic() < deadline and "2 documents" not in screen.rsplit("/status", 1)[-1]:
+                time.sleep(0.3)
+                term.type("/status")
+                n += 1
+                screen = term.wait_for(prompts(n))
+            assert (
+                f"knowledge base  {home}: 2 documents, 2 chunks (search by words only: KB_EMBED=off)"
+                in screen
+            )
+            term.type("when does the zebrafish sleep")
+            term.wait_for(lambda s: "It sleeps at noon [1]." in s and s.rstrip().endswith("kb>"))
+            term.type("/quit")
+            assert term.finish() == 0
+    screen = term.screen
+    reply = reply_after(screen, "when does the zebrafish sleep")
+    assert reply.strip().startswith("It sleeps at noon [1].") and "[1] Zebrafish — raw/zebrafish-" in reply
+    warnings = [line for line in screen.splitlines() if line.startswith("kb warning:")]
+    assert [w.split(":")[1].strip() for w in warnings] == ["tokenizer.fallback"]  # no tokenizer.json here
+    assert not LOG_LINE.search(screen), screen
+    # The log file still has everything the console left out.
+    events = [json.loads(line)["event"] for line in settings.log_path.read_text().splitlines()]
+    assert "ingest.done" in events and "ask.answered" in events
+
+
+def test_kb_log_level_still_brings_the_log_lines_back(home):
+    with ThreadedFakeLLM(FakeLLM(script=[answer("It sleeps at noon [1].")])) as fake:
+        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off", KB_LOG_LEVEL="info")
+        screen = chat(home, env, "when does the zebrafish sleep")
+    assert re.search(r"\[info\s*\] ask\.answered", screen)
+
+
+@pytest.mark.parametrize(
+    "content", ["", "  \n\t ", "<think>The user asks about zebrafish; the passage says noon.</think>\n"]
+)
+def test_an_empty_answer_shows_the_passages_and_says_the_model_returned_nothing(home, content):
+    with ThreadedFakeLLM(FakeLLM(script=[answer(content)])) as fake:
+        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off")
+        screen = chat(home, env, "when does the zebrafish sleep")
+    reply = reply_after(screen, "when does the zebrafish sleep")
+    assert "The model returned an empty answer" in reply and "sleeps at noon in the shallow pond" in reply
+    assert "[1] Zebrafish — raw/zebrafish-" in reply and "nothing on this" not in reply
+
+
+def test_ingest_shows_progress_on_a_terminal_and_a_summary(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(6):
+        (src / f"note{n}.md").write_text(f"# Note {n}\n\nThe number of this note is {n}.\n")
+    (src / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a pdf\n")
+    home = tmp_path / "kb"
+    with Terminal(home, "ingest", str(src), env=subprocess_env()) as term:
+        assert term.finish() == 1
+    screen = term.screen
+    assert re.search(r"ingest: +\d+%\|.*\| \d/7 files", term.drawn)  # tqdm's bar, drawn on stderr
+    assert re.search(r"^6 indexed, 1 failed in \d+\.\d s$", screen, re.MULTILINE)
+    assert re.search(
+        r"^failed     broken\.pdf: ", screen, re.MULTILINE
+    )  # what needs attention keeps its line
+    assert "indexed    note" not in screen and "ingest:" not in screen  # the bar counted the rest, then left
+
+    with Terminal(home, "reindex", env=subprocess_env()) as term:
+        assert term.finish() == 0
+    assert re.search(r"reindex: +\d+%\|.*\| \d/6 documents", term.drawn)
+    assert "reindex:" not in term.screen  # the bar is gone once the summary is there
+    assert re.search(r"^reindexed 6 documents, 6 chunks with approx-v1 in ", term.screen, re.MULTILINE)
+
+
+def test_status_and_a_scripted_server_agree_with_the_summary(home):
+    with ThreadedFakeLLM(FakeLLM(script=[Step(answer="ok")])) as fake:
+        env = subprocess_env(KB_LLM_URL=fake.base_url)
+        with Terminal(home, "status", env=env) as term:
+            assert term.finish() == 0
+    lines = term.screen.splitlines()
+    assert lines[:5] == [
+        f"knowledge base  {home}: 1 document, 1 chunk (search by words only: KB_EMBED=off)",
+        f"model server    reachable at {fake.base_url}",
+        "tokenizer       approximate (approx-v1): set KB_TOKENIZER to the model's tokenizer.json",
+        "web search      on (DuckDuckGo Lite)",
+        f"inbox           {home / 'knowledge' / 'inbox'} (drop files here to add them)",
+    ]
