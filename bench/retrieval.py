@@ -34,14 +34,22 @@ from pathlib import Path
 
 import numpy as np
 
+from knowledge.assistant import EVIDENCE_HEADER_TOKENS
 from knowledge.config import Settings, load_settings
 from knowledge.embed import Embedder, Side, make_embedder
 from knowledge.index import Index
 from knowledge.ingest import Ingestor
 from knowledge.logs import configure_logging
 from knowledge.prompt import build_prompt, load_template
-from knowledge.retrieval import Meaning, SearchResult, search
-from knowledge.tokenizer import HfCounter, TokenCounter, hf_cache_dir, load_counter, reference_tokenizer
+from knowledge.retrieval import Meaning, SearchResult, search, widen_top
+from knowledge.tokenizer import (
+    HfCounter,
+    TokenCounter,
+    count,
+    hf_cache_dir,
+    load_counter,
+    reference_tokenizer,
+)
 from knowledge.vectors import embed_missing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,6 +166,21 @@ def run_questions(
     return out
 
 
+def evidence_pack(index, question, meaning, settings, counter, template, widen):
+    """The prompt the engine would build: relevant results, optionally the best one widened, within budget."""
+    results = search(index, question, k=8, meaning=meaning)
+    results = [r for r in results if r.relevance >= settings.min_relevance]
+    if widen is not None:
+        budget = settings.evidence_tokens - EVIDENCE_HEADER_TOKENS
+        results = widen_top(
+            index, results, fits=lambda text: count(counter, text) <= budget, before=widen[0], after=widen[1]
+        )
+    return build_prompt(
+        question, results, counter=counter, template=template, evidence_tokens=settings.evidence_tokens,
+        context_tokens=settings.context_tokens, max_output_tokens=settings.max_output_tokens,
+    )  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -246,22 +269,30 @@ def main() -> int:
                 f"\nevidence pack (KB_EVIDENCE_TOKENS={settings.evidence_tokens}):"
                 " answer inside the passages the model sees"
             )
-            for lang in LANGS:
-                qs = [q for q in questions if q[0] == lang]
-                inside = 0
-                for q in qs:
-                    results = search(index, q[2], k=8, meaning=meaning)
-                    results = [r for r in results if r.relevance >= settings.min_relevance]
-                    prompt = build_prompt(
-                        q[2], results, counter=counter, template=template,
-                        evidence_tokens=settings.evidence_tokens, context_tokens=settings.context_tokens,
-                        max_output_tokens=settings.max_output_tokens,
-                    )  # fmt: skip
-                    inside += any(
-                        p.document_id == own_doc(q) and any(a in p.text for a in q[3])
-                        for p in prompt.passages
-                    )
-                print(f"  {lang}: {inside / len(qs):.3f}")
+            variants = {
+                "ranked passages": None,
+                "best widened ±1 chunk": (1, 1),
+                "best widened +1 chunk": (0, 1),
+            }
+            print(f"  {'':<24}" + "".join(f"{lang:>8}" for lang in LANGS) + f"{'passages':>10}")
+            for label, widen in variants.items():
+                shares, sizes = [], []
+                for lang in LANGS:
+                    qs = [q for q in questions if q[0] == lang]
+                    inside = 0
+                    for q in qs:
+                        prompt = evidence_pack(index, q[2], meaning, settings, counter, template, widen)
+                        sizes.append(len(prompt.passages))
+                        inside += any(
+                            p.document_id == own_doc(q) and any(a in p.text for a in q[3])
+                            for p in prompt.passages
+                        )
+                    shares.append(inside / len(qs))
+                print(
+                    f"  {label:<24}"
+                    + "".join(f"{x:>8.3f}" for x in shares)
+                    + f"{statistics.mean(sizes):>10.2f}"
+                )
 
             if meaning is not None:
                 sample = [q[2] for q in questions[::12]]

