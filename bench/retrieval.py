@@ -128,8 +128,9 @@ def build(
     doc_of: dict[tuple[str, str], str] = {}
     with Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, counter)
+        keys = sorted({key for _, key in docs})
         for (lang, key), text in docs.items():
-            path = src / f"{key}.{lang}.md"
+            path = src / f"doc{keys.index(key):03d}.{lang}.md"  # no English title words in the file name
             path.write_text(text, encoding="utf-8")
             outcome = ingestor.ingest(path)
             if outcome.status != "indexed":
