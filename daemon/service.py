@@ -40,6 +40,7 @@ from knowledge.ingest import (
     unique_name,
     write_atomic,
 )
+from knowledge.safepath import link_below, walk_files
 
 log = structlog.get_logger()
 
@@ -117,13 +118,20 @@ class Daemon:
             self.files.touch(path, self.clock())
 
     def note_folder(self, folder: Path) -> None:
-        """A folder appeared in the inbox (moved in whole): its files may not raise events of their own."""
-        if folder == self.inbox or self._is_input(folder / "x"):
-            for root, dirs, names in os.walk(folder):
-                here = Path(root)
-                dirs[:] = [d for d in dirs if self._is_input(here / d / "x")]
-                for name in names:
-                    self.note(here / name)
+        """A folder appeared in the inbox (moved in whole): its files may not raise events of their own.
+
+        Linked folders are never entered, at any depth: their files are not the inbox's.
+        """
+        if folder != self.inbox and not self._is_input(folder / "x"):
+            return
+        link = link_below(self.inbox, folder)
+        if link is not None:
+            log.info("ingest.skipped", file=link, reason="a symbolic link to a folder; kb does not follow it")
+            return
+        for here, dirs, names in walk_files(folder):
+            dirs[:] = [d for d in dirs if self._is_input(here / d / "x") and not os.path.islink(here / d)]
+            for name in names:
+                self.note(here / name)
 
     def _is_input(self, path: Path) -> bool:
         """A file the inbox takes: inside it, not in processed/ or failed/, no hidden or temporary part."""

@@ -40,6 +40,7 @@ from knowledge.convert import Limits, convert_source
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, KbError
 from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.safepath import LinkRefused, link_below, open_beneath, parts_below, walk_files
 from knowledge.tokenizer import TokenCounter
 
 log = structlog.get_logger()
@@ -161,10 +162,22 @@ class Ingestor:
         _log_outcome(outcome)
         return outcome
 
+    def _root_of(self, path: Path) -> Path:
+        """The folder a file was found under: the inbox for inbox files, else the file's own folder."""
+        path = path.absolute()
+        for inbox in (self.settings.inbox.absolute(), self._inbox):
+            if parts_below(inbox, path):
+                return inbox
+        return path.parent
+
     def _ingest(self, path: Path, started: str) -> Outcome:
+        root = self._root_of(path)
+        link = link_below(root, path.absolute())
+        if link is not None:
+            return _link_skipped(path, link)
         try:
             st = os.lstat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return Outcome(path, "skipped", reason="missing", message="the file is gone")
         if not stat.S_ISREG(st.st_mode):
             what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
@@ -179,7 +192,9 @@ class Ingestor:
                 " limit (KB_MAX_SOURCE_MB)",
             )
         try:
-            data = _read_regular(path, self.limits.max_source_bytes)
+            data = _read_regular(root, path.absolute(), self.limits.max_source_bytes)
+        except LinkRefused as exc:
+            return _link_skipped(path, exc.part)
         except OSError as exc:
             raise _Failure("read", "unreadable", f"cannot read the file: {exc.strerror or exc}", exc) from exc
         sha = rawfile.sha256_hex(data)
@@ -194,7 +209,7 @@ class Ingestor:
             return Outcome(
                 path, "duplicate", doc_id=dup.id, title=dup.title, kept_at=kept, duplicate_of=dup.id
             )
-        sidecar = read_sidecar(sidecar_path(path))
+        sidecar = read_sidecar(sidecar_path(path), root=root)
         try:
             converted = convert_source(
                 data,
@@ -290,10 +305,10 @@ class Ingestor:
         name = name or unique_name(folder, path.name)
         dest = folder / name
         is_inbox = _is_within(path, self._inbox)
-        transfer = os.replace if is_inbox else shutil.copy2
+        transfer = os.replace if is_inbox else _copy_no_follow
         transfer(path, dest)
         side = sidecar_path(path)
-        if side.is_file():
+        if _is_regular(side):  # a linked sidecar is never copied: its target is not the owner's gift
             transfer(side, folder / (name + SIDECAR_SUFFIX))
         return dest
 
@@ -439,12 +454,16 @@ def sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
 
 
-def read_sidecar(path: Path) -> Sidecar:
-    """The trusted fields of a sidecar; a missing or malformed one gives no metadata (logged)."""
-    if not path.is_file():
+def read_sidecar(path: Path, *, root: Path | None = None) -> Sidecar:
+    """The trusted fields of a sidecar; a missing, linked or malformed one gives no metadata (logged)."""
+    if not _is_regular(path):
+        if path.is_symlink():
+            log.warning("ingest.sidecar_ignored", sidecar=path.name, reason="a symbolic link")
         return Sidecar(None, None)
     try:
-        data = json.loads(path.read_bytes()[:65536].decode("utf-8"))
+        fd = open_beneath(root or path.parent.absolute(), path.absolute(), os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            data = json.loads(fh.read(65536).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         log.warning("ingest.sidecar_ignored", sidecar=path.name, reason=f"unreadable: {exc}")
         return Sidecar(None, None)
@@ -504,10 +523,13 @@ def iter_sources(paths: Iterable[Path], *, skip: Iterable[Path] = ()) -> Iterato
     skipped = [p.resolve() for p in skip]
     for path in paths:
         if path.is_dir() and not path.is_symlink():
-            for root, dirs, files in os.walk(path):
-                here = Path(root)
+            for here, dirs, files in walk_files(path):
+                links = sorted(d for d in dirs if os.path.islink(here / d))
+                yield from (here / d for d in links)  # reported as skipped, never entered
                 dirs[:] = sorted(
-                    d for d in dirs if not d.startswith(".") and (here / d).resolve() not in skipped
+                    d
+                    for d in dirs
+                    if d not in links and not d.startswith(".") and (here / d).resolve() not in skipped
                 )
                 for name in sorted(files):
                     if is_candidate_name(name):
@@ -536,9 +558,27 @@ def is_candidate_name(name: str) -> bool:
     return not (name.startswith((".", "~$", "~")) or lower.endswith(_TEMP_SUFFIXES) or lower in _JUNK_NAMES)
 
 
-def _read_regular(path: Path, limit: int) -> bytes:
-    """Read a regular file without following symlinks or blocking on a FIFO swapped in."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+def _link_skipped(path: Path, part: str) -> Outcome:
+    return Outcome(
+        path, "skipped", reason="link", message=f"{part} is a symbolic link; kb does not follow links"
+    )
+
+
+def _is_regular(path: Path) -> bool:
+    """A regular file itself, not a link to one."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _copy_no_follow(src: Path, dest: Path) -> None:
+    shutil.copy2(src, dest, follow_symlinks=False)
+
+
+def _read_regular(root: Path, path: Path, limit: int) -> bytes:
+    """Read a regular file through real folders only, without blocking on a FIFO swapped in."""
+    fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise OSError(f"{path.name} is not a regular file")
