@@ -115,7 +115,7 @@ def citations_for(text: str, passages: Sequence[SearchResult]) -> tuple[str, lis
             cited.append(n)
         return match.group(0)
 
-    cleaned = re.sub(r"[ \t]+([.,;:!?。，])", r"\1", _CITATION.sub(keep, text)).strip()
+    cleaned = re.sub(r"(?<![ \t])[ \t]+([.,;:!?。，])", r"\1", _CITATION.sub(keep, text)).strip()
     citations = [_citation(n, passages[n - 1]) for n in sorted(cited)]
     return cleaned, citations
 

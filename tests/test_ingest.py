@@ -312,3 +312,12 @@ def test_a_pdf_over_the_page_limit_is_refused(tmp_path, runner):
             drop(small, "four.pdf", pdfs.text_pdf([["a"], ["b"], ["c"], ["d"]]))
         )
     assert outcome.reason == "pdf-too-many-pages" and "4 pages" in outcome.message
+
+
+def test_a_word_of_a_thousand_ys_is_indexed_searched_and_reindexed(settings, kb):
+    word = "y" * 1_100 + "ed"
+    outcome = kb.ingest(drop(settings, "ys.md", f"# Ys\n\nThe word {word} and walruses.\n".encode()))
+    assert outcome.status == "indexed"
+    assert search(kb.index, word, k=1)[0].title == "Ys"
+    assert kb.reindex() == (1, 1)
+    assert kb.reconcile_raw()["unchanged"] == 1

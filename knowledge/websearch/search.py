@@ -97,7 +97,7 @@ def summary_lines(text: str, candidates: Sequence[tuple[str, str]]) -> list[str]
     """
     out = []
     for line in text.splitlines():
-        m = re.match(r"^\s*[-*•]?\s*\[(?:web-)?(\d)\]\s*(.+)$", line)
+        m = re.match(r"^\s*(?:[-*•]\s*)?\[(?:web-)?(\d)\]\s*(.+)$", line)
         if not m or not 1 <= int(m.group(1)) <= len(candidates):
             continue
         body = re.sub(r"https?://\S+", "", m.group(2)).strip()
