@@ -38,9 +38,9 @@ from knowledge.chunking import chunk_lines
 from knowledge.config import Settings
 from knowledge.convert import Limits, convert_source
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConversionError, KbError
+from knowledge.errors import ConversionError, IndexVanished, KbError
 from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
-from knowledge.safepath import LinkRefused, link_below, open_beneath, parts_below, walk_files
+from knowledge.safepath import LinkRefused, file_identity, link_below, open_beneath, parts_below, walk_files
 from knowledge.tokenizer import TokenCounter
 
 log = structlog.get_logger()
@@ -132,6 +132,7 @@ class Ingestor:
         for folder in (settings.inbox, settings.processed, settings.failed, settings.raw):
             folder.mkdir(parents=True, exist_ok=True)
         self._inbox = settings.inbox.resolve()
+        self._index_identity = file_identity(settings.index_path)
         if index.meta("tokenizer") is None:
             index.set_meta("tokenizer", counter.name)
 
@@ -143,6 +144,7 @@ class Ingestor:
         With ``may_retry``, a transient failure (locked file, full disk, busy database) leaves
         the file where it is and returns status ``retry``; the caller tries again later.
         """
+        self.check_index()
         t0 = time.perf_counter()
         started = self._now()
         structlog.contextvars.bind_contextvars(file=path.name)
@@ -312,6 +314,17 @@ class Ingestor:
             transfer(side, folder / (name + SIDECAR_SUFFIX))
         return dest
 
+    def check_index(self) -> None:
+        """Raise IndexVanished when the index file was deleted or replaced since this writer opened it.
+
+        Rows written to a deleted file are lost: a writer stops instead, before it moves anything.
+        """
+        if file_identity(self.settings.index_path) != self._index_identity:
+            raise IndexVanished(
+                f"the index {self.settings.index_path} was deleted or replaced while this process was "
+                "writing to it; nothing more is written — start kb again and it rebuilds the index from raw/"
+            )
+
     # -- raw files --------------------------------------------------------------------------
 
     def index_raw(self, raw_rel: str, text: str | None = None) -> tuple[str, int]:
@@ -341,6 +354,7 @@ class Ingestor:
         Content decides, not events: a raw file kb itself just wrote hashes the same as its
         document and is left alone.
         """
+        self.check_index()
         raw_rel = "raw/" + name
         doc_id = rawfile.document_id(raw_rel)
         path = self.settings.raw / name

@@ -86,3 +86,12 @@ def walk_files(root: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
         return
     for here, dirs, files in os.walk(root, followlinks=False):
         yield Path(here), dirs, files
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of what path names now, or None when nothing is there: tells a replaced file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
