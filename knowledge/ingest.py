@@ -335,8 +335,7 @@ class Ingestor:
 
     def prepare_raw(self, raw_rel: str, text: str | None = None) -> tuple[DocumentRecord, list[ChunkRecord]]:
         """The rows a raw file becomes (no writing)."""
-        path = self.settings.raw / raw_rel.removeprefix("raw/")
-        data = path.read_bytes() if text is None else text.encode("utf-8")
+        data = self.read_raw(raw_rel.removeprefix("raw/")) if text is None else text.encode("utf-8")
         text = data.decode("utf-8", errors="replace").replace("\x00", "")
         return build_rows(
             raw_rel,
@@ -348,6 +347,26 @@ class Ingestor:
             indexed_at=self._now(),
         )
 
+    def raw_names(self) -> list[str]:
+        """The raw files, sorted: regular ``*.md`` files only; links are skipped and logged, never read."""
+        names = []
+        for path in sorted(self.settings.raw.glob("*.md")):
+            if not is_candidate_name(path.name):
+                continue
+            if _is_regular(path):
+                names.append(path.name)
+            elif path.is_symlink():
+                log.warning("raw.skipped", file=path.name, reason="a symbolic link; kb does not follow links")
+        return names
+
+    def read_raw(self, name: str) -> bytes:
+        """A raw file's bytes, never through a link (LinkRefused) nor from a FIFO."""
+        fd = open_beneath(self.settings.raw, self.settings.raw / name, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise LinkRefused(self.settings.raw / name, name)
+            return fh.read()
+
     def sync_raw(self, name: str) -> str:
         """Bring one raw file's document in line with the file: 'indexed', 'deleted' or 'unchanged'.
 
@@ -357,10 +376,9 @@ class Ingestor:
         self.check_index()
         raw_rel = "raw/" + name
         doc_id = rawfile.document_id(raw_rel)
-        path = self.settings.raw / name
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+            data = self.read_raw(name)
+        except (FileNotFoundError, LinkRefused):  # a link is no raw file: its target is not kb's
             if self.index.delete_document(doc_id):
                 log.info("raw.deleted", file=name, doc_id=doc_id)
                 return "deleted"
@@ -374,9 +392,7 @@ class Ingestor:
 
     def reconcile_raw(self) -> dict[str, int]:
         """Index new and changed raw files, drop documents whose raw file is gone; counts by outcome."""
-        on_disk = {
-            p.name for p in self.settings.raw.glob("*.md") if p.is_file() and is_candidate_name(p.name)
-        }
+        on_disk = set(self.raw_names())
         indexed = {d.raw_path.removeprefix("raw/") for d in self.index.documents()}
         counts = {"indexed": 0, "deleted": 0, "unchanged": 0}
         for name in sorted(on_disk | indexed):
@@ -385,7 +401,7 @@ class Ingestor:
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
         """Rebuild every document from raw/ inside the live database, in one transaction."""
-        names = sorted(p.name for p in self.settings.raw.glob("*.md") if p.is_file())
+        names = self.raw_names()
         rows = []
         for n, name in enumerate(names, 1):
             rows.append(self.prepare_raw("raw/" + name))

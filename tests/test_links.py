@@ -102,3 +102,26 @@ def test_a_file_named_through_a_linked_folder_is_skipped(tmp_path):
             outcome = ingestor.ingest(path)
             assert (outcome.status, outcome.reason) == ("skipped", "link")
     assert_nothing_leaked(settings, keys)
+
+
+def test_links_in_raw_are_skipped_and_logged_by_reconcile_and_reindex(tmp_path):
+    from knowledge.logs import configure_logging
+
+    keys = private_folder(tmp_path)
+    env_file = tmp_path / "kb.env"
+    env_file.write_text(f"KB_TELEGRAM_TOKEN=123456:{SECRET}\n")
+    settings = make_settings(tmp_path / "kb")
+    configure_logging(settings.log_path, console=open(os.devnull, "w"))
+    settings.raw.mkdir(parents=True)
+    (settings.raw / "good.md").write_text("# Good\n\nA raw note about narwhals.\n")
+    (settings.raw / "env.md").symlink_to(env_file)
+    (settings.raw / "keys.md").symlink_to(keys / "notes.md")
+    with Index(settings.index_path) as index:
+        ingestor = Ingestor(settings, index, ApproxCounter())
+        assert ingestor.reconcile_raw()["indexed"] == 1
+        assert ingestor.sync_raw("env.md") == "unchanged"
+        assert ingestor.reindex() == (1, 1)
+        assert [d.title for d in index.documents()] == ["Good"]
+    assert_nothing_leaked(settings, keys)
+    logged = settings.log_path.read_text()
+    assert '"raw.skipped"' in logged and "env.md" in logged and SECRET not in logged
