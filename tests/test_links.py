@@ -1,5 +1,6 @@
 """Symbolic links in the inbox and in raw/: no file outside the knowledge base is ever read through one."""
 
+import io
 import os
 import subprocess
 import sys
@@ -111,7 +112,7 @@ def test_links_in_raw_are_skipped_and_logged_by_reconcile_and_reindex(tmp_path):
     env_file = tmp_path / "kb.env"
     env_file.write_text(f"KB_TELEGRAM_TOKEN=123456:{SECRET}\n")
     settings = make_settings(tmp_path / "kb")
-    configure_logging(settings.log_path, console=open(os.devnull, "w"))
+    configure_logging(settings.log_path, console=io.StringIO())
     settings.raw.mkdir(parents=True)
     (settings.raw / "good.md").write_text("# Good\n\nA raw note about narwhals.\n")
     (settings.raw / "env.md").symlink_to(env_file)
