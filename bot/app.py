@@ -49,6 +49,8 @@ from knowledge.errors import FetchRefused, KbError
 from knowledge.fetch import Fetched
 from knowledge.importer import ImportRefused, hand_off, import_web_source, pasted_url, select, wait_for_ingest
 from knowledge.index import Index
+from knowledge.lock import holder
+from knowledge.raw import sha256_hex
 from knowledge.status import status_report
 from knowledge.websearch.store import CandidateStore, SearchRecord
 
@@ -343,10 +345,19 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
             "telegram_user_id": update.effective_user.id,
         }
         path = hand_off(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
+        if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
+            name = f"{name} (saved as {path.name})"
         await _edit(context, status, f"<i>{esc(name)}: converting…</i>")
-        record = await wait_for_ingest(deps.settings, path, timeout_s=deps.settings.import_wait_s)
-        if record is None:
+        record = await wait_for_ingest(
+            deps.settings, path, sha256_hex(data), timeout_s=deps.settings.import_wait_s
+        )
+        if record is None and holder(deps.settings.lock_path) is None:
             text = f"{esc(name)} is in the inbox; it will be indexed when the daemon runs (kb daemon)."
+        elif record is None:
+            text = (
+                f"{esc(name)} is in the inbox; the daemon has not finished it within "
+                f"{deps.settings.import_wait_s:g} s — /status shows when it is in."
+            )
         elif record["status"] == "indexed":
             text = f"{esc(name)}: indexed, {record['chunks']} chunks — {esc(record['title'] or name)}"
         elif record["status"] == "duplicate":

@@ -40,6 +40,7 @@ from knowledge.convert import Limits, convert_source
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, IndexVanished, KbError
 from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.names import shorten_name, split_ext
 from knowledge.safepath import LinkRefused, file_identity, link_below, open_beneath, parts_below, walk_files
 from knowledge.tokenizer import TokenCounter
 
@@ -84,6 +85,7 @@ class _Failure(Exception):
         super().__init__(message)
         self.stage, self.reason, self.message = stage, reason, message
         self.exc_type = type(exc).__name__ if exc is not None else "ConversionError"
+        self.sha256: str | None = None
         self.is_transient = exc is not None and is_transient(exc)
 
 
@@ -200,6 +202,13 @@ class Ingestor:
         except OSError as exc:
             raise _Failure("read", "unreadable", f"cannot read the file: {exc.strerror or exc}", exc) from exc
         sha = rawfile.sha256_hex(data)
+        try:
+            return self._ingest_bytes(path, data, sha, root, started)
+        except _Failure as failure:
+            failure.sha256 = sha  # the record says which bytes failed, so a waiter can tell its own file
+            raise
+
+    def _ingest_bytes(self, path: Path, data: bytes, sha: str, root: Path, started: str) -> Outcome:
         dup = self.index.document_by_source_sha256(sha)
         if dup is not None:
             kept = self._keep(path, self.settings.processed)
@@ -236,14 +245,14 @@ class Ingestor:
             source_url=sidecar.source_url,
         )
         text = rawfile.render(meta, converted.markdown)
-        raw_rel = "raw/" + rawfile.raw_name(path.name, sha)
-        raw_path = self.settings.raw / raw_rel.removeprefix("raw/")
         try:
-            write_atomic(raw_path, text.encode("utf-8"), staging=self.settings.staging)
+            raw_rel = "raw/" + self._claim_raw(path.name, sha, text.encode("utf-8"))
         except OSError as exc:
+            raw_rel = "raw/" + rawfile.raw_name(path.name, sha)
             raise _Failure(
                 "store", "write-failed", f"cannot write {raw_rel}: {exc.strerror or exc}", exc
             ) from exc
+        raw_path = self.settings.raw / raw_rel.removeprefix("raw/")
         try:
             kept = self._keep(path, self.settings.processed, name=processed_name)
             doc_id, chunks = self.index_raw(raw_rel, text)
@@ -260,6 +269,30 @@ class Ingestor:
         return Outcome(
             path, "indexed", doc_id=doc_id, title=meta.title, chunks=chunks, raw_path=raw_rel, kept_at=kept
         )
+
+    def _claim_raw(self, source_name: str, sha: str, data: bytes) -> str:
+        """Write the raw file under the first of its names that is free or holds this same source.
+
+        A name held by another document (a slug and 8 hex digits can be made to clash) is never
+        written over: the next, longer name is taken instead.
+        """
+        for name in rawfile.raw_names(source_name, sha):
+            dest = self.settings.raw / name
+            if not os.path.lexists(dest):
+                if write_new(dest, data, staging=self.settings.staging):
+                    return name
+            elif self._raw_source_sha256(name) == sha:
+                write_atomic(dest, data, staging=self.settings.staging)
+                return name
+            log.warning("raw.name_taken", file=name, source=source_name)
+        raise OSError(errno.EEXIST, f"no free raw file name for {source_name}")
+
+    def _raw_source_sha256(self, name: str) -> str | None:
+        try:
+            text = self.read_raw(name).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        return rawfile.parse(text, fallback_name=name, sha256="").meta.source_sha256 or None
 
     def _fail(self, path: Path, failure: _Failure, started: str) -> Outcome:
         kept: Path | None = None
@@ -286,7 +319,13 @@ class Ingestor:
                 log.error("ingest.quarantine_failed", file=path.name, error=str(exc))
         self._record(
             IngestRecord(
-                str(path), None, "failed", started, self._now(), stage=failure.stage, error=failure.message
+                str(path),
+                failure.sha256,
+                "failed",
+                started,
+                self._now(),
+                stage=failure.stage,
+                error=failure.message,
             )
         )
         return Outcome(
@@ -487,7 +526,7 @@ def sidecar_path(path: Path) -> Path:
 def read_sidecar(path: Path, *, root: Path | None = None) -> Sidecar:
     """The trusted fields of a sidecar; a missing, linked or malformed one gives no metadata (logged)."""
     if not _is_regular(path):
-        if path.is_symlink():
+        if _is_link(path):
             log.warning("ingest.sidecar_ignored", sidecar=path.name, reason="a symbolic link")
         return Sidecar(None, None)
     try:
@@ -519,12 +558,13 @@ def unique_name(folder: Path, name: str) -> str:
     An error record without its original does not hold a name: it is the trace of an attempt
     that was interrupted, and the next attempt writes over it.
     """
-    stem, dot, ext = name.rpartition(".") if "." in name.lstrip(".") else (name, "", "")
+    name = shorten_name(name)  # room for "-N" and ".source.json" within the 255-byte limit
+    stem, ext = split_ext(name)
     n = 1
     candidate = name
     while any(os.path.lexists(folder / (candidate + s)) for s in ("", SIDECAR_SUFFIX)):
         n += 1
-        candidate = f"{stem}-{n}{dot}{ext}"
+        candidate = f"{stem}-{n}{ext}"
     return candidate
 
 
@@ -533,19 +573,41 @@ def write_atomic(path: Path, data: bytes, *, staging: Path | None = None) -> Non
 
     ``staging`` (same file system) keeps the temporary file out of a watched folder.
     """
+    tmp = _write_temporary(path, data, staging)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_new(path: Path, data: bytes, *, staging: Path | None = None) -> bool:
+    """Write a file that must not exist yet, atomically; False (nothing written) when the name is taken."""
+    tmp = _write_temporary(path, data, staging)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
+
+
+def _write_temporary(path: Path, data: bytes, staging: Path | None) -> Path:
+    """data in a synced temporary file beside path (or in staging), ready to be renamed or linked."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if staging is not None:
         staging.mkdir(parents=True, exist_ok=True)
-    tmp = (staging or path.parent) / f".{path.name}.{os.getpid()}.tmp"
+    tmp = (staging or path.parent) / f".{shorten_name(path.name, 180)}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    return tmp
 
 
 def iter_sources(paths: Iterable[Path], *, skip: Iterable[Path] = ()) -> Iterator[Path]:
@@ -582,6 +644,19 @@ _TEMP_SUFFIXES = (
 _JUNK_NAMES = frozenset({"thumbs.db", "desktop.ini", ".ds_store"})
 
 
+def inbox_name(name: str) -> str:
+    """A name the inbox takes, for a file kb hands off itself (an upload, an import).
+
+    The sender's name may be hidden (``.x.md``), a lock file's (``~$x.md``), carry control
+    characters or be too long: such a file would wait in the inbox forever or fail to be written.
+    """
+    name = "".join("_" if ch < " " or ch in "\x7f/\\" else ch for ch in name)
+    name = name.lstrip(".~$ ") or "upload"
+    if not is_candidate_name(name):
+        name = "upload-" + name
+    return shorten_name(name)
+
+
 def is_candidate_name(name: str) -> bool:
     """False for hidden, temporary, lock and OS-junk names, and for kb's own sidecars."""
     lower = name.lower()
@@ -599,6 +674,13 @@ def _is_regular(path: Path) -> bool:
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
+        return False
+
+
+def _is_link(path: Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:  # gone, or a name too long to exist
         return False
 
 

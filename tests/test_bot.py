@@ -301,3 +301,32 @@ def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
             err = proc.stderr.read()
             proc.stderr.close()
     assert proc.returncode == 0, err
+
+
+async def test_uploads_with_hidden_lock_file_or_long_names_are_saved_under_a_name_the_daemon_takes(env):
+    env, _ = env
+    thai = "ก" * 82 + ".md"  # 249 bytes: with ".source.json" it would pass the 255-byte limit
+    for name, text in [
+        (".hidden.md", "hidden walrus"),
+        ("~$lock.md", "locked narwhal"),
+        (thai, "thai dugong"),
+    ]:
+        env.telegram.push_document(
+            OWNER, OWNER, name, f"# {text}\n\nAbout the {text}.\n".encode(), "text/markdown"
+        )
+        call = await env.bot_said(
+            lambda c, t=text: f"indexed, 1 chunks — {t}" in c.params["text"], timeout_s=30
+        )
+        if name != thai:
+            assert "saved as" in call.params["text"]
+    assert not [p for p in env.settings.inbox.iterdir() if p.is_file()]  # nothing left waiting
+
+
+async def test_a_reused_upload_name_reports_this_files_result_not_the_earlier_ones(env):
+    env, _ = env
+    env.telegram.push_document(OWNER, OWNER, "notes.md", b"# Old notes\n\nThe old notes.\n", "text/markdown")
+    await env.bot_said(lambda c: "notes.md: indexed, 1 chunks — Old notes" in c.params["text"], timeout_s=30)
+    png = b"\x89PNG\r\n\x1a\n" + bytes(64)
+    env.telegram.push_document(OWNER, OWNER, "notes.md", png, "text/markdown")
+    call = await env.bot_said(lambda c: "notes.md: not added" in c.params["text"], timeout_s=30)
+    assert "Old notes" not in call.params["text"]
