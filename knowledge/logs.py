@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TextIO
 
 import structlog
+
+from knowledge.redact import redactor
 
 _SHARED = [
     structlog.contextvars.merge_contextvars,
@@ -20,10 +23,33 @@ _SHARED = [
 ]
 
 
+class _RedactingFormatter(structlog.stdlib.ProcessorFormatter):
+    """Renders a record of any logger (kb's, python-telegram-bot's, httpx's…), then removes secrets.
+
+    Redacting the finished line catches a secret wherever it hides: an event field, an
+    exception message, a traceback, a URL a library logged.
+    """
+
+    def __init__(self, *args, redact: Callable[[str], str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._redact(super().format(record))
+
+
 def configure_logging(
-    log_path: Path | None, *, console_level: str = "info", console: TextIO | None = None
+    log_path: Path | None,
+    *,
+    console_level: str = "info",
+    console: TextIO | None = None,
+    secrets: Iterable[str] = (),
 ) -> None:
-    """Route structlog to a JSON-lines file and, when ``console`` is a TTY, to readable lines."""
+    """Route structlog to a JSON-lines file and, when ``console`` is a TTY, to readable lines.
+
+    ``secrets`` (the bot token, the Brave key) never reach either: every line is redacted.
+    """
+    redact = redactor(secrets)
     console = sys.stderr if console is None else console
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -35,7 +61,8 @@ def configure_logging(
         file_handler = logging.FileHandler(log_path, encoding="utf-8")
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(
-            structlog.stdlib.ProcessorFormatter(
+            _RedactingFormatter(
+                redact=redact,
                 foreign_pre_chain=_SHARED,
                 processors=[
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
@@ -49,7 +76,8 @@ def configure_logging(
         console_handler = logging.StreamHandler(console)
         console_handler.setLevel(console_level.upper())
         console_handler.setFormatter(
-            structlog.stdlib.ProcessorFormatter(
+            _RedactingFormatter(
+                redact=redact,
                 foreign_pre_chain=_SHARED,
                 processors=[
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
