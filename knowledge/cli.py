@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 import time
+import traceback
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,8 +24,10 @@ from knowledge.index import Index
 from knowledge.ingest import Ingestor, Outcome, iter_sources
 from knowledge.lock import WriterLock
 from knowledge.logs import configure_logging
+from knowledge.redact import redactor
 from knowledge.retrieval import SearchResult, search
 from knowledge.status import status_report
+from knowledge.terminal import SafeStream, neutralise
 from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter
 
 log = structlog.get_logger()
@@ -205,10 +208,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(home=args.home)
     except ConfigError as exc:
-        print(f"kb: configuration error: {exc}", file=sys.stderr)
+        print(f"kb: configuration error: {neutralise(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
-    if args.command != "config":
-        configure_logging(settings.log_path, console_level=settings.log_level)
+    # Everything printed from here on: no terminal control characters, no secrets.
+    secrets = (settings.telegram_token, settings.brave_api_key)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = SafeStream(out, redactor(secrets))  # type: ignore[assignment]
+    sys.stderr = SafeStream(err, redactor(secrets))  # type: ignore[assignment]
+    try:
+        if args.command != "config":
+            configure_logging(settings.log_path, console_level=settings.log_level, secrets=secrets)
+        return _run(args, settings)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return args.func(args, settings)
     except KbError as exc:
@@ -220,6 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # `kb search … | head`: the reader left; not an error
         return EXIT_OK
+    except Exception:  # a bug or a library's error: shown and logged, through the redacting streams
+        log.exception("kb.crashed", command=args.command)
+        traceback.print_exc(file=sys.stderr)
+        return EXIT_FAILED
 
 
 def load_tokenizer(settings: Settings) -> TokenCounter:
@@ -298,14 +317,16 @@ class _Progress:
 
     def __init__(self, total: int, stream: TextIO) -> None:
         self.total = total
-        self.stream = stream
+        self.stream = getattr(stream, "raw_stream", stream)  # its own \r; names are neutralised below
         self.is_on = total > 3 and stream.isatty()
 
     def show(self, n: int, name: str) -> None:
         if self.is_on:
             width = 24
             done = int(width * (n - 1) / self.total)
-            self.stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {n}/{self.total} {name[:40]:<40}")
+            self.stream.write(
+                f"\r[{'#' * done}{'.' * (width - done)}] {n}/{self.total} {neutralise(name)[:40]:<40}"
+            )
             self.stream.flush()
 
     def clear(self) -> None:
