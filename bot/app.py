@@ -64,6 +64,7 @@ ACCEPTED = {
     ".md": "Markdown",
     ".markdown": "Markdown",
 }
+EDITS_IGNORED = "Edited messages are not answered again — send the corrected question as a new message."
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
 TYPING_EVERY_S = 4.0
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
@@ -120,15 +121,17 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
         .build()
     )
     app.bot_data["deps"] = deps
+    new = filters.UpdateType.MESSAGE  # an edited message is not a new question
     app.add_handler(TypeHandler(Update, gatekeeper), group=-1)
-    app.add_handler(CommandHandler(["start", "help"], on_help))
-    app.add_handler(CommandHandler("search", on_search))
-    app.add_handler(CommandHandler("import", on_import))
-    app.add_handler(CommandHandler("sources", on_sources))
-    app.add_handler(CommandHandler("status", on_status))
-    app.add_handler(CommandHandler("forget", on_forget))
-    app.add_handler(MessageHandler(filters.Document.ALL, on_document))
-    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
+    app.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, on_edited))
+    app.add_handler(CommandHandler(["start", "help"], on_help, filters=new))
+    app.add_handler(CommandHandler("search", on_search, filters=new))
+    app.add_handler(CommandHandler("import", on_import, filters=new))
+    app.add_handler(CommandHandler("sources", on_sources, filters=new))
+    app.add_handler(CommandHandler("status", on_status, filters=new))
+    app.add_handler(CommandHandler("forget", on_forget, filters=new))
+    app.add_handler(MessageHandler(new & filters.Document.ALL, on_document))
+    app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, on_text))
     app.add_handler(CallbackQueryHandler(on_callback))
     app.add_error_handler(on_error)
     return app
@@ -206,6 +209,11 @@ async def say(context: ContextTypes.DEFAULT_TYPE, chat_id: int, html_text: str) 
 async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """What kb is and how to use it."""
     await say(context, update.effective_chat.id, HELP)
+
+
+async def on_edited(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """An edit is not answered again (that would repeat searches and imports): say so, once per edit."""
+    await say(context, update.effective_chat.id, EDITS_IGNORED)
 
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
