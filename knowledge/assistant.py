@@ -222,7 +222,7 @@ class Engine:
             if self.web is not None:
                 return await self.search_web(question, chat_id=chat_id, force=False)
             return await self._without_evidence(question)
-        prompt = self.prompt(question, passages)
+        prompt = await asyncio.to_thread(self.prompt, question, passages)  # tokenising: off the event loop
         if not prompt.passages:
             return Reply(
                 NO_EVIDENCE_TEXT, "no-evidence", note="(the passages found do not fit the evidence budget)"
