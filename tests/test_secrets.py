@@ -5,6 +5,7 @@ import logging
 import subprocess
 import sys
 
+import pytest
 import structlog
 
 from knowledge.logs import configure_logging
@@ -32,7 +33,25 @@ def test_a_failing_bot_start_leaves_the_token_in_no_log_and_on_no_terminal(tmp_p
         assert WRONG not in text and WRONG.split(":")[1] not in text and BRAVE not in text
 
 
-def test_every_logger_is_redacted_in_the_file_and_on_the_console(tmp_path):
+@pytest.fixture
+def restored_logging():
+    """configure_logging changes process-wide state: put it back for the tests that follow."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+    for name, old in levels.items():
+        logging.getLogger(name).setLevel(old)
+    structlog.reset_defaults()
+
+
+def test_every_logger_is_redacted_in_the_file_and_on_the_console(tmp_path, restored_logging):
     console = io.StringIO()
     console.isatty = lambda: True  # type: ignore[method-assign]
     configure_logging(tmp_path / "kb.jsonl", console=console, secrets=[RIGHT, BRAVE])
