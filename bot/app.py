@@ -49,6 +49,8 @@ from knowledge.errors import FetchRefused, KbError
 from knowledge.fetch import Fetched
 from knowledge.importer import ImportRefused, hand_off, import_web_source, pasted_url, select, wait_for_ingest
 from knowledge.index import Index
+from knowledge.lock import holder
+from knowledge.raw import sha256_hex
 from knowledge.status import activity_facts, probe_model, status_report, summary_facts
 from knowledge.websearch.store import CandidateStore, SearchRecord
 
@@ -62,6 +64,7 @@ ACCEPTED = {
     ".md": "Markdown",
     ".markdown": "Markdown",
 }
+EDITS_IGNORED = "Edited messages are not answered again — send the corrected question as a new message."
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
 TYPING_EVERY_S = 4.0
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
@@ -118,15 +121,17 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
         .build()
     )
     app.bot_data["deps"] = deps
+    new = filters.UpdateType.MESSAGE  # an edited message is not a new question
     app.add_handler(TypeHandler(Update, gatekeeper), group=-1)
-    app.add_handler(CommandHandler(["start", "help"], on_help))
-    app.add_handler(CommandHandler("search", on_search))
-    app.add_handler(CommandHandler("import", on_import))
-    app.add_handler(CommandHandler("sources", on_sources))
-    app.add_handler(CommandHandler("status", on_status))
-    app.add_handler(CommandHandler("forget", on_forget))
-    app.add_handler(MessageHandler(filters.Document.ALL, on_document))
-    app.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
+    app.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, on_edited))
+    app.add_handler(CommandHandler(["start", "help"], on_help, filters=new))
+    app.add_handler(CommandHandler("search", on_search, filters=new))
+    app.add_handler(CommandHandler("import", on_import, filters=new))
+    app.add_handler(CommandHandler("sources", on_sources, filters=new))
+    app.add_handler(CommandHandler("status", on_status, filters=new))
+    app.add_handler(CommandHandler("forget", on_forget, filters=new))
+    app.add_handler(MessageHandler(new & filters.Document.ALL, on_document))
+    app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, on_text))
     app.add_handler(CallbackQueryHandler(on_callback))
     app.add_error_handler(on_error)
     return app
@@ -204,6 +209,11 @@ async def say(context: ContextTypes.DEFAULT_TYPE, chat_id: int, html_text: str) 
 async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """What kb is and how to use it."""
     await say(context, update.effective_chat.id, HELP)
+
+
+async def on_edited(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """An edit is not answered again (that would repeat searches and imports): say so, once per edit."""
+    await say(context, update.effective_chat.id, EDITS_IGNORED)
 
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -343,10 +353,19 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
             "telegram_user_id": update.effective_user.id,
         }
         path = hand_off(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
+        if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
+            name = f"{name} (saved as {path.name})"
         await _edit(context, status, f"<i>{esc(name)}: converting…</i>")
-        record = await wait_for_ingest(deps.settings, path, timeout_s=deps.settings.import_wait_s)
-        if record is None:
+        record = await wait_for_ingest(
+            deps.settings, path, sha256_hex(data), timeout_s=deps.settings.import_wait_s
+        )
+        if record is None and holder(deps.settings.lock_path) is None:
             text = f"{esc(name)} is in the inbox; it will be indexed when the daemon runs (kb daemon)."
+        elif record is None:
+            text = (
+                f"{esc(name)} is in the inbox; the daemon has not finished it within "
+                f"{deps.settings.import_wait_s:g} s — /status shows when it is in."
+            )
         elif record["status"] == "indexed":
             text = f"{esc(name)}: indexed, {record['chunks']} chunks — {esc(record['title'] or name)}"
         elif record["status"] == "duplicate":

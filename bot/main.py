@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 
 from telegram import Update
+from telegram.error import InvalidToken
 
 from bot.app import BotDeps, build_application, file_base_url
 from knowledge.config import Settings
@@ -67,5 +68,11 @@ def create(settings: Settings, **fetch_test_only: object):
 def serve(settings: Settings) -> int:
     """Poll Telegram until SIGTERM or SIGINT; exit 0 after a clean stop."""
     app = create(settings)
-    app.run_polling(allowed_updates=Update.ALL_TYPES, stop_signals=(signal.SIGINT, signal.SIGTERM))
+    try:
+        app.run_polling(allowed_updates=Update.ALL_TYPES, stop_signals=(signal.SIGINT, signal.SIGTERM))
+    except InvalidToken:  # its message carries the token: never chained into a traceback or a log
+        raise ConfigError(
+            f"the Bot API at {settings.telegram_api_url} refused the bot token (401 Unauthorized): check "
+            "KB_TELEGRAM_TOKEN (from @BotFather) and, for a self-hosted Bot API server, KB_TELEGRAM_API_URL"
+        ) from None
     return 0

@@ -16,6 +16,8 @@ from knowledge.assistant import Citation, Reply
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.store import SearchRecord
 
+_TAG = re.compile(r"<[^<>]+>")  # our own markup: text between tags has no "<" (escaped)
+
 MAX_TEXT = 4096
 MAX_CALLBACK_BYTES = 64
 BUTTON_CHARS = 60
@@ -65,7 +67,7 @@ def reply_blocks(reply: Reply) -> list[str]:
 
 def visible_length(fragment: str) -> int:
     """Length as Telegram counts it: tags stripped, entities decoded."""
-    return len(html.unescape(re.sub(r"<[^>]+>", "", fragment)))
+    return len(html.unescape(_TAG.sub("", fragment)))
 
 
 def split_blocks(blocks: Sequence[str], limit: int = MAX_TEXT) -> list[str]:
@@ -91,7 +93,7 @@ def _fit(block: str, limit: int) -> list[str]:
     """A block that fits, or its plain text cut at line or word boundaries (tags dropped, re-escaped)."""
     if visible_length(block) <= limit:
         return [block]
-    text = html.unescape(re.sub(r"<[^>]+>", "", block))
+    text = html.unescape(_TAG.sub("", block))
     pieces: list[str] = []
     while text:
         cut = text[:limit]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,6 +62,9 @@ def serve(settings: Settings, counter: TokenCounter) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: daemon.stop())
         daemon.run()
+    if daemon.failure is not None:
+        print(f"kb daemon: {daemon.failure}", file=sys.stderr)
+        return 1  # the supervisor starts it again, and the new daemon rebuilds the index from raw/
     return 0
 
 

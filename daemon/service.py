@@ -32,6 +32,7 @@ from watchdog.observers import Observer
 
 from daemon.stability import Signature, StabilityTracker, lstat_signature
 from knowledge.config import Settings
+from knowledge.errors import IndexVanished
 from knowledge.ingest import (
     ERROR_SUFFIX,
     SIDECAR_SUFFIX,
@@ -40,6 +41,7 @@ from knowledge.ingest import (
     unique_name,
     write_atomic,
 )
+from knowledge.safepath import file_identity, link_below, walk_files
 
 log = structlog.get_logger()
 
@@ -105,6 +107,7 @@ class Daemon:
         self._retry_lock = threading.Lock()
         self._stop = threading.Event()
         self._idle = threading.Event()
+        self.failure: Exception | None = None  # why the daemon stopped by itself
         self.started = threading.Event()  # set once the watches are in place and the first scan queued
         self._excluded = (settings.processed, settings.failed)
 
@@ -119,13 +122,20 @@ class Daemon:
             self.files.touch(path, self.clock())
 
     def note_folder(self, folder: Path) -> None:
-        """A folder appeared in the inbox (moved in whole): its files may not raise events of their own."""
-        if folder == self.inbox or self._is_input(folder / "x"):
-            for root, dirs, names in os.walk(folder):
-                here = Path(root)
-                dirs[:] = [d for d in dirs if self._is_input(here / d / "x")]
-                for name in names:
-                    self.note(here / name)
+        """A folder appeared in the inbox (moved in whole): its files may not raise events of their own.
+
+        Linked folders are never entered, at any depth: their files are not the inbox's.
+        """
+        if folder != self.inbox and not self._is_input(folder / "x"):
+            return
+        link = link_below(self.inbox, folder)
+        if link is not None:
+            log.info("ingest.skipped", file=link, reason="a symbolic link to a folder; kb does not follow it")
+            return
+        for here, dirs, names in walk_files(folder):
+            dirs[:] = [d for d in dirs if self._is_input(here / d / "x") and not os.path.islink(here / d)]
+            for name in names:
+                self.note(here / name)
 
     def _is_input(self, path: Path) -> bool:
         """A file the inbox takes: inside it, not in processed/ or failed/, no hidden or temporary part."""
@@ -163,7 +173,7 @@ class Daemon:
         log.info("daemon.start", inbox=str(self.inbox), pid=os.getpid(), settle_s=self.settings.settle_s)
         handler = _Events(self)
         observer, inbox_watch = self._start_observer(handler)
-        inbox_id = _identity(self.inbox)
+        inbox_id = file_identity(self.inbox)
         worker = threading.Thread(target=self._work, name="kb-ingest-worker", daemon=True)
         worker.start()
         self._scan()
@@ -171,11 +181,15 @@ class Daemon:
         next_scan = self.clock() + self.settings.rescan_s
         try:
             while not self._stop.is_set():
+                if self.tasks.empty() and self._index_gone():
+                    break
                 self._schedule()
                 if self.clock() >= next_scan:
                     self._scan()
                     next_scan = self.clock() + self.settings.rescan_s
-                if _identity(self.inbox) != inbox_id:  # the inbox was deleted or replaced: watch the new one
+                if (
+                    file_identity(self.inbox) != inbox_id
+                ):  # the inbox was deleted or replaced: watch the new one
                     log.warning("daemon.inbox_replaced", inbox=str(self.inbox))
                     self._make_folders()
                     with contextlib.suppress(KeyError, OSError):  # watchdog may have dropped it already
@@ -185,7 +199,7 @@ class Daemon:
                     except OSError as exc:  # replaced again meanwhile: the next tick tries again
                         log.warning("daemon.watch_failed", inbox=str(self.inbox), error=str(exc))
                     else:
-                        inbox_id = _identity(self.inbox)
+                        inbox_id = file_identity(self.inbox)
                         self._scan()
                 self._stop.wait(self.poll_s)
         finally:
@@ -213,6 +227,17 @@ class Daemon:
                 log.warning("daemon.watch_failed", inbox=str(self.inbox), error=str(exc))
                 time.sleep(0.1 * attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _index_gone(self) -> bool:
+        """Has the index vanished under this writer (checked while idle, so a deletion is seen at once)?"""
+        try:
+            self.ingestor.check_index()
+        except IndexVanished as exc:
+            log.error("daemon.index_vanished", error=str(exc))
+            self.failure = exc
+            self.stop()
+            return True
+        return False
 
     def _make_folders(self) -> None:
         for folder in (self.inbox, self.settings.processed, self.settings.failed, self.raw):
@@ -300,6 +325,10 @@ class Daemon:
                         log.info("raw.reconciled", **counts)
                 elif kind == "orphan":
                     self._file_orphan(arg)  # type: ignore[arg-type]
+            except IndexVanished as exc:  # every later write would be lost: stop, and let a restart rebuild
+                log.error("daemon.index_vanished", task=kind, error=str(exc))
+                self.failure = exc
+                self.stop()
             except Exception as exc:  # one bad task must not stop the daemon
                 log.exception("daemon.task_failed", task=kind, arg=str(arg), error=str(exc))
             finally:
@@ -342,11 +371,3 @@ class Daemon:
         write_atomic(self.settings.failed / (name + ERROR_SUFFIX), data, staging=self.settings.staging)
         os.replace(side, self.settings.failed / name)
         log.warning("ingest.failed", file=side.name, stage="read", reason="orphan-sidecar")
-
-
-def _identity(folder: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(folder)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino

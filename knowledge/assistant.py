@@ -120,7 +120,7 @@ def citations_for(text: str, passages: Sequence[SearchResult]) -> tuple[str, lis
             cited.append(n)
         return match.group(0)
 
-    cleaned = re.sub(r"[ \t]+([.,;:!?。，])", r"\1", _CITATION.sub(keep, text)).strip()
+    cleaned = re.sub(r"(?<![ \t])[ \t]+([.,;:!?。，])", r"\1", _CITATION.sub(keep, text)).strip()
     citations = [_citation(n, passages[n - 1]) for n in sorted(cited)]
     return cleaned, citations
 
@@ -248,7 +248,7 @@ class Engine:
             if self.web is not None:
                 return await self.search_web(question, chat_id=chat_id, force=False)
             return await self._without_evidence(question)
-        prompt = self.prompt(question, passages)
+        prompt = await asyncio.to_thread(self.prompt, question, passages)  # tokenising: off the event loop
         if not prompt.passages:
             return Reply(
                 NO_EVIDENCE_TEXT, "no-evidence", note="(the passages found do not fit the evidence budget)"

@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 import time
+import traceback
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -25,6 +26,7 @@ from knowledge.ingest import Ingestor, Outcome, iter_sources
 from knowledge.lock import WriterLock
 from knowledge.logs import WarnOnce, configure_logging
 from knowledge.progress import Progress
+from knowledge.redact import redactor
 from knowledge.retrieval import Meaning, SearchResult, search
 from knowledge.status import (
     activity_facts,
@@ -34,6 +36,7 @@ from knowledge.status import (
     summary_facts,
     summary_lines,
 )
+from knowledge.terminal import SafeStream, neutralise
 from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.vectors import coverage, embed_missing
 
@@ -215,15 +218,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(home=args.home)
     except ConfigError as exc:
-        print(f"kb: configuration error: {exc}", file=sys.stderr)
+        print(f"kb: configuration error: {neutralise(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
-    if args.command != "config":
-        is_quiet = is_quiet_console(args.command, settings)
-        configure_logging(
-            settings.log_path,
-            console_level="warning" if is_quiet else settings.log_level,
-            once=WarnOnce() if is_quiet else None,  # this run's memory of the warnings it has shown
-        )
+    # Everything printed from here on: no terminal control characters, no secrets.
+    secrets = (settings.telegram_token, settings.brave_api_key)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = SafeStream(out, redactor(secrets))  # type: ignore[assignment]
+    sys.stderr = SafeStream(err, redactor(secrets))  # type: ignore[assignment]
+    try:
+        if args.command != "config":
+            is_quiet = is_quiet_console(args.command, settings)
+            configure_logging(
+                settings.log_path,
+                console_level="warning" if is_quiet else settings.log_level,
+                once=WarnOnce() if is_quiet else None,  # this run's memory of the warnings it has shown
+                secrets=secrets,
+            )
+        return _run(args, settings)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return args.func(args, settings)
     except KbError as exc:
@@ -235,6 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()  # `kb search … | head`: the reader left; not an error
         return EXIT_OK
+    except Exception:  # a bug or a library's error: shown and logged, through the redacting streams
+        log.exception("kb.crashed", command=args.command)
+        traceback.print_exc(file=sys.stderr)
+        return EXIT_FAILED
 
 
 # Commands a person watches (a chat, a progress bar): on the console, warnings only, each once, in one short line.

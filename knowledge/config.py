@@ -223,7 +223,8 @@ class Settings:
 
     @property
     def lock_path(self) -> Path:
-        return self.home / "knowledge" / "index" / "writer.lock"
+        """Beside index/, never in it: deleting a damaged index must not free the lock of a running writer."""
+        return self.home / "knowledge" / "writer.lock"
 
     @property
     def runs(self) -> Path:

@@ -41,6 +41,10 @@ class WriterLockHeld(IndexError_):
     """Another process holds the writer lock of this knowledge base."""
 
 
+class IndexVanished(IndexError_):
+    """The index file this writer opened was deleted or replaced under it."""
+
+
 class TokenizerError(KbError):
     """The configured tokenizer cannot be loaded."""
 

@@ -22,9 +22,9 @@ from urllib.parse import unquote, urlsplit
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
 from knowledge.index import Index
-from knowledge.ingest import ERROR_SUFFIX, SIDECAR_SUFFIX, unique_name, write_atomic
+from knowledge.ingest import ERROR_SUFFIX, SIDECAR_SUFFIX, inbox_name, unique_name, write_atomic
 from knowledge.lock import holder
-from knowledge.raw import slugify
+from knowledge.raw import sha256_hex, slugify
 from knowledge.websearch.store import Candidate, CandidateStore, SearchRecord
 
 SOURCE_ID = re.compile(r"^web-[1-5]$")
@@ -118,7 +118,7 @@ def already_imported(index_path: Path, url: str) -> tuple[str, str] | None:
 def hand_off(inbox: Path, name: str, data: bytes, sidecar: dict[str, object], *, staging: Path) -> Path:
     """Write the sidecar, then the bytes as NAME.part renamed to NAME: the daemon sees a complete file."""
     inbox.mkdir(parents=True, exist_ok=True)
-    name = unique_name(inbox, name)
+    name = unique_name(inbox, inbox_name(name))
     write_atomic(
         inbox / (name + SIDECAR_SUFFIX),
         json.dumps(sidecar, ensure_ascii=False, indent=1).encode(),
@@ -134,24 +134,28 @@ def hand_off(inbox: Path, name: str, data: bytes, sidecar: dict[str, object], *,
 
 
 async def wait_for_ingest(
-    settings: Settings, path: Path, *, timeout_s: float, poll_s: float = 0.2
+    settings: Settings, path: Path, sha256: str, *, timeout_s: float, poll_s: float = 0.2
 ) -> dict | None:
-    """The daemon's ingest record for the file at path, or None when none came in time."""
+    """The daemon's ingest record for these bytes at path, or None when none came in time.
+
+    Matched by name and content hash: an earlier file of the same name has its own records.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        record = await asyncio.to_thread(_ingest_record, settings.index_path, str(path))
+        record = await asyncio.to_thread(_ingest_record, settings.index_path, str(path), sha256)
         if record is not None:
             return record
         await asyncio.sleep(poll_s)
     return None
 
 
-def _ingest_record(index_path: Path, path: str) -> dict | None:
+def _ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
     try:
         with Index(index_path, readonly=True) as index:
             row = index.conn.execute(
-                "SELECT status, doc_id, chunks, error, stage FROM ingests WHERE path = ? ORDER BY id DESC LIMIT 1",
-                (path,),
+                "SELECT status, doc_id, chunks, error, stage FROM ingests WHERE path = ? AND sha256 = ?"
+                " ORDER BY id DESC LIMIT 1",
+                (path, sha256),
             ).fetchone()
             if row is None:
                 return None
@@ -220,7 +224,7 @@ async def import_web_source(
             "queued", source_id, candidate.url, record.question, kept_at=str(path),
             message="the daemon is not running: the page waits in the inbox until it starts (kb daemon or kb run)",
         )  # fmt: skip
-    ingest = await wait_for_ingest(settings, path, timeout_s=wait_s)
+    ingest = await wait_for_ingest(settings, path, sha256_hex(fetched.data), timeout_s=wait_s)
     if ingest is None:
         return ImportResult(
             "queued", source_id, candidate.url, record.question, kept_at=str(path),

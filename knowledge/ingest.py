@@ -38,8 +38,10 @@ from knowledge.chunking import chunk_lines
 from knowledge.config import Settings
 from knowledge.convert import Limits, convert_source
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConversionError, KbError
+from knowledge.errors import ConversionError, IndexVanished, KbError
 from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.names import shorten_name, split_ext
+from knowledge.safepath import LinkRefused, file_identity, link_below, open_beneath, parts_below, walk_files
 from knowledge.tokenizer import TokenCounter
 
 log = structlog.get_logger()
@@ -83,6 +85,7 @@ class _Failure(Exception):
         super().__init__(message)
         self.stage, self.reason, self.message = stage, reason, message
         self.exc_type = type(exc).__name__ if exc is not None else "ConversionError"
+        self.sha256: str | None = None
         self.is_transient = exc is not None and is_transient(exc)
 
 
@@ -131,6 +134,7 @@ class Ingestor:
         for folder in (settings.inbox, settings.processed, settings.failed, settings.raw):
             folder.mkdir(parents=True, exist_ok=True)
         self._inbox = settings.inbox.resolve()
+        self._index_identity = file_identity(settings.index_path)
         if index.meta("tokenizer") is None:
             index.set_meta("tokenizer", counter.name)
 
@@ -142,6 +146,7 @@ class Ingestor:
         With ``may_retry``, a transient failure (locked file, full disk, busy database) leaves
         the file where it is and returns status ``retry``; the caller tries again later.
         """
+        self.check_index()
         t0 = time.perf_counter()
         started = self._now()
         structlog.contextvars.bind_contextvars(file=path.name)
@@ -161,10 +166,22 @@ class Ingestor:
         _log_outcome(outcome)
         return outcome
 
+    def _root_of(self, path: Path) -> Path:
+        """The folder a file was found under: the inbox for inbox files, else the file's own folder."""
+        path = path.absolute()
+        for inbox in (self.settings.inbox.absolute(), self._inbox):
+            if parts_below(inbox, path):
+                return inbox
+        return path.parent
+
     def _ingest(self, path: Path, started: str) -> Outcome:
+        root = self._root_of(path)
+        link = link_below(root, path.absolute())
+        if link is not None:
+            return _link_skipped(path, link)
         try:
             st = os.lstat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return Outcome(path, "skipped", reason="missing", message="the file is gone")
         if not stat.S_ISREG(st.st_mode):
             what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
@@ -179,10 +196,19 @@ class Ingestor:
                 " limit (KB_MAX_SOURCE_MB)",
             )
         try:
-            data = _read_regular(path, self.limits.max_source_bytes)
+            data = _read_regular(root, path.absolute(), self.limits.max_source_bytes)
+        except LinkRefused as exc:
+            return _link_skipped(path, exc.part)
         except OSError as exc:
             raise _Failure("read", "unreadable", f"cannot read the file: {exc.strerror or exc}", exc) from exc
         sha = rawfile.sha256_hex(data)
+        try:
+            return self._ingest_bytes(path, data, sha, root, started)
+        except _Failure as failure:
+            failure.sha256 = sha  # the record says which bytes failed, so a waiter can tell its own file
+            raise
+
+    def _ingest_bytes(self, path: Path, data: bytes, sha: str, root: Path, started: str) -> Outcome:
         dup = self.index.document_by_source_sha256(sha)
         if dup is not None:
             kept = self._keep(path, self.settings.processed)
@@ -194,7 +220,7 @@ class Ingestor:
             return Outcome(
                 path, "duplicate", doc_id=dup.id, title=dup.title, kept_at=kept, duplicate_of=dup.id
             )
-        sidecar = read_sidecar(sidecar_path(path))
+        sidecar = read_sidecar(sidecar_path(path), root=root)
         try:
             converted = convert_source(
                 data,
@@ -219,14 +245,14 @@ class Ingestor:
             source_url=sidecar.source_url,
         )
         text = rawfile.render(meta, converted.markdown)
-        raw_rel = "raw/" + rawfile.raw_name(path.name, sha)
-        raw_path = self.settings.raw / raw_rel.removeprefix("raw/")
         try:
-            write_atomic(raw_path, text.encode("utf-8"), staging=self.settings.staging)
+            raw_rel = "raw/" + self._claim_raw(path.name, sha, text.encode("utf-8"))
         except OSError as exc:
+            raw_rel = "raw/" + rawfile.raw_name(path.name, sha)
             raise _Failure(
                 "store", "write-failed", f"cannot write {raw_rel}: {exc.strerror or exc}", exc
             ) from exc
+        raw_path = self.settings.raw / raw_rel.removeprefix("raw/")
         try:
             kept = self._keep(path, self.settings.processed, name=processed_name)
             doc_id, chunks = self.index_raw(raw_rel, text)
@@ -243,6 +269,30 @@ class Ingestor:
         return Outcome(
             path, "indexed", doc_id=doc_id, title=meta.title, chunks=chunks, raw_path=raw_rel, kept_at=kept
         )
+
+    def _claim_raw(self, source_name: str, sha: str, data: bytes) -> str:
+        """Write the raw file under the first of its names that is free or holds this same source.
+
+        A name held by another document (a slug and 8 hex digits can be made to clash) is never
+        written over: the next, longer name is taken instead.
+        """
+        for name in rawfile.raw_names(source_name, sha):
+            dest = self.settings.raw / name
+            if not os.path.lexists(dest):
+                if write_new(dest, data, staging=self.settings.staging):
+                    return name
+            elif self._raw_source_sha256(name) == sha:
+                write_atomic(dest, data, staging=self.settings.staging)
+                return name
+            log.warning("raw.name_taken", file=name, source=source_name)
+        raise OSError(errno.EEXIST, f"no free raw file name for {source_name}")
+
+    def _raw_source_sha256(self, name: str) -> str | None:
+        try:
+            text = self.read_raw(name).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        return rawfile.parse(text, fallback_name=name, sha256="").meta.source_sha256 or None
 
     def _fail(self, path: Path, failure: _Failure, started: str) -> Outcome:
         kept: Path | None = None
@@ -269,7 +319,13 @@ class Ingestor:
                 log.error("ingest.quarantine_failed", file=path.name, error=str(exc))
         self._record(
             IngestRecord(
-                str(path), None, "failed", started, self._now(), stage=failure.stage, error=failure.message
+                str(path),
+                failure.sha256,
+                "failed",
+                started,
+                self._now(),
+                stage=failure.stage,
+                error=failure.message,
             )
         )
         return Outcome(
@@ -290,12 +346,23 @@ class Ingestor:
         name = name or unique_name(folder, path.name)
         dest = folder / name
         is_inbox = _is_within(path, self._inbox)
-        transfer = os.replace if is_inbox else shutil.copy2
+        transfer = os.replace if is_inbox else _copy_no_follow
         transfer(path, dest)
         side = sidecar_path(path)
-        if side.is_file():
+        if _is_regular(side):  # a linked sidecar is never copied: its target is not the owner's gift
             transfer(side, folder / (name + SIDECAR_SUFFIX))
         return dest
+
+    def check_index(self) -> None:
+        """Raise IndexVanished when the index file was deleted or replaced since this writer opened it.
+
+        Rows written to a deleted file are lost: a writer stops instead, before it moves anything.
+        """
+        if file_identity(self.settings.index_path) != self._index_identity:
+            raise IndexVanished(
+                f"the index {self.settings.index_path} was deleted or replaced while this process was "
+                "writing to it; nothing more is written — start kb again and it rebuilds the index from raw/"
+            )
 
     # -- raw files --------------------------------------------------------------------------
 
@@ -307,8 +374,7 @@ class Ingestor:
 
     def prepare_raw(self, raw_rel: str, text: str | None = None) -> tuple[DocumentRecord, list[ChunkRecord]]:
         """The rows a raw file becomes (no writing)."""
-        path = self.settings.raw / raw_rel.removeprefix("raw/")
-        data = path.read_bytes() if text is None else text.encode("utf-8")
+        data = self.read_raw(raw_rel.removeprefix("raw/")) if text is None else text.encode("utf-8")
         text = data.decode("utf-8", errors="replace").replace("\x00", "")
         return build_rows(
             raw_rel,
@@ -320,18 +386,38 @@ class Ingestor:
             indexed_at=self._now(),
         )
 
+    def raw_names(self) -> list[str]:
+        """The raw files, sorted: regular ``*.md`` files only; links are skipped and logged, never read."""
+        names = []
+        for path in sorted(self.settings.raw.glob("*.md")):
+            if not is_candidate_name(path.name):
+                continue
+            if _is_regular(path):
+                names.append(path.name)
+            elif path.is_symlink():
+                log.warning("raw.skipped", file=path.name, reason="a symbolic link; kb does not follow links")
+        return names
+
+    def read_raw(self, name: str) -> bytes:
+        """A raw file's bytes, never through a link (LinkRefused) nor from a FIFO."""
+        fd = open_beneath(self.settings.raw, self.settings.raw / name, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise LinkRefused(self.settings.raw / name, name)
+            return fh.read()
+
     def sync_raw(self, name: str) -> str:
         """Bring one raw file's document in line with the file: 'indexed', 'deleted' or 'unchanged'.
 
         Content decides, not events: a raw file kb itself just wrote hashes the same as its
         document and is left alone.
         """
+        self.check_index()
         raw_rel = "raw/" + name
         doc_id = rawfile.document_id(raw_rel)
-        path = self.settings.raw / name
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+            data = self.read_raw(name)
+        except (FileNotFoundError, LinkRefused):  # a link is no raw file: its target is not kb's
             if self.index.delete_document(doc_id):
                 log.info("raw.deleted", file=name, doc_id=doc_id)
                 return "deleted"
@@ -345,9 +431,7 @@ class Ingestor:
 
     def reconcile_raw(self) -> dict[str, int]:
         """Index new and changed raw files, drop documents whose raw file is gone; counts by outcome."""
-        on_disk = {
-            p.name for p in self.settings.raw.glob("*.md") if p.is_file() and is_candidate_name(p.name)
-        }
+        on_disk = set(self.raw_names())
         indexed = {d.raw_path.removeprefix("raw/") for d in self.index.documents()}
         counts = {"indexed": 0, "deleted": 0, "unchanged": 0}
         for name in sorted(on_disk | indexed):
@@ -356,7 +440,7 @@ class Ingestor:
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
         """Rebuild every document from raw/ inside the live database, in one transaction."""
-        names = sorted(p.name for p in self.settings.raw.glob("*.md") if p.is_file())
+        names = self.raw_names()
         rows = []
         for n, name in enumerate(names, 1):
             rows.append(self.prepare_raw("raw/" + name))
@@ -439,12 +523,16 @@ def sidecar_path(path: Path) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
 
 
-def read_sidecar(path: Path) -> Sidecar:
-    """The trusted fields of a sidecar; a missing or malformed one gives no metadata (logged)."""
-    if not path.is_file():
+def read_sidecar(path: Path, *, root: Path | None = None) -> Sidecar:
+    """The trusted fields of a sidecar; a missing, linked or malformed one gives no metadata (logged)."""
+    if not _is_regular(path):
+        if _is_link(path):
+            log.warning("ingest.sidecar_ignored", sidecar=path.name, reason="a symbolic link")
         return Sidecar(None, None)
     try:
-        data = json.loads(path.read_bytes()[:65536].decode("utf-8"))
+        fd = open_beneath(root or path.parent.absolute(), path.absolute(), os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            data = json.loads(fh.read(65536).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         log.warning("ingest.sidecar_ignored", sidecar=path.name, reason=f"unreadable: {exc}")
         return Sidecar(None, None)
@@ -470,12 +558,13 @@ def unique_name(folder: Path, name: str) -> str:
     An error record without its original does not hold a name: it is the trace of an attempt
     that was interrupted, and the next attempt writes over it.
     """
-    stem, dot, ext = name.rpartition(".") if "." in name.lstrip(".") else (name, "", "")
+    name = shorten_name(name)  # room for "-N" and ".source.json" within the 255-byte limit
+    stem, ext = split_ext(name)
     n = 1
     candidate = name
     while any(os.path.lexists(folder / (candidate + s)) for s in ("", SIDECAR_SUFFIX)):
         n += 1
-        candidate = f"{stem}-{n}{dot}{ext}"
+        candidate = f"{stem}-{n}{ext}"
     return candidate
 
 
@@ -484,19 +573,41 @@ def write_atomic(path: Path, data: bytes, *, staging: Path | None = None) -> Non
 
     ``staging`` (same file system) keeps the temporary file out of a watched folder.
     """
+    tmp = _write_temporary(path, data, staging)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_new(path: Path, data: bytes, *, staging: Path | None = None) -> bool:
+    """Write a file that must not exist yet, atomically; False (nothing written) when the name is taken."""
+    tmp = _write_temporary(path, data, staging)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    return True
+
+
+def _write_temporary(path: Path, data: bytes, staging: Path | None) -> Path:
+    """data in a synced temporary file beside path (or in staging), ready to be renamed or linked."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if staging is not None:
         staging.mkdir(parents=True, exist_ok=True)
-    tmp = (staging or path.parent) / f".{path.name}.{os.getpid()}.tmp"
+    tmp = (staging or path.parent) / f".{shorten_name(path.name, 180)}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    return tmp
 
 
 def iter_sources(paths: Iterable[Path], *, skip: Iterable[Path] = ()) -> Iterator[Path]:
@@ -504,10 +615,13 @@ def iter_sources(paths: Iterable[Path], *, skip: Iterable[Path] = ()) -> Iterato
     skipped = [p.resolve() for p in skip]
     for path in paths:
         if path.is_dir() and not path.is_symlink():
-            for root, dirs, files in os.walk(path):
-                here = Path(root)
+            for here, dirs, files in walk_files(path):
+                links = sorted(d for d in dirs if os.path.islink(here / d))
+                yield from (here / d for d in links)  # reported as skipped, never entered
                 dirs[:] = sorted(
-                    d for d in dirs if not d.startswith(".") and (here / d).resolve() not in skipped
+                    d
+                    for d in dirs
+                    if d not in links and not d.startswith(".") and (here / d).resolve() not in skipped
                 )
                 for name in sorted(files):
                     if is_candidate_name(name):
@@ -530,15 +644,53 @@ _TEMP_SUFFIXES = (
 _JUNK_NAMES = frozenset({"thumbs.db", "desktop.ini", ".ds_store"})
 
 
+def inbox_name(name: str) -> str:
+    """A name the inbox takes, for a file kb hands off itself (an upload, an import).
+
+    The sender's name may be hidden (``.x.md``), a lock file's (``~$x.md``), carry control
+    characters or be too long: such a file would wait in the inbox forever or fail to be written.
+    """
+    name = "".join("_" if ch < " " or ch in "\x7f/\\" else ch for ch in name)
+    name = name.lstrip(".~$ ") or "upload"
+    if not is_candidate_name(name):
+        name = "upload-" + name
+    return shorten_name(name)
+
+
 def is_candidate_name(name: str) -> bool:
     """False for hidden, temporary, lock and OS-junk names, and for kb's own sidecars."""
     lower = name.lower()
     return not (name.startswith((".", "~$", "~")) or lower.endswith(_TEMP_SUFFIXES) or lower in _JUNK_NAMES)
 
 
-def _read_regular(path: Path, limit: int) -> bytes:
-    """Read a regular file without following symlinks or blocking on a FIFO swapped in."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+def _link_skipped(path: Path, part: str) -> Outcome:
+    return Outcome(
+        path, "skipped", reason="link", message=f"{part} is a symbolic link; kb does not follow links"
+    )
+
+
+def _is_regular(path: Path) -> bool:
+    """A regular file itself, not a link to one."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_link(path: Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:  # gone, or a name too long to exist
+        return False
+
+
+def _copy_no_follow(src: Path, dest: Path) -> None:
+    shutil.copy2(src, dest, follow_symlinks=False)
+
+
+def _read_regular(root: Path, path: Path, limit: int) -> bytes:
+    """Read a regular file through real folders only, without blocking on a FIFO swapped in."""
+    fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise OSError(f"{path.name} is not a regular file")

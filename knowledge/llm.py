@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from knowledge.errors import ModelError
+from knowledge.untrusted import safe_messages
 
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
 
@@ -61,7 +62,7 @@ def chat_payload(
 ) -> dict[str, object]:
     """The JSON body of a chat completion request (no ``model`` field, on purpose)."""
     payload: dict[str, object] = {
-        "messages": list(messages),
+        "messages": safe_messages(messages),
         "max_tokens": max_tokens,
         "temperature": temperature,
         "chat_template_kwargs": {"enable_thinking": enable_thinking},

@@ -1,6 +1,6 @@
 """The writer lock: one process at a time writes raw/ and the index.
 
-An ``flock`` on ``knowledge/index/writer.lock``; the file holds the owner's pid and role so
+An ``flock`` on ``knowledge/writer.lock`` (outside ``index/``, which users may delete); the file holds the owner's pid and role so
 the refusal can say who holds it. The kernel releases the lock when the owner dies, so a
 crash never leaves a stale lock behind.
 """

@@ -9,11 +9,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TextIO
 
 import structlog
+
+from knowledge.redact import redactor
 
 _SHARED = [
     structlog.contextvars.merge_contextvars,
@@ -22,18 +24,36 @@ _SHARED = [
 ]
 
 
+class _RedactingFormatter(structlog.stdlib.ProcessorFormatter):
+    """Renders a record of any logger (kb's, python-telegram-bot's, httpx's…), then removes secrets.
+
+    Redacting the finished line catches a secret wherever it hides: an event field, an
+    exception message, a traceback, a URL a library logged.
+    """
+
+    def __init__(self, *args, redact: Callable[[str], str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._redact = redact
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._redact(super().format(record))
+
+
 def configure_logging(
     log_path: Path | None,
     *,
     console_level: str = "info",
     console: TextIO | None = None,
     once: WarnOnce | None = None,
+    secrets: Iterable[str] = (),
 ) -> None:
     """Route structlog to a JSON-lines file and, when ``console`` is a TTY, to readable lines.
 
     With ``once`` (an interactive session's memory of what it has shown), the console gets one short
     line per distinct event instead of full records; the file still gets every record in full.
+    ``secrets`` (the bot token, the Brave key) never reach either: every line is redacted.
     """
+    redact = redactor(secrets)
     console = sys.stderr if console is None else console
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -45,7 +65,8 @@ def configure_logging(
         file_handler = logging.FileHandler(log_path, encoding="utf-8")
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(
-            structlog.stdlib.ProcessorFormatter(
+            _RedactingFormatter(
+                redact=redact,
                 foreign_pre_chain=_SHARED,
                 processors=[
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
@@ -60,7 +81,8 @@ def configure_logging(
         console_handler.setLevel(console_level.upper())
         renderer = structlog.dev.ConsoleRenderer(colors=False) if once is None else BriefRenderer(console)
         console_handler.setFormatter(
-            structlog.stdlib.ProcessorFormatter(
+            _RedactingFormatter(
+                redact=redact,
                 foreign_pre_chain=_SHARED,
                 processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
             )

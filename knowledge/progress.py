@@ -24,11 +24,16 @@ from typing import TextIO
 
 from tqdm import tqdm
 
+from knowledge.terminal import neutralise
+
 
 class Progress:
     """A progress bar for ``total`` steps of one job; every method is a no-op when the bar is off."""
 
     def __init__(self, total: int, *, label: str, unit: str = "it", stream: TextIO) -> None:
+        # The bar draws with carriage returns of its own: under a neutralising stream it writes
+        # to the terminal beneath (item names shown in it are neutralised in describe()).
+        stream = getattr(stream, "raw_stream", stream)
         self.is_on = total > 0 and stream.isatty()
         self._bar: tqdm | None = None
         self._lifted: list[tuple[logging.Handler, _AroundBar]] = []
@@ -49,7 +54,7 @@ class Progress:
     def describe(self, item: str) -> None:
         """Name the item being worked on (shown after the counts)."""
         if self._bar is not None:
-            self._bar.set_postfix_str(item[:40], refresh=False)
+            self._bar.set_postfix_str(neutralise(item)[:40], refresh=False)
 
     def advance(self, steps: int = 1) -> None:
         """Count ``steps`` more as done."""
@@ -102,7 +107,7 @@ def _lift_console_handlers(stream: TextIO, progress: Progress) -> list[tuple[log
     swapped = [
         (h, _AroundBar(h, progress))
         for h in root.handlers
-        if isinstance(h, logging.StreamHandler) and h.stream is stream
+        if isinstance(h, logging.StreamHandler) and getattr(h.stream, "raw_stream", h.stream) is stream
     ]
     for inner, outer in swapped:
         root.removeHandler(inner)

@@ -28,6 +28,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from knowledge.errors import KbError
 from knowledge.retrieval import SearchResult
 from knowledge.tokenizer import TokenCounter
+from knowledge.untrusted import safe_messages, strip_control_tokens
 
 # A ChatML template (the Qwen family's shape), for a tokenizer folder without a template.
 FALLBACK_TEMPLATE = (
@@ -128,20 +129,30 @@ def evidence_block(passages: Sequence[SearchResult], tag: str) -> str:
     parts = [f"<evidence-{tag}>"]
     for n, p in enumerate(passages, 1):
         origin = f"{p.raw_path}:{p.start_line}-{p.end_line}"
-        parts.append(f"[{n}] {p.title} — {origin}\n{_defang(p.text, tag)}\n")
+        title = " ".join(_defang(p.title, tag).split())  # one line: a title cannot start a fake passage
+        parts.append(f"[{n}] {title} — {_defang(origin, tag)}\n{_defang(p.text, tag)}\n")
     parts.append(f"</evidence-{tag}>")
     return "\n".join(parts)
 
 
+_DELIMITER = re.compile(r"</?\s*evidence[^<>]*>", re.IGNORECASE)
+
+
 def _defang(text: str, tag: str) -> str:
     """Remove anything in a passage that looks like an evidence delimiter (with any tag)."""
-    return re.sub(r"</?\s*evidence[^>]*>", "", text, flags=re.IGNORECASE).replace(tag, "")
+    return _DELIMITER.sub("", strip_control_tokens(text)).replace(tag, "")
 
 
-def messages_for(question: str, passages: Sequence[SearchResult], tag: str) -> list[dict[str, str]]:
+def messages_for(
+    question: str, passages: Sequence[SearchResult], tag: str, *, special_tokens: Sequence[str] = ()
+) -> list[dict[str, str]]:
     """System prompt, then the evidence and the question as the user's turn."""
     user = f"{evidence_block(passages, tag)}\n\nQuestion: {question.strip()}"
-    return [{"role": "system", "content": SYSTEM_PROMPT.format(tag=tag)}, {"role": "user", "content": user}]
+    # The same cleaning the model client applies, so the prompt counted is the prompt sent.
+    return safe_messages(
+        [{"role": "system", "content": SYSTEM_PROMPT.format(tag=tag)}, {"role": "user", "content": user}],
+        special_tokens,
+    )
 
 
 def build_prompt(
@@ -157,16 +168,20 @@ def build_prompt(
 ) -> Prompt:
     """The largest prompt of whole passages, in rank order, within both budgets, counted exactly."""
     tag = new_tag()
+    special = [t for t in template.special_tokens.values() if t]
     chosen: list[SearchResult] = []
     limit = context_tokens - max_output_tokens
     for passage in ranked:
         trial = [*chosen, passage]
         if _count(counter, evidence_block(trial, tag)) > evidence_tokens:
             break
-        if _count(counter, template.render(messages_for(question, trial, tag))) > limit:
+        if (
+            _count(counter, template.render(messages_for(question, trial, tag, special_tokens=special)))
+            > limit
+        ):
             break
         chosen = trial
-    messages = messages_for(question, chosen, tag)
+    messages = messages_for(question, chosen, tag, special_tokens=special)
     return Prompt(
         messages=messages,
         passages=chosen,

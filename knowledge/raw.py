@@ -25,10 +25,14 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from knowledge.names import cut_bytes
 
 FRONT_MATTER_KEYS = ("title", "source_name", "source_snapshot", "source_url", "source_sha256", "converter")
 _SLUG_MAX = 60
+_SLUG_MAX_BYTES = 120  # 40 Thai or Chinese characters: raw names stay far below 255 bytes
 
 
 @dataclass(frozen=True)
@@ -61,14 +65,23 @@ def slugify(name: str) -> str:
     """A file-name-safe slug: letters and digits of any script, joined by '-', at most 60 chars."""
     text = unicodedata.normalize("NFKC", name).casefold()
     slug = re.sub(r"[^\w]+", "-", text).strip("-_")
-    slug = re.sub(r"[-_]{2,}", "-", slug)[:_SLUG_MAX].strip("-_")
+    slug = cut_bytes(re.sub(r"[-_]{2,}", "-", slug)[:_SLUG_MAX], _SLUG_MAX_BYTES).strip("-_")
     return slug or "document"
 
 
 def raw_name(source_name: str, source_sha256: str) -> str:
-    """``<slug>-<hash8>.md`` for a source file name and its content hash."""
+    """``<slug>-<hash8>.md`` for a source file name and its content hash (the first name tried)."""
+    return next(raw_names(source_name, source_sha256))
+
+
+def raw_names(source_name: str, source_sha256: str) -> Iterator[str]:
+    """Names to try for a source's raw file, shortest first: 8, 16 and 64 hex digits, then numbered."""
     stem = source_name.rsplit(".", 1)[0] if "." in source_name.lstrip(".") else source_name
-    return f"{slugify(stem)}-{source_sha256[:8]}.md"
+    slug = slugify(stem)
+    for digits in (8, 16, 64):
+        yield f"{slug}-{source_sha256[:digits]}.md"
+    for n in range(2, 100):
+        yield f"{slug}-{source_sha256}-{n}.md"
 
 
 def document_id(raw_relpath: str) -> str:

@@ -10,48 +10,51 @@ from __future__ import annotations
 from functools import lru_cache
 
 _VOWELS = frozenset("aeiou")
+MAX_WORD_CHARS = 64  # no English word is longer; longer runs are index keys as they are
 
 
-def _is_consonant(word: str, i: int) -> bool:
-    """Porter's consonant: not a vowel, and 'y' only after a vowel."""
-    ch = word[i]
-    if ch in _VOWELS:
-        return False
-    if ch == "y":
-        return i == 0 or not _is_consonant(word, i - 1)
-    return True
+def _consonants(word: str) -> list[bool]:
+    """Porter's consonants, left to right: not a vowel, and 'y' only after a vowel (or first).
+
+    One pass, no recursion: 'y' depends only on the letter before it, so a word of a thousand
+    'y's costs a thousand steps, not a thousand nested calls.
+    """
+    out: list[bool] = []
+    for i, ch in enumerate(word):
+        if ch in _VOWELS:
+            out.append(False)
+        elif ch == "y":
+            out.append(i == 0 or not out[i - 1])
+        else:
+            out.append(True)
+    return out
 
 
 def _measure(stem: str) -> int:
     """m in [C](VC)^m[V]: the number of vowel-consonant sequences."""
     m = 0
     prev_vowel = False
-    for i in range(len(stem)):
-        vowel = not _is_consonant(stem, i)
-        if prev_vowel and not vowel:
+    for is_consonant in _consonants(stem):
+        if prev_vowel and is_consonant:
             m += 1
-        prev_vowel = vowel
+        prev_vowel = not is_consonant
     return m
 
 
 def _has_vowel(stem: str) -> bool:
-    return any(not _is_consonant(stem, i) for i in range(len(stem)))
+    return not all(_consonants(stem))
 
 
 def _double_consonant(word: str) -> bool:
-    return len(word) >= 2 and word[-1] == word[-2] and _is_consonant(word, len(word) - 1)
+    return len(word) >= 2 and word[-1] == word[-2] and _consonants(word)[-1]
 
 
 def _cvc(word: str) -> bool:
     """Ends consonant-vowel-consonant, the last not w, x or y ("hop", not "snow")."""
     if len(word) < 3:
         return False
-    return (
-        _is_consonant(word, len(word) - 3)
-        and not _is_consonant(word, len(word) - 2)
-        and _is_consonant(word, len(word) - 1)
-        and word[-1] not in "wxy"
-    )
+    c = _consonants(word)
+    return c[-3] and not c[-2] and c[-1] and word[-1] not in "wxy"
 
 
 def _replace(word: str, rules: tuple[tuple[str, str], ...], min_measure: int) -> str:
@@ -125,7 +128,7 @@ def _step5(word: str) -> str:
 @lru_cache(maxsize=65536)  # a pure function of the word; text repeats words constantly
 def porter_stem(word: str) -> str:
     """The Porter stem of a lower-case ASCII word; other words come back unchanged."""
-    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+    if len(word) <= 2 or len(word) > MAX_WORD_CHARS or not word.isascii() or not word.isalpha():
         return word
     word = _step1(word)
     word = _replace(word, _STEP2, 0)

@@ -227,3 +227,32 @@ async def test_the_chat_loop_answers_and_runs_commands(kb, fake):
     assert "Lake Quillan is 317 metres deep [1]." in text and "[1] Lake Quillan — raw/quillan-" in text
     assert "/search Q" in text and "usage: /search QUESTION" in text and "SOURCES-LIST" in text
     assert "unknown command /nope" in text and "never read" not in text
+
+
+async def test_a_long_hostile_question_never_stalls_the_event_loop(kb, fake):
+    """The bot serves every chat on one event loop: retrieval, prompt building and planning run beside it."""
+    import asyncio
+    from datetime import date
+
+    from knowledge.websearch.search import make_plan
+
+    gaps: list[float] = []
+    running = True
+
+    async def heartbeat() -> None:
+        last = time.perf_counter()
+        while running:
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    question = "Zorblat " * 200 + "-" * 2_400 + " what is " + "1 - " * 300 + "x?"
+    beat = asyncio.create_task(heartbeat())
+    fake.script = [answer("It brews 12 cups [1].")]
+    async with aiohttp.ClientSession() as session:
+        await engine_for(kb, session, fake.base_url).ask(question)
+    plan = await make_plan(question, date(2026, 1, 1), None)
+    running = False
+    await beat
+    assert plan.needs_search and max(gaps) < 0.25

@@ -311,3 +311,73 @@ def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
             err = proc.stderr.read()
             proc.stderr.close()
     assert proc.returncode == 0, err
+
+
+async def test_uploads_with_hidden_lock_file_or_long_names_are_saved_under_a_name_the_daemon_takes(env):
+    env, _ = env
+    thai = "ก" * 82 + ".md"  # 249 bytes: with ".source.json" it would pass the 255-byte limit
+    for name, text in [
+        (".hidden.md", "hidden walrus"),
+        ("~$lock.md", "locked narwhal"),
+        (thai, "thai dugong"),
+    ]:
+        env.telegram.push_document(
+            OWNER, OWNER, name, f"# {text}\n\nAbout the {text}.\n".encode(), "text/markdown"
+        )
+        call = await env.bot_said(
+            lambda c, t=text: f"indexed, 1 chunks — {t}" in c.params["text"], timeout_s=30
+        )
+        if name != thai:
+            assert "saved as" in call.params["text"]
+    assert not [p for p in env.settings.inbox.iterdir() if p.is_file()]  # nothing left waiting
+
+
+async def test_a_reused_upload_name_reports_this_files_result_not_the_earlier_ones(env):
+    env, _ = env
+    env.telegram.push_document(OWNER, OWNER, "notes.md", b"# Old notes\n\nThe old notes.\n", "text/markdown")
+    await env.bot_said(lambda c: "notes.md: indexed, 1 chunks — Old notes" in c.params["text"], timeout_s=30)
+    png = b"\x89PNG\r\n\x1a\n" + bytes(64)
+    env.telegram.push_document(OWNER, OWNER, "notes.md", png, "text/markdown")
+    call = await env.bot_said(lambda c: "notes.md: not added" in c.params["text"], timeout_s=30)
+    assert "Old notes" not in call.params["text"]
+
+
+def _business_or_guest(kind: str, text: str) -> dict:
+    """The owner writing, through kb as a business bot, in someone else's private chat."""
+    owner = {"id": OWNER, "is_bot": False, "first_name": "Owner"}
+    other = {"id": 555, "type": "private", "first_name": "Friend"}
+    message = {"message_id": 900, "date": 1_700_000_000, "chat": other, "from": owner, "text": text}
+    if kind == "business_message":
+        message["business_connection_id"] = "bc-1"
+    return {kind: message}
+
+
+async def test_only_the_owners_own_chat_is_served_whatever_the_update_type(env):
+    env, _ = env
+    drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    await wait_indexed(env, 1)
+    await env.say("/help")  # the owner's chat exists before the edit arrives
+    await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
+    before = len(env.telegram.calls())
+    with structlog.testing.capture_logs() as logs:
+        env.telegram.push_raw(_business_or_guest("business_message", "How deep is Lake Quillan?"))
+        env.telegram.push_raw(_business_or_guest("guest_message", "How deep is Lake Quillan?"))
+        env.telegram.push_raw({"edited_message": {
+            "message_id": 901, "date": 1_700_000_000, "edit_date": 1_700_000_100,
+            "chat": {"id": OWNER, "type": "private", "first_name": "Owner"},
+            "from": {"id": OWNER, "is_bot": False, "first_name": "Owner"}, "text": "How deep is Lake Quillan?",
+        }})  # fmt: skip
+        await env.bot_said(lambda c: "Edited messages are not answered again" in c.params["text"])
+        await env.say("ping")
+        await env.bot_said(
+            lambda c: (
+                c.params.get("chat_id") == OWNER and c.index >= before and "ping" not in c.params["text"]
+            )
+        )
+    sent = [
+        c for c in env.telegram.calls() if c.index >= before and c.method in ("sendMessage", "sendChatAction")
+    ]
+    assert {c.params.get("chat_id") for c in sent} == {OWNER}
+    assert not any("317" in c.params.get("text", "") for c in sent)  # the edit was not answered
+    reasons = {e["reason"] for e in logs if e["event"] == "bot.refused"}
+    assert reasons == {"business_message updates are not served", "guest_message updates are not served"}

@@ -120,7 +120,10 @@ def message_update(user_id, chat_id, chat_type="private", **kw):
         (message_update(OWNER, OWNER, forward_origin=MessageOriginUser(datetime(2026, 1, 1, tzinfo=UTC),
                                                                        User(8, "Friend", False))), None),
         (Update(2, channel_post=Message(1, datetime(2026, 11, 29, tzinfo=UTC), Chat(-1001, "channel"), text="x")),
-         "no user (channel post or service update)"),
+         "channel_post updates are not served"),
+        (Update(3, business_message=message_update(OWNER, 555).message), "business_message updates are not served"),
+        (Update(4, edited_message=message_update(OWNER, OWNER).message), None),
+        (message_update(OWNER, 555), "not the owner's own chat with the bot"),
     ],
 )  # fmt: skip
 def test_only_the_owner_in_a_private_chat_is_served(update, why):

@@ -186,7 +186,7 @@ def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path):
     home = tmp_path / "kb"
     note = tmp_path / "n.md"
     note.write_text("# n\n\ntext\n")
-    with WriterLock(home / "knowledge" / "index" / "writer.lock", role="kb daemon"):
+    with WriterLock(home / "knowledge" / "writer.lock", role="kb daemon"):
         out = kb(home, "ingest", str(note), env={"KB_LOCK_WAIT_S": "0.5"})
     assert out.returncode == 1
     assert "another kb process is writing" in out.stderr and "kb daemon" in out.stderr

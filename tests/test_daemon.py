@@ -398,3 +398,25 @@ def test_a_thousand_files_and_a_sigkill_lose_nothing(tmp_path):
         raws = {p.name for p in settings.raw.glob("*.md")}
         assert raws == {d.raw_path.removeprefix("raw/") for d in docs}
         assert index.integrity_errors() == []
+
+
+def test_deleting_the_index_under_a_running_daemon_stops_it_and_keeps_the_lock(tmp_path):
+    from knowledge.errors import IndexVanished, WriterLockHeld
+    from knowledge.lock import WriterLock
+
+    settings = make_settings(tmp_path / "kb", KB_SETTLE_S=SETTLE)
+    with background(settings, ApproxCounter()) as daemon:
+        (settings.inbox / "first.md").write_text("# First\n\nThe first note mentions otters.\n")
+        wait_for(lambda: documents(settings), what="the first note")
+        shutil.rmtree(settings.index_path.parent)  # what kb doctor advises for a damaged index
+        wait_for(lambda: daemon.failure is not None, what="the daemon to notice")
+        assert isinstance(daemon.failure, IndexVanished)
+        with pytest.raises(WriterLockHeld):  # a second writer still cannot start
+            WriterLock(settings.lock_path, role="kb ingest").acquire(wait_s=0.2)
+        (settings.inbox / "second.md").write_text("# Second\n\nThe second note mentions seals.\n")
+        time.sleep(float(SETTLE) * 4)
+        assert (settings.inbox / "second.md").exists() and not list(settings.failed.iterdir())
+    with background(settings, ApproxCounter()) as daemon:  # restarted: the index is rebuilt from raw/
+        wait_for(lambda: len(documents(settings)) == 2, what="both notes")
+        assert daemon.failure is None
+    assert sorted(d.title for d in documents(settings)) == ["First", "Second"]

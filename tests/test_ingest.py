@@ -312,3 +312,58 @@ def test_a_pdf_over_the_page_limit_is_refused(tmp_path, runner):
             drop(small, "four.pdf", pdfs.text_pdf([["a"], ["b"], ["c"], ["d"]]))
         )
     assert outcome.reason == "pdf-too-many-pages" and "4 pages" in outcome.message
+
+
+def test_a_word_of_a_thousand_ys_is_indexed_searched_and_reindexed(settings, kb):
+    word = "y" * 1_100 + "ed"
+    outcome = kb.ingest(drop(settings, "ys.md", f"# Ys\n\nThe word {word} and walruses.\n".encode()))
+    assert outcome.status == "indexed"
+    assert search(kb.index, word, k=1)[0].title == "Ys"
+    assert kb.reindex() == (1, 1)
+    assert kb.reconcile_raw()["unchanged"] == 1
+
+
+def test_a_raw_name_clash_never_overwrites_another_document(settings, kb):
+    from knowledge.raw import raw_name, sha256_hex
+
+    first = b"# First\n\nThe first document is about otters.\n"
+    second = b"# Second\n\nThe second document is about beavers.\n"
+    kb.ingest(drop(settings, "notes.md", first))
+    # A second source whose raw name (slug + 8 hex digits) is already taken by another document:
+    # rename the first document's raw file to the name the second one will ask for.
+    taken = settings.raw / raw_name("notes.md", sha256_hex(second))
+    (settings.raw / raw_name("notes.md", sha256_hex(first))).rename(taken)
+    kb.reconcile_raw()
+    before = taken.read_bytes()
+    outcome = kb.ingest(drop(settings, "notes.md", second))
+    assert outcome.status == "indexed" and outcome.raw_path != f"raw/{taken.name}"
+    assert taken.read_bytes() == before  # the first document is untouched
+    titles = sorted(d.title for d in kb.index.documents())
+    assert titles == ["First", "Second"]
+    assert search(kb.index, "otters", k=1)[0].title == "First"
+    assert search(kb.index, "beavers", k=1)[0].title == "Second"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ก" * 82 + ".md",
+        "中" * 84 + ".md",
+        "한" * 83 + ".txt",
+        "a" * 251 + ".md",
+        "ก" * 40 + "a" * 130 + ".md",
+    ],
+)
+def test_names_of_any_script_up_to_255_bytes_are_indexed_kept_and_failed_cleanly(settings, kb, name):
+    assert len(name.encode()) <= 255
+    outcome = kb.ingest(drop(settings, name, b"# Long\n\nA long named file about manatees.\n"))
+    assert outcome.status == "indexed" and outcome.kept_at.is_file()
+    again = kb.ingest(drop(settings, name, b"# Long\n\nA long named file about manatees.\n"))
+    assert again.status == "duplicate" and again.kept_at.is_file()
+    failed = kb.ingest(drop(settings, name, b""))
+    assert failed.status == "failed" and failed.kept_at.is_file()
+    assert (
+        json.loads(failed.kept_at.with_name(failed.kept_at.name + ".error.json").read_text())["reason"]
+        == "empty"
+    )
+    assert not list(settings.inbox.glob("*.*.md"))

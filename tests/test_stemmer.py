@@ -29,3 +29,12 @@ def test_inflections_meet(a, b):
 @pytest.mark.parametrize("word", ["", "a", "is", "café", "3d", "黑豹", "x-ray"])
 def test_short_and_non_ascii_words_are_left_alone(word):
     assert porter_stem(word) == word
+
+
+@pytest.mark.parametrize("n", [40, 60, 1_100, 100_000])
+def test_long_runs_of_y_neither_recurse_nor_crawl(n):
+    import time
+
+    t0 = time.perf_counter()
+    stem = porter_stem("y" * n + "ed")
+    assert stem.startswith("y" * (min(n, 40) - 1)) and time.perf_counter() - t0 < 0.5

@@ -133,3 +133,11 @@ def test_a_valid_plan_parses():
 def test_anything_but_the_exact_schema_is_refused(text):
     with pytest.raises(PlanError):
         parse_plan(text)
+
+
+def test_a_long_run_of_dashes_is_planned_at_once():
+    import time
+
+    t0 = time.perf_counter()
+    heuristic_plan("-" * 1_200 + " what now x", date(2026, 1, 1))
+    assert needs_search("1 " + "- " * 50_000 + "x") and time.perf_counter() - t0 < 0.5

@@ -110,7 +110,7 @@ _MAGIC = (
 )
 
 _COMMENT = re.compile(rb"<!--.*?(?:-->|$)", re.S)
-_META = re.compile(rb"<meta\s[^>]*?charset\s*=\s*[\"']?\s*([a-z0-9_.:()-]+)", re.I)
+_META = re.compile(rb"<meta\s[^<>]*?charset\s*=\s*[\"']?\s*([a-z0-9_.:()-]+)", re.I)
 _CHARSET_PARAM = re.compile(r"charset\s*=\s*[\"']?\s*([a-z0-9_.:()-]+)", re.I)
 _ISO8859 = re.compile(r"iso-?8859-?(\d+)$")
 _C1 = re.compile("[\x80-\x9f]")

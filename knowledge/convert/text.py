@@ -9,8 +9,9 @@ from knowledge.convert.charset import decode_bytes
 from knowledge.errors import ConversionError
 
 _FRONT_MATTER = re.compile(r"\A---\n(.*?)\n(?:---|\.\.\.)\n", re.DOTALL)
-_FM_TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
-_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+# One line each, no two repeats that can trade characters: linear in the text however it is written.
+_FM_TITLE = re.compile(r"^title:[ \t]*+([^\n]*)", re.MULTILINE)
+_HEADING = re.compile(r"^#{1,6}[ \t]++([^\n]*\S)", re.MULTILINE)
 TITLE_MAX_CHARS = 120
 
 
@@ -30,6 +31,15 @@ def shorten(text: str, limit: int = TITLE_MAX_CHARS) -> str:
     return cut.rstrip(" ,;:-") + "…"
 
 
+def heading_text(line: str) -> str:
+    """An ATX heading's text without its optional closing run of '#' (which follows a space)."""
+    text = line.strip()
+    bare = text.rstrip("#")
+    if bare != text and (not bare or bare[-1] in " \t"):
+        text = bare.rstrip()
+    return text or line.strip()
+
+
 def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None) -> Converted:
     """Decode a text or Markdown file; a leading front matter block gives only its title."""
     text, encoding = decode_bytes(data, declared=declared)
@@ -38,13 +48,17 @@ def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None
     if markdown and (fm := _FRONT_MATTER.match(text)):
         # Provenance comes from kb's own sidecar, never from a document's claims about itself.
         if m := _FM_TITLE.search(fm.group(1)):
-            title = m.group(1).strip().strip("'\"")
+            title = m.group(1).strip().strip("'\"").strip()
         text = text[fm.end() :].lstrip("\n")
     if not text.strip():
         raise ConversionError("no-content", "the file contains no text")
     if not title:
         heading = _HEADING.search(text) if markdown else None
-        title = heading.group(1) if heading else next(line for line in text.split("\n") if line.strip())
+        title = (
+            heading_text(heading.group(1))
+            if heading
+            else next(line for line in text.split("\n") if line.strip())
+        )
     return Converted(
         title=shorten(title),
         markdown=text,

@@ -135,7 +135,8 @@ def overlap(query: str, text: str) -> float:
 # -- 3. hard rejects ------------------------------------------------------------------------
 
 _YEAR = re.compile(r"(?<!\d)(1[89]\d\d|20\d\d|2[45]\d\d)(?!\d)")
-_VERSION = re.compile(r"\b([A-Za-z][\w+#-]*)\s*v?(\d+)\.(\d+)(?:\.\d+)?\b")
+# A name starts where no name character precedes it, and holds no digits: each run is tried once.
+_VERSION = re.compile(r"(?<![\w+#-])([A-Za-z][A-Za-z+#-]*)\s*v?(\d+)\.(\d+)(?:\.\d+)?\b")
 _PRICE_Q = re.compile(
     r"\b(price|prices|cost|costs|how much)\b|價格|价格|多少錢|多少钱|售價|售价|ราคา|เท่าไร", re.I
 )
@@ -146,7 +147,7 @@ _DEADLINE_Q = re.compile(
 )
 _DATE_EVIDENCE = re.compile(
     r"\b(deadline|due|until|by|closes?|closing)\b|\d{1,2}[/.-]\d{1,2}|\b\d{1,2}\s+(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
-    r"|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}|\d+月\d+日|截止|期限|ภายใน|วันที่",
+    r"|\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}|\d{1,2}月\d{1,2}日|截止|期限|ภายใน|วันที่",
     re.I,
 )
 _LATEST_Q = re.compile(

@@ -63,9 +63,9 @@ async def make_plan(question: str, today: date, llm: ModelClient | None) -> Plan
         except (ModelError, PlanError, TimeoutError) as exc:
             reason = f"{type(exc).__name__}: {exc}"[:200]
             log.info("web.plan.fallback", reason=reason)
-            plan = heuristic_plan(question, today, reason=reason)
+            plan = await asyncio.to_thread(heuristic_plan, question, today, reason=reason)
     else:
-        plan = heuristic_plan(question, today, reason="no model")
+        plan = await asyncio.to_thread(heuristic_plan, question, today, reason="no model")
     log.info(
         "web.plan",
         planner=plan.planner,
@@ -97,7 +97,7 @@ def summary_lines(text: str, candidates: Sequence[tuple[str, str]]) -> list[str]
     """
     out = []
     for line in text.splitlines():
-        m = re.match(r"^\s*[-*•]?\s*\[(?:web-)?(\d)\]\s*(.+)$", line)
+        m = re.match(r"^\s*(?:[-*•]\s*)?\[(?:web-)?(\d)\]\s*(.+)$", line)
         if not m or not 1 <= int(m.group(1)) <= len(candidates):
             continue
         body = re.sub(r"https?://\S+", "", m.group(2)).strip()
@@ -141,11 +141,11 @@ async def web_search(
     if not plan.needs_search and not force:
         return WebAnswer(plan, None)
     if not plan.queries:
-        plan = heuristic_plan(question, today)
+        plan = await asyncio.to_thread(heuristic_plan, question, today)
         plan = Plan(True, plan.queries or [], plan.planner, plan.fallback_reason)
     hits, notes = await search_all(providers, [(q.query, q.language, q.freshness) for q in plan.queries])
     query = " ".join(q.query for q in plan.queries)
-    kept, dropped_rules = filters.rule_filter(question, query, hits)
+    kept, dropped_rules = await asyncio.to_thread(filters.rule_filter, question, query, hits)
     dropped = [Dropped(h, reason) for h, reason in dropped_rules]
     verdicts = await model_check(question, kept, llm)
     if isinstance(verdicts, str):

@@ -1,0 +1,38 @@
+"""What kb prints to a terminal carries no control character from a document, a title or a file name."""
+
+import json
+
+import pytest
+
+from knowledge.terminal import neutralise
+from tests.test_cli import kb
+
+CONTROLS = ("\x1b", "\x07", "\x9b", "\x08", "\r", "\u202e")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [("plain\ttext\n", "plain\ttext\n"), ("\x1b]52;c;ZXZpbA==\x07", "\\u001b]52;c;ZXZpbA==\\u0007"),
+     ("a\x9b31mb", "a\\u009b31mb"), ("abc\u202edef", "abc\\u202edef"), ("bs\x08\x7f", "bs\\u0008\\u007f")],
+)  # fmt: skip
+def test_neutralise(text, shown):
+    assert neutralise(text) == shown
+
+
+def test_ingest_search_status_and_logs_print_no_control_characters(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    name = "evil\x1b]0;pwned\x07\u202e.md"
+    (src / name).write_text("# Title \x1b[2J\x07bell\n\nThe \x1b[31mred\x1b[0m okapi \x9b6n hides.\n")
+    home = tmp_path / "kb"
+    outputs = [kb(home, "ingest", str(src))]
+    outputs.append(kb(home, "search", "okapi"))
+    as_json = kb(home, "search", "--json", "okapi")
+    outputs += [as_json, kb(home, "status"), kb(home, "logs")]
+    for done in outputs:
+        assert done.returncode == 0, done.stderr
+        for ch in CONTROLS:
+            assert ch not in done.stdout and ch not in done.stderr, (done.args, ch)
+    assert "okapi" in outputs[1].stdout and "\\u001b" in outputs[1].stdout
+    result = json.loads(as_json.stdout)[0]  # still valid JSON, with the document's own characters
+    assert "\x1b[31mred" in result["text"] and result["source_name"] == name
