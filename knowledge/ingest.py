@@ -20,6 +20,7 @@ nothing the owner gave kb is ever deleted.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -189,12 +190,14 @@ class Ingestor:
                 path, "skipped", reason="not-regular", message=f"{path.name} is {what}; kb does not follow it"
             )
         if st.st_size > self.limits.max_source_bytes:
-            raise _Failure(
+            failure = _Failure(
                 "read",
                 "too-large",
                 f"the file is {st.st_size / 2**20:.1f} MiB, over the {self.limits.max_source_bytes / 2**20:g} MiB"
                 " limit (KB_MAX_SOURCE_MB)",
             )
+            failure.sha256 = _hash_regular(root, path.absolute())  # so a waiter can tell its own file
+            raise failure
         try:
             data = _read_regular(root, path.absolute(), self.limits.max_source_bytes)
         except LinkRefused as exc:
@@ -686,6 +689,19 @@ def _is_link(path: Path) -> bool:
 
 def _copy_no_follow(src: Path, dest: Path) -> None:
     shutil.copy2(src, dest, follow_symlinks=False)
+
+
+def _hash_regular(root: Path, path: Path) -> str | None:
+    """SHA-256 of a file read in pieces through real folders only; None when it cannot be read."""
+    try:
+        fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            digest = hashlib.sha256()
+            while piece := fh.read(1 << 20):
+                digest.update(piece)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def _read_regular(root: Path, path: Path, limit: int) -> bytes:

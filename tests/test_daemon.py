@@ -420,3 +420,19 @@ def test_deleting_the_index_under_a_running_daemon_stops_it_and_keeps_the_lock(t
         wait_for(lambda: len(documents(settings)) == 2, what="both notes")
         assert daemon.failure is None
     assert sorted(d.title for d in documents(settings)) == ["First", "Second"]
+
+
+def test_names_of_82_thai_or_chinese_characters_are_indexed_or_failed_once(kb):
+    s = kb.settings_
+    good, bad = "ก" * 82 + ".md", "中" * 84 + ".md"  # 249 and 255 bytes
+    (s.inbox / good).write_text("# Thai name\n\nA file with a long Thai name about dugongs.\n")
+    (s.inbox / bad).write_bytes(b"")
+    wait_for(lambda: documents(s) and list(s.failed.glob("*.error.json")), what="both files handled")
+    idle(kb)
+    assert [d.source_name for d in documents(s)] == [good]
+    assert not (s.inbox / good).exists() and not (s.inbox / bad).exists()
+    (kept,) = s.processed.iterdir()  # its name cut by bytes, leaving room for "-2" and ".source.json"
+    assert kept.name.startswith("ก" * 70) and kept.name.endswith(".md") and len(kept.name.encode()) <= 237
+    (record,) = s.failed.glob("*.error.json")
+    assert json.loads(record.read_text())["reason"] == "empty"
+    assert len(ingest_records(s, bad)) == 1  # failed once, not again at every rescan

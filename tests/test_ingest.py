@@ -367,3 +367,16 @@ def test_names_of_any_script_up_to_255_bytes_are_indexed_kept_and_failed_cleanly
         == "empty"
     )
     assert not list(settings.inbox.glob("*.*.md"))
+
+
+def test_failed_records_carry_the_hash_of_the_bytes_that_failed(tmp_path):
+    from knowledge.raw import sha256_hex
+
+    settings = make_settings(tmp_path / "kb", KB_MAX_SOURCE_MB="0.001")
+    big, empty = b"x" * 4096, b""
+    with Index(settings.index_path) as index:
+        ingestor = Ingestor(settings, index, ApproxCounter())
+        assert ingestor.ingest(drop(settings, "big.md", big)).reason == "too-large"
+        assert ingestor.ingest(drop(settings, "empty.md", empty)).reason == "empty"
+        records = {r.path.rsplit("/", 1)[-1]: r for r in index.last_ingests()}
+    assert records["big.md"].sha256 == sha256_hex(big) and records["empty.md"].sha256 == sha256_hex(empty)
