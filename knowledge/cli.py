@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -572,6 +573,9 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         async with open_engine(settings) as engine:
             return await engine.ask(" ".join(args.question))
 
+    if settings.index_path.exists():
+        with contextlib.suppress(KbError), Index(settings.index_path, readonly=True) as index:
+            search_meaning(settings, index)  # says on stderr when search by meaning is partial
     reply = asyncio.run(ask())
     if args.json:
         payload = {

@@ -115,6 +115,9 @@ class VectorCache:
             if epoch == self._epoch:
                 return
             rows = index.vectors(self.model)
+            if rows:  # a server that changed its dimension under the same name: keep the newest size
+                size = len(rows[-1][1])
+                rows = [r for r in rows if len(r[1]) == size]
             self._rowids = np.fromiter((r for r, _ in rows), dtype=np.int64, count=len(rows))
             self._matrix = decode([v for _, v in rows])
             self._position = {int(r): i for i, r in enumerate(self._rowids)}

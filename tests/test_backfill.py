@@ -118,14 +118,14 @@ def test_status_shows_coverage_and_a_dead_embedder_leaves_search_by_words(tmp_pa
     assert "0 of 1 passages have vectors" in found.stderr
 
 
-def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path):
+def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path, qwen_counter):
     settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.1", KB_EMBED="local")
     thai = "# ข้าวหอมมะลิ\n\nข้าวหอมมะลิปลูกมากในภาคตะวันออกเฉียงเหนือของประเทศไทย และมีกลิ่นหอมเป็นพิเศษเมื่อหุงสุก\n"
     other = {
         "monsoon.md": "# Monsoon\n\nThe monsoon brings heavy rain to Mumbai from June to September.\n",
         "quillan.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n",
     }
-    with background(settings, ApproxCounter()):
+    with background(settings, qwen_counter):
         drop(settings, {"jasmine-rice.md": thai, **other})
         wait_for(lambda: vectors_of(settings, "local:multilingual-e5-small-q4") == (3, 3), timeout_s=120,
                  what="three embedded documents")  # fmt: skip

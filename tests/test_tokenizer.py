@@ -1,3 +1,4 @@
+import hashlib
 import shutil
 
 import pytest
@@ -123,3 +124,15 @@ def test_a_model_id_not_in_the_cache_fetches_only_the_tokenizer_files_once(tmp_p
     assert (tmp_path / "hub" / "models--kbtest--tiny-model").is_dir()
     log = (home / "runs" / "logs" / "kb.jsonl").read_text()
     assert '"tokenizer.fetched"' in log and '"tokenizer.fallback"' not in log
+
+
+def test_the_reference_qwen3_tokenizer_is_the_real_one(qwen_counter):
+    from knowledge.tokenizer import QWEN3_TOKENIZER_SHA256, reference_tokenizer
+
+    path = reference_tokenizer()
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == QWEN3_TOKENIZER_SHA256
+    assert (path.parent / "tokenizer_config.json").is_file()
+    # Qwen spends about 1.7 Thai characters per token; the approximation assumes three.
+    thai = "ข้าวหอมมะลิปลูกมากในภาคตะวันออกเฉียงเหนือของประเทศไทย"
+    assert 1.3 < len(thai) / qwen_counter.count_many([thai])[0] < 2.5
+    assert qwen_counter.count_many(["Hello world"]) == [2]

@@ -111,7 +111,7 @@ def test_the_cache_reloads_when_the_index_changes(settings, fake):
         assert index.chunks_by_rowid([best])[best][1].title == "Lake Quillan"
 
 
-def test_search_by_meaning_finds_a_thai_passage_for_an_english_question(settings):
+def test_search_by_meaning_finds_a_thai_passage_for_an_english_question(settings, qwen_counter):
     ingest_texts(
         settings,
         {
@@ -119,6 +119,7 @@ def test_search_by_meaning_finds_a_thai_passage_for_an_english_question(settings
             "flood.md": "# น้ำท่วม\n\nน้ำท่วมใหญ่ที่กรุงเทพมหานครเกิดขึ้นในปี พ.ศ. 2554\n",
             "rain.md": "# Monsoon\n\nThe monsoon brings heavy rain to Mumbai from June to September.\n",
         },
+        qwen_counter,
     )
     embedder = LocalEmbedder()
     question = "Which rice smells fragrant in Thailand?"
