@@ -37,8 +37,8 @@ from knowledge import raw as rawfile
 from knowledge.chunking import chunk_lines
 from knowledge.config import Settings
 from knowledge.convert import Limits, convert_source
-from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConversionError, KbError
+from knowledge.convert.isolate import InternalError, IsolatedRunner
+from knowledge.errors import ConversionError, ConversionInterrupted, KbError
 from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 from knowledge.tokenizer import TokenCounter
 
@@ -154,6 +154,12 @@ class Ingestor:
                 )
             else:
                 outcome = self._fail(path, failure, started)
+        except ConversionInterrupted:
+            raise  # kb is stopping: the file stays where it is and is taken again on the next start
+        except Exception as exc:  # a bug in kb: the file must still end in failed/, never in limbo
+            log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
+            failure = _Failure("ingest", "internal-error", _internal_message(exc), exc)
+            outcome = self._fail(path, failure, started)
         finally:
             structlog.contextvars.unbind_contextvars("file")
         ms = round((time.perf_counter() - t0) * 1000, 1)
@@ -204,8 +210,16 @@ class Ingestor:
                 source_url=sidecar.source_url,
                 runner=self.runner,
             )
+        except InternalError as exc:
+            log.error("ingest.internal_error", file=path.name, error=str(exc), traceback=exc.details)
+            raise _Failure("convert", exc.reason, str(exc), exc) from exc
         except ConversionError as exc:
             raise _Failure("convert", exc.reason, str(exc), exc) from exc
+        except ConversionInterrupted:
+            raise
+        except Exception as exc:  # a converter run in-process (no runner) failed unexpectedly
+            log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
+            raise _Failure("convert", "internal-error", _internal_message(exc), exc) from exc
         return self._store(path, data, sha, converted, sidecar, started)
 
     def _store(self, path: Path, data: bytes, sha: str, converted, sidecar: Sidecar, started: str) -> Outcome:
@@ -368,6 +382,15 @@ class Ingestor:
 
     def _now(self) -> str:
         return self.clock().isoformat(timespec="seconds")
+
+
+def _internal_message(exc: BaseException) -> str:
+    """The owner's sentence for an unexpected exception: what broke and what to do."""
+    detail = " ".join(str(exc).split())[:200]
+    return (
+        f"kb failed on this file ({type(exc).__name__}: {detail}); this is a bug in kb, please report it "
+        "with the log (kb logs --event ingest.)"
+    )
 
 
 _PROBLEM_EVENTS = {"retry": "ingest.retry", "failed": "ingest.failed", "skipped": "ingest.skipped"}
