@@ -132,7 +132,10 @@ def _document_base(tree: LexborHTMLParser, base_url: str | None) -> str | None:
     base = tree.css_first("base[href]")
     href = (base.attributes.get("href") or "").strip() if base else ""
     if href and not _is_unsafe(href):
-        return urljoin(base_url or "", href)
+        try:
+            return urljoin(base_url or "", href)
+        except ValueError:  # a malformed base, e.g. an unclosed IPv6 host: links stay as written
+            return None
     return base_url
 
 
