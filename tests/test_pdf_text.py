@@ -12,7 +12,7 @@ from tests.pdf_layouts import LAYOUTS, TABLE
 @pytest.mark.parametrize(
     ("lines", "text"),
     [
-        (["Lorem ipsum dolor sit amet, consectetur adip-", "iscing elit, sed do."], "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do."),
+        (["Lorem ipsum dolor sit, consectetur adip-", "iscing elit."], "Lorem ipsum dolor sit, consectetur adipiscing elit."),
         (["the ﬁrst ﬂoor and the ﬃce"], "the first floor and the ffice"),
         (["a well-", "Known name"], "a well- Known name"),
         (["soft\u00ad", "hyphen"], "softhyphen"),

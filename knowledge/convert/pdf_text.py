@@ -258,9 +258,8 @@ def _join(lines: list[str]) -> str:
     text = ""
     for line in lines:
         line = line.translate(_LIGATURES)
-        if text.endswith("\u00ad"):  # a soft hyphen: always a break inside a word
-            text = text[:-1] + line
-        elif len(text) >= 2 and text[-1] == "-" and text[-2].isalpha() and line[:1].islower():
+        # A soft hyphen is always a break inside a word; a hard one is when the word goes on in lower case.
+        if text.endswith("\u00ad") or _is_broken_word(text, line):
             text = text[:-1] + line
         else:
             text = f"{text} {line}" if text else line
