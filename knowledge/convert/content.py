@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from trafilatura import bare_extraction
 from trafilatura.xml import xmltotxt
@@ -41,8 +42,15 @@ _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _NOT_TEXT = re.compile(r"[\s|`]+")
 
 
-def main_content_text(html: str) -> str | None:
-    """trafilatura's text of the page's main content, one block a line; None when it finds none."""
+@dataclass(frozen=True)
+class Chosen:
+    """The content trafilatura chose, as text: one block a line."""
+
+    text: str
+
+
+def choose_content(html: str) -> Chosen | None:
+    """What trafilatura takes for the page's main content; None when it finds none."""
     document = bare_extraction(
         html,
         include_comments=False,
@@ -54,8 +62,16 @@ def main_content_text(html: str) -> str | None:
     )
     if document is None or document.body is None or len(document.body) == 0:
         return None
-    text = xmltotxt(document.body, include_formatting=False)
-    return text if text and text.strip() else None
+    text = xmltotxt(document.body, include_formatting=False) or ""
+    if not text.strip():
+        return None
+    return Chosen(text)
+
+
+def coverage(markdown: str, chosen: str) -> float:
+    """The share of trafilatura's text (in characters, spaces aside) that kb's Markdown holds."""
+    held = sum(len(_key(_visible(unit))) for unit in _units(markdown.split("\n")) if any(unit))
+    return held / max(1, len(_key(chosen)))
 
 
 def keep_chosen(markdown: str, chosen: str) -> str:

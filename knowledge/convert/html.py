@@ -21,7 +21,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from knowledge.convert.base import Converted
 from knowledge.convert.charset import decode_bytes
-from knowledge.convert.content import keep_chosen, main_content_text
+from knowledge.convert.content import choose_content, coverage, keep_chosen
 from knowledge.errors import ConversionError
 
 # Blink caps the DOM depth its parser builds at 512; real pages stay far below. Lexbor's scope checks
@@ -31,7 +31,8 @@ MIN_TEXT_CHARS = 20
 # Beyond these, trafilatura does not choose the content (see _main_markdown).
 MAX_CHOOSER_TAGS = 40_000
 MAX_CHOOSER_DEPTH = 200
-CHROME_BY_NAMES = True
+# kb's rendering must hold this share of trafilatura's text, or class names do not count as chrome.
+MIN_COVERAGE = 0.7
 
 _DROP_TAGS = {
     "head", "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "embed",
@@ -171,9 +172,16 @@ def _main_markdown(tree: LexborHTMLParser, html: str, *, base_url: str | None, m
         for node in tree.css("rt, rp"):
             node.decompose()
         html = tree.html or ""
-    chosen = main_content_text(html) if may_choose else None
+    chosen = choose_content(html) if may_choose else None
     if chosen is not None and tree.body is not None:
-        markdown = keep_chosen(_render(tree.body, base_url=base_url, chrome_by_names=CHROME_BY_NAMES), chosen)
+        markdown = keep_chosen(_render(tree.body, base_url=base_url), chosen.text)
+        if coverage(markdown, chosen.text) >= MIN_COVERAGE:
+            return markdown
+        # kb took part of the content for chrome by its class names: trafilatura's choice decides alone.
+        # (What neither shows, text in <noscript>, <template> or hidden elements, stays out.)
+        bare = keep_chosen(_render(tree.body, base_url=base_url, chrome_by_names=False), chosen.text)
+        if coverage(bare, chosen.text) > coverage(markdown, chosen.text):
+            return bare
         if markdown.strip():
             return markdown
     return _render(_landmark(tree), base_url=base_url)
