@@ -147,19 +147,20 @@ class Ingestor:
         structlog.contextvars.bind_contextvars(file=path.name)
         try:
             outcome = self._ingest(path, started)
-        except _Failure as failure:
+        except ConversionInterrupted:
+            raise  # kb is stopping: the file stays where it is and is taken again on the next start
+        except Exception as exc:
+            if isinstance(exc, _Failure):
+                failure = exc
+            else:  # a bug in kb, or a database error: the file must still end somewhere, never in limbo
+                log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
+                failure = _Failure("ingest", "internal-error", _internal_message(exc), exc)
             if may_retry and failure.is_transient:
                 outcome = Outcome(
                     path, "retry", stage=failure.stage, reason=failure.reason, message=failure.message
                 )
             else:
                 outcome = self._fail(path, failure, started)
-        except ConversionInterrupted:
-            raise  # kb is stopping: the file stays where it is and is taken again on the next start
-        except Exception as exc:  # a bug in kb: the file must still end in failed/, never in limbo
-            log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
-            failure = _Failure("ingest", "internal-error", _internal_message(exc), exc)
-            outcome = self._fail(path, failure, started)
         finally:
             structlog.contextvars.unbind_contextvars("file")
         ms = round((time.perf_counter() - t0) * 1000, 1)

@@ -72,7 +72,7 @@ def test_a_batch_of_blobs_and_documents_indexes_only_the_documents(tmp_path) -> 
         timeout=300,
     )
     assert out.returncode == 1, out.stderr
-    assert "3 indexed, 40 failed" in out.stdout
+    assert "3 indexed, 40 failed" in out.stdout and "failed by reason: binary 40" in out.stdout
     failed = home / "knowledge" / "inbox" / "failed"
     records = [json.loads(p.read_text()) for p in failed.glob("*.error.json")]
     assert len(records) == 40 and {r["reason"] for r in records} == {"binary"}
