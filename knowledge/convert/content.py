@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -79,7 +80,8 @@ def keep_chosen(markdown: str, chosen: str) -> str:
 
     Units are lines, except that a fenced code block and a table are one unit each. A unit is kept
     when its text is long enough and found in trafilatura's text, or is one of trafilatura's lines,
-    or follows closely in trafilatura's text after the unit kept last (a short list item). A heading
+    or follows closely in trafilatura's text after the unit kept last (a short list item); a long
+    unit is kept as many times as trafilatura's text holds it (a caption shown twice, once). A heading
     is kept with the content it introduces (trafilatura drops a page's <h1> as metadata). Lines
     without words (a blockquote's spacer) go with the unit before them.
     """
@@ -90,6 +92,7 @@ def keep_chosen(markdown: str, chosen: str) -> str:
     heading: list[str] = []  # a heading not in trafilatura's text, waiting for its content
     cursor = 0  # where the last kept unit ends in trafilatura's text
     previous_kept = False
+    seen: Counter[str] = Counter()
     for unit in _units(markdown.split("\n")):
         if not any(line.strip() for line in unit):
             if kept and kept[-1]:
@@ -105,6 +108,10 @@ def keep_chosen(markdown: str, chosen: str) -> str:
             is_kept = at >= 0 and (
                 len(key) >= SURE_MATCH_CHARS or at - cursor <= NEAR_CHARS or key in lines_chosen
             )
+            if is_kept and len(key) >= SURE_MATCH_CHARS:
+                # Text shown twice on the page (a caption, a headline over a teaser) but chosen once.
+                is_kept = seen[key] < everything.count(key)
+                seen[key] += 1
             if is_kept and at >= cursor:
                 cursor = at + len(key)
         is_heading = unit[0].startswith("#")
