@@ -582,3 +582,10 @@ def test_convert_html_bytes_declared_charset_and_base_url() -> None:
     )
     assert converted.markdown == "Café “crème” – [la carte](https://cafe.example/menu), s’il vous plaît.\n"
     assert converted.encoding == "cp1252"
+
+
+def test_text_is_in_one_unicode_spelling() -> None:
+    # NFC: é composed; ড় (U+09DC) is excluded from composition, so NFC spells it ড + ়.
+    mixed = "সকাল সা\u09dcে ৭টার দিকে দৌলতপুর উপজেলার ফিলিপনগর গ্রামে এ ঘটনা ঘটে। Cafe\u0301 au lait."
+    markdown = body_markdown(f"<p>{mixed}</p>")
+    assert "সা\u09a1\u09bcে" in markdown and "Caf\u00e9 au lait." in markdown

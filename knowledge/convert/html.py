@@ -13,6 +13,7 @@ the title is <title>, else og:title, else the first <h1>.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from urllib.parse import urljoin
@@ -99,7 +100,12 @@ def html_to_markdown(html: str, *, base_url: str | None = None) -> Converted:
         may_choose = depth <= MAX_CHOOSER_DEPTH and html.count("<") <= MAX_CHOOSER_TAGS
         markdown = _main_markdown(tree, html, base_url=base_url, may_choose=may_choose)
     _refuse_empty(markdown, needs_js=needs_js)
-    return Converted(title=title, markdown=markdown, converter="html")
+    # One spelling per character (NFC: é composed, as keyboards type it), as trafilatura's text is.
+    return Converted(
+        title=unicodedata.normalize("NFC", title),
+        markdown=unicodedata.normalize("NFC", markdown),
+        converter="html",
+    )
 
 
 def convert_html_bytes(data: bytes, *, declared: str | None = None, base_url: str | None = None) -> Converted:
