@@ -9,8 +9,9 @@ Threads and their jobs:
 * one worker takes tasks from the queue in order: ingest a file, sync a raw file, reconcile
   raw/ with the index, file an orphan sidecar.
 
-``stop()`` (SIGTERM/SIGINT in ``kb daemon``) stops taking new files; the worker finishes the
-file in hand and the daemon returns.
+``stop()`` (SIGTERM/SIGINT in ``kb daemon``) stops taking new files and interrupts a conversion in
+progress (the file stays in the inbox for the next start); the worker finishes the file in hand
+otherwise, and the daemon returns.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from watchdog.observers import Observer
 
 from daemon.stability import Signature, StabilityTracker, lstat_signature
 from knowledge.config import Settings
-from knowledge.errors import IndexVanished
+from knowledge.errors import ConversionInterrupted, IndexVanished
 from knowledge.ingest import (
     ERROR_SUFFIX,
     SIDECAR_SUFFIX,
@@ -150,8 +151,10 @@ class Daemon:
     # -- lifecycle --------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop taking new files; the file in hand is finished."""
+        """Stop taking new files; a conversion in progress is interrupted, the file left in the inbox."""
         self._stop.set()
+        if self.ingestor.runner is not None:
+            self.ingestor.runner.interrupt()
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until nothing is pending, queued or being worked on (for tests and benchmarks)."""
@@ -329,6 +332,8 @@ class Daemon:
                 log.error("daemon.index_vanished", task=kind, error=str(exc))
                 self.failure = exc
                 self.stop()
+            except ConversionInterrupted:
+                log.info("daemon.conversion_interrupted", task=kind, arg=str(arg))
             except Exception as exc:  # one bad task must not stop the daemon
                 log.exception("daemon.task_failed", task=kind, arg=str(arg), error=str(exc))
             finally:

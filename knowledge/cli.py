@@ -324,6 +324,9 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
     counts = Counter(o.status for o in outcomes)
     parts = [f"{counts[s]} {s}" for s in ("indexed", "duplicate", "failed", "skipped") if counts[s]]
     print(f"{', '.join(parts) or 'nothing to do'} in {time.perf_counter() - t0:.1f} s", file=out)
+    if reasons := Counter(o.reason for o in outcomes if o.status == "failed"):
+        listed = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common())
+        print(f"failed by reason: {listed} (originals and NAME.error.json in inbox/failed/)", file=out)
     return outcomes
 
 

@@ -3,6 +3,7 @@
     KbError
     ├── ConfigError          a setting has a bad value (names the variable)
     ├── ConversionError      a source could not become Markdown (reason code + sentence)
+    ├── ConversionInterrupted  a conversion was stopped because kb is shutting down
     ├── IndexError_          the index database is unusable or locked
     │   └── WriterLockHeld   another kb process holds the writer lock
     ├── TokenizerError       the configured tokenizer cannot be loaded
@@ -31,6 +32,10 @@ class ConversionError(KbError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class ConversionInterrupted(KbError):
+    """A conversion was stopped because kb is shutting down; the source stays where it was."""
 
 
 class IndexError_(KbError):

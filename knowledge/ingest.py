@@ -38,8 +38,8 @@ from knowledge import raw as rawfile
 from knowledge.chunking import chunk_lines
 from knowledge.config import Settings
 from knowledge.convert import Limits, convert_source
-from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConversionError, IndexVanished, KbError
+from knowledge.convert.isolate import InternalError, IsolatedRunner
+from knowledge.errors import ConversionError, ConversionInterrupted, IndexVanished, KbError
 from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 from knowledge.names import shorten_name, split_ext
 from knowledge.safepath import LinkRefused, file_identity, link_below, open_beneath, parts_below, walk_files
@@ -153,7 +153,14 @@ class Ingestor:
         structlog.contextvars.bind_contextvars(file=path.name)
         try:
             outcome = self._ingest(path, started)
-        except _Failure as failure:
+        except ConversionInterrupted:
+            raise  # kb is stopping: the file stays where it is and is taken again on the next start
+        except Exception as exc:
+            if isinstance(exc, _Failure):
+                failure = exc
+            else:  # a bug in kb, or a database error: the file must still end somewhere, never in limbo
+                log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
+                failure = _Failure("ingest", "internal-error", _internal_message(exc), exc)
             if may_retry and failure.is_transient:
                 outcome = Outcome(
                     path, "retry", stage=failure.stage, reason=failure.reason, message=failure.message
@@ -233,8 +240,16 @@ class Ingestor:
                 source_url=sidecar.source_url,
                 runner=self.runner,
             )
+        except InternalError as exc:
+            log.error("ingest.internal_error", file=path.name, error=str(exc), traceback=exc.details)
+            raise _Failure("convert", exc.reason, str(exc), exc) from exc
         except ConversionError as exc:
             raise _Failure("convert", exc.reason, str(exc), exc) from exc
+        except ConversionInterrupted:
+            raise
+        except Exception as exc:  # a converter run in-process (no runner) failed unexpectedly
+            log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
+            raise _Failure("convert", "internal-error", _internal_message(exc), exc) from exc
         return self._store(path, data, sha, converted, sidecar, started)
 
     def _store(self, path: Path, data: bytes, sha: str, converted, sidecar: Sidecar, started: str) -> Outcome:
@@ -455,6 +470,15 @@ class Ingestor:
 
     def _now(self) -> str:
         return self.clock().isoformat(timespec="seconds")
+
+
+def _internal_message(exc: BaseException) -> str:
+    """The owner's sentence for an unexpected exception: what broke and what to do."""
+    detail = " ".join(str(exc).split())[:200]
+    return (
+        f"kb failed on this file ({type(exc).__name__}: {detail}); this is a bug in kb, please report it "
+        "with the log (kb logs --event ingest.)"
+    )
 
 
 _PROBLEM_EVENTS = {"retry": "ingest.retry", "failed": "ingest.failed", "skipped": "ingest.skipped"}

@@ -105,7 +105,9 @@ def test_a_failed_file_makes_ingest_exit_1_and_is_reported(tmp_path):
     out = kb(home, "ingest", str(bad), str(good))
     assert out.returncode == 1
     assert "failed     locked.pdf: pdf-encrypted:" in out.stdout and "→ inbox/failed/locked.pdf" in out.stdout
-    assert out.stdout.strip().endswith("s") and "1 indexed, 1 failed" in out.stdout
+    summary, recap = out.stdout.strip().split("\n")[-2:]
+    assert summary.startswith("1 indexed, 1 failed in ") and summary.endswith(" s")
+    assert recap.startswith("failed by reason: pdf-encrypted 1")
     assert (home / "knowledge" / "inbox" / "failed" / "locked.pdf.error.json").is_file()
     log = (home / "runs" / "logs" / "kb.jsonl").read_text().strip().split("\n")
     events = [json.loads(line)["event"] for line in log]

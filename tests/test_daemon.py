@@ -436,3 +436,30 @@ def test_names_of_82_thai_or_chinese_characters_are_indexed_or_failed_once(kb):
     (record,) = s.failed.glob("*.error.json")
     assert json.loads(record.read_text())["reason"] == "empty"
     assert len(ingest_records(s, bad)) == 1  # failed once, not again at every rescan
+
+
+def test_sigterm_during_a_long_conversion_stops_at_once_and_keeps_the_file(tmp_path):
+    home = tmp_path / "kb"
+    first = start_daemon(home, KB_CONVERT_TIMEOUT_S="300")
+    inbox = home / "knowledge" / "inbox"
+    try:
+        wait_for(lambda: "daemon.start" in log_events(home), what="the daemon to start")
+        # 1,500 pages of text: about ten seconds of conversion on this machine.
+        book = pdfs.text_pdf(
+            [[f"line {i} of page {p} with some words" for i in range(40)] for p in range(1500)]
+        )
+        (inbox / "book.pdf.part").write_bytes(book)
+        (inbox / "book.pdf.part").rename(inbox / "book.pdf")
+        wait_for(lambda: "ingest.queued" in log_events(home), what="the book to be taken")
+        time.sleep(1.0)
+        started = time.monotonic()
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=10)
+        stopped_s = time.monotonic() - started
+    finally:
+        first.kill()
+        first.stderr.close()
+    assert first.returncode == 0 and stopped_s < 5
+    assert (inbox / "book.pdf").is_file()  # not failed, not processed: taken again on the next start
+    assert not list((inbox / "failed").glob("book*"))
+    assert "daemon.conversion_interrupted" in log_events(home)

@@ -340,24 +340,64 @@ def test_article_and_main_are_never_dropped_by_their_class() -> None:
     assert "A short post that happens to carry a social class." in html_to_markdown(html).markdown
 
 
-def test_main_wins_over_larger_article_elsewhere() -> None:
-    html = (
-        "<html><body><article><p>" + "Teaser text in a related-posts card. " * 20 + "</p></article>"
-        "<main><p>The actual page content lives in the main element.</p></main></body></html>"
-    )
-    assert html_to_markdown(html).markdown == "The actual page content lives in the main element.\n"
+POST_PARAGRAPHS = (
+    "<p>The river rose two metres overnight, and by morning the lower town was under water. Volunteers "
+    "filled sandbags in the market square while the fire brigade pumped out the cellars.</p>"
+    "<p>The mayor said the new flood wall had held where it was finished, but the gap near the old mill "
+    "let the water through. Work on the last section is due to resume next month.</p>"
+    "<p>Residents who need help with cleaning can register at the town hall until Friday.</p>"
+)
 
 
-def test_largest_article_is_the_content() -> None:
+def test_an_empty_article_and_a_script_main_do_not_win_over_the_post() -> None:
     html = (
-        "<html><body><article><p>Short teaser card about tea.</p></article>"
-        "<article><h1>Long read</h1><p>The long article has much more text than the teaser card.</p>"
+        "<html><head><title>Flood in the lower town</title></head><body>"
+        '<main><script>googletag.cmd.push(function() { googletag.display("ad-1"); });</script></main>'
+        '<article><meta itemprop="datePublished" content="2024-05-03"><meta itemprop="author" content="X">'
         "</article>"
-        "</body></html>"
+        '<div class="entry">' + POST_PARAGRAPHS + "</div></body></html>"
     )
-    assert html_to_markdown(html).markdown == (
-        "# Long read\n\nThe long article has much more text than the teaser card.\n"
+    markdown = html_to_markdown(html).markdown
+    assert "The river rose two metres overnight" in markdown
+    assert "register at the town hall until Friday." in markdown
+    assert "googletag" not in markdown
+
+
+def test_comments_and_teaser_cards_are_not_the_content() -> None:
+    html = (
+        "<html><head><title>Flood in the lower town</title></head><body>"
+        '<article class="post"><h1>Flood in the lower town</h1>' + POST_PARAGRAPHS + "</article>"
+        '<section class="comments"><h2>3 comments</h2>'
+        '<article itemtype="https://schema.org/Comment" class="comment-body"><p>Anna: We lost the whole '
+        "basement again, the council should have finished the wall years ago.</p></article>"
+        "<h3>Leave a Reply</h3></section>"
+        '<div class="related"><article class="card"><a href="/a">Storm warning for the coast: what '
+        'to expect this weekend</a></article><article class="card"><a href="/b">Ten years after the '
+        "last great flood, a look back</a></article></div></body></html>"
     )
+    markdown = html_to_markdown(html).markdown
+    assert markdown.startswith("# Flood in the lower town\n\nThe river rose two metres overnight")
+    assert "register at the town hall until Friday." in markdown
+    for chrome in ("We lost the whole basement", "Leave a Reply", "Storm warning", "Ten years after"):
+        assert chrome not in markdown
+
+
+def test_ruby_readings_are_not_inlined() -> None:
+    markdown = body_markdown(
+        "<p><ruby>子供<rp>(</rp><rt>こども</rt><rp>)</rp></ruby>への<ruby>体罰<rt>たいばつ</rt></ruby>は"
+        "法律で禁止されています。親は子どもを叩いてはいけません。</p>"
+    )
+    assert "子供への体罰は法律で禁止されています。" in markdown
+    assert "こども" not in markdown and "たいばつ" not in markdown and "(" not in markdown
+
+
+def test_php_in_the_body_is_skipped_not_a_crash() -> None:
+    markdown = body_markdown(
+        "<p>Before the code: a paragraph about the page.</p><?php echo $title; ?>"
+        "<p>After the code: another paragraph.</p>"
+    )
+    assert "a paragraph about the page." in markdown and "another paragraph." in markdown
+    assert "echo" not in markdown
 
 
 def test_hidden_elements_are_dropped() -> None:
@@ -373,7 +413,7 @@ def test_hidden_elements_are_dropped() -> None:
         "<select><option>OPTION TEXT</option></select><button>BUTTON TEXT</button></form>"
         "<svg><text>SVG TEXT</text></svg><iframe>IFRAME TEXT</iframe>"
     )
-    assert markdown == "Visible paragraph about the harvest festival.\n\nYour name\n"
+    assert markdown == "Visible paragraph about the harvest festival.\n"  # a form's label is chrome too
 
 
 @pytest.mark.parametrize(
@@ -542,3 +582,10 @@ def test_convert_html_bytes_declared_charset_and_base_url() -> None:
     )
     assert converted.markdown == "Café “crème” – [la carte](https://cafe.example/menu), s’il vous plaît.\n"
     assert converted.encoding == "cp1252"
+
+
+def test_text_is_in_one_unicode_spelling() -> None:
+    # NFC: é composed; ড় (U+09DC) is excluded from composition, so NFC spells it ড + ়.
+    mixed = "সকাল সা\u09dcে ৭টার দিকে দৌলতপুর উপজেলার ফিলিপনগর গ্রামে এ ঘটনা ঘটে। Cafe\u0301 au lait."
+    markdown = body_markdown(f"<p>{mixed}</p>")
+    assert "সা\u09a1\u09bcে" in markdown and "Caf\u00e9 au lait." in markdown

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConversionError
+from knowledge.errors import ConversionError, ConversionInterrupted
 from tests import isolate_targets as targets
 
 
@@ -47,18 +48,19 @@ def test_conversion_error_keeps_reason_and_message(runner):
     assert str(caught.value) == "the PDF is protected by a password"
 
 
-def test_foreign_exception_becomes_converter_error_naming_its_type(runner):
+def test_foreign_exception_becomes_internal_error_with_its_traceback(runner):
     with pytest.raises(ConversionError) as caught:
         runner.call(targets.explode, timeout_s=10)
-    assert caught.value.reason == "converter-error"
+    assert caught.value.reason == "internal-error"
     assert "KeyError" in str(caught.value) and "no such thing" in str(caught.value)
+    assert "Traceback" in caught.value.details and "isolate_targets.py" in caught.value.details
     assert runner.call(targets.add, 1, 1, timeout_s=10) == 2
 
 
-def test_unpicklable_result_becomes_converter_error(runner):
+def test_unpicklable_result_becomes_internal_error(runner):
     with pytest.raises(ConversionError) as caught:
         runner.call(targets.unpicklable_result, timeout_s=10)
-    assert caught.value.reason == "converter-error"
+    assert caught.value.reason == "internal-error"
     assert runner.call(targets.add, 1, 2, timeout_s=10) == 3
 
 
@@ -74,6 +76,20 @@ def test_hang_is_killed_after_the_timeout_and_the_next_call_works(runner):
     assert is_reaped(first_pid)
     assert runner.call(targets.sleep, 0, timeout_s=10) == "slept"
     assert runner.pid != first_pid
+
+
+def test_interrupt_stops_a_running_call_at_once():
+    with IsolatedRunner(memory_bytes=256 * 1024**2) as runner:
+        pid = runner.call(targets.worker_pid, timeout_s=10)
+        timer = threading.Timer(0.3, runner.interrupt)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(ConversionInterrupted):
+            runner.call(targets.sleep, 60, timeout_s=30)
+        assert time.monotonic() - started < 2.0
+        assert is_reaped(pid)
+        with pytest.raises(ConversionInterrupted):  # a stopping kb starts no new conversion
+            runner.call(targets.add, 1, 1, timeout_s=10)
 
 
 def test_allocation_beyond_the_memory_limit_fails_without_harming_the_parent(runner):

@@ -30,7 +30,7 @@ def test_three_pages_become_three_sections_titled_from_info():
     assert converted.title == "Quarterly (Q3) report"
     assert converted.converter == "pdf"
     assert converted.markdown == (
-        "## Page 1\n\nAlpha report\nfirst page text\n\n"
+        "## Page 1\n\nAlpha report first page text\n\n"
         "## Page 2\n\nsecond page text\n\n"
         "## Page 3\n\nthird page text\n"
     )

@@ -1,12 +1,15 @@
 """Converters: any supported source (HTML, PDF, text, Markdown) in, Markdown with a title out.
 
-``convert_source`` decides the type by sniffing the bytes, enforces the size limit and runs
-PDF extraction in an isolated worker process (pypdf can hang or blow up on hostile files).
-Every failure is a ``ConversionError`` with a stable reason code and a sentence for the owner.
+``convert_source`` decides the type by sniffing the bytes, enforces the size limit and, given a
+runner, converts in an isolated worker process under the conversion timeout, whatever the type:
+pypdf can hang or blow up on hostile files, and a pathological text or HTML file must not hold the
+single worker either. Every failure is a ``ConversionError`` with a stable reason code and a sentence
+for the owner; an unexpected exception in a converter is reason ``internal-error``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import PurePath
 
@@ -40,17 +43,16 @@ def convert_source(
             " (KB_MAX_SOURCE_MB)",
         )
     kind = sniff(data, name)
+    timeout_s = limits.convert_timeout_s
+    convert: Callable[[bytes], Converted]
     if kind == "pdf":
-        convert = partial(pdf_to_markdown, max_pages=limits.pdf_max_pages, timeout_s=limits.convert_timeout_s)
-        if runner is None:
-            converted = convert(data)
-        else:
-            # The worker's own deadline fires first; the runner's kill is the backstop for a hang.
-            converted = runner.call(convert, data, timeout_s=limits.convert_timeout_s + 5.0)
+        convert = partial(pdf_to_markdown, max_pages=limits.pdf_max_pages, timeout_s=timeout_s)
+        timeout_s += 5.0  # the PDF converter's own deadline fires first; the runner's kill is the backstop
     elif kind == "html":
-        converted = convert_html_bytes(data, declared=declared_charset, base_url=source_url)
+        convert = partial(convert_html_bytes, declared=declared_charset, base_url=source_url)
     else:
-        converted = text_to_markdown(data, markdown=kind == "markdown", declared=declared_charset)
+        convert = partial(text_to_markdown, markdown=kind == "markdown", declared=declared_charset)
+    converted = convert(data) if runner is None else runner.call(convert, data, timeout_s=timeout_s)
     title = shorten(converted.title) if converted.title.strip() else PurePath(name).stem
     return Converted(
         title=title, markdown=converted.markdown, converter=converted.converter, encoding=converted.encoding

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import unicodedata
 from itertools import islice
 
 from charset_normalizer import from_bytes
@@ -117,7 +118,13 @@ _C1 = re.compile("[\x80-\x9f]")
 _NULS = re.compile("\x00+")
 # Text has almost no C0 controls besides whitespace and ESC; binary formats are full of them.
 _TEXT_BYTES = bytes([9, 10, 11, 12, 13, 27, *range(32, 256)])
-_BINARY_CONTROL_SHARE = 0.10
+# Random bytes hold about 10 % such controls (26 of 256 values); text holds next to none.
+_BINARY_CONTROL_SHARE = 0.03
+# Characters no text is made of: controls, C1 controls, replacement characters kb's decoding added,
+# private-use and unassigned code points. Random bytes decoded by any charset are far above this.
+_BINARY_NUL_SHARE = 0.10
+_IMPLAUSIBLE_SHARE = 0.02
+_IMPLAUSIBLE = re.compile("[\x01-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f\ufffd\ue000-\uf8ff\U000f0000-\U0010ffff]")
 _UTF16_NUL_SHARE = 0.30
 # Characters Western European text (what cp1252 is for) is made of, beyond ASCII.
 # Without ð Ý ý Þ þ Ð: they are Turkish ğ İ ı Ş ş Ğ (cp1254) or Lithuanian š ž (cp1257) read as cp1252.
@@ -155,21 +162,29 @@ def decode_bytes(data: bytes, *, declared: str | None = None, is_html: bool = Fa
             return _clean(data[len(bom) :].decode(codec, "replace")), codec
     _refuse_magic(data)
     # NUL-laden bytes "decode" as UTF-8 or any single-byte charset, so settle UTF-16 or binary first.
-    if b"\x00" in data:
-        if (utf16 := _utf16_without_bom(data)) is not None:
-            return utf16
-        _refuse_control_heavy(data)
+    if b"\x00" in data and (utf16 := _utf16_without_bom(data)) is not None:
+        return utf16
+    # Every ASCII-compatible charset decodes a control byte to a control character (no lead byte
+    # takes one as its trail), so this measures the decoded text before the costly detection.
+    _refuse_control_heavy(data)
+    text, codec = _decode(data, declared, is_html=is_html)
+    _refuse_implausible(text, data)
+    return _clean(text), codec
+
+
+def _decode(data: bytes, declared: str | None, *, is_html: bool) -> tuple[str, str]:
+    """Declared charsets, UTF-8, mostly UTF-8, detection, then cp1252 with replacements."""
     for codec in _declared_codecs(data, declared, is_html=is_html):
         text = _strict(data, codec)
         if text is not None and not _C1.search(text):
-            return _clean(text), codec
+            return text, codec
     if (text := _strict(data, "utf-8")) is not None:
-        return _clean(text), "utf-8"
+        return text, "utf-8"
     if (text := _mostly_utf8(data)) is not None:
-        return _clean(text), "utf-8"
+        return text, "utf-8"
     if (detected := _detect(data)) is not None:
-        return _clean(detected[0]), detected[1]
-    return _clean(data.decode("cp1252", "replace")), "cp1252"
+        return detected
+    return data.decode("cp1252", "replace"), "cp1252"
 
 
 def _declared_codecs(data: bytes, declared: str | None, *, is_html: bool) -> list[str]:
@@ -275,14 +290,39 @@ def _refuse_magic(data: bytes) -> None:
 
 
 def _refuse_control_heavy(data: bytes) -> None:
-    """Raise when the first 64 KiB are full of NULs and other control bytes."""
+    """Raise when the first 64 KiB hold many control bytes, or are full of NULs and controls.
+
+    NULs alone are held to the looser share: a stray NUL separating two fields is still text.
+    """
     sample = data[:65536]
     controls = len(sample.translate(None, _TEXT_BYTES))
-    if controls > _BINARY_CONTROL_SHARE * len(sample):
+    nuls = sample.count(0)
+    if controls - nuls > _BINARY_CONTROL_SHARE * len(sample) or controls > _BINARY_NUL_SHARE * len(sample):
         share = round(100 * controls / len(sample))
         raise ConversionError(
             "binary", f"the content looks like binary data ({share} % NUL and control bytes), not text"
         )
+
+
+def _refuse_implausible(text: str, data: bytes) -> None:
+    """Raise when the decoded text is not made of characters text is made of (a measure of the result)."""
+    sample = text[:65536]
+    if not sample:
+        return
+    noise = len(_IMPLAUSIBLE.findall(sample)) - sample.count("\ufffd", 0) + _added_replacements(sample, data)
+    noise += sum(1 for ch in _NON_ASCII.findall(sample[:16384]) if unicodedata.category(ch) == "Cn")
+    if noise > _IMPLAUSIBLE_SHARE * len(sample):
+        share = max(1, round(100 * noise / len(sample)))
+        raise ConversionError(
+            "binary",
+            f"the content looks like binary data ({share} % of the decoded characters are controls, "
+            "unassigned or undecodable), not text",
+        )
+
+
+def _added_replacements(sample: str, data: bytes) -> int:
+    """U+FFFD characters the decoding added (those spelled out in the file itself are text)."""
+    return max(0, sample.count("\ufffd") - data.count(b"\xef\xbf\xbd"))
 
 
 def _clean(text: str) -> str:

@@ -13,6 +13,7 @@ the title is <title>, else og:title, else the first <h1>.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from urllib.parse import urljoin
@@ -21,23 +22,31 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from knowledge.convert.base import Converted
 from knowledge.convert.charset import decode_bytes
+from knowledge.convert.content import choose_content, coverage, keep_chosen
 from knowledge.errors import ConversionError
 
 # Blink caps the DOM depth its parser builds at 512; real pages stay far below. Lexbor's scope checks
 # cost O(depth) per tag (1,000 open <div>s then 1M stray </p>: 3 s), so the cap also bounds that.
 MAX_NESTING = 512
 MIN_TEXT_CHARS = 20
+# Beyond these, trafilatura does not choose the content (see _main_markdown).
+MAX_CHOOSER_TAGS = 40_000
+MAX_CHOOSER_DEPTH = 200
+# kb's rendering must hold this share of trafilatura's text, or class names do not count as chrome.
+MIN_COVERAGE = 0.7
 
 _DROP_TAGS = {
     "head", "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "embed",
     "canvas", "audio", "video", "img", "picture", "input", "button", "select", "textarea", "nav",
-    "aside", "footer", "dialog",
+    "aside", "footer", "dialog", "rt", "rp",
 }  # fmt: skip
 _BOILERPLATE_TOKENS = {
     "cookie", "cookies", "consent", "gdpr", "menu", "navbar", "nav", "navigation", "sidebar",
     "breadcrumb", "breadcrumbs", "share", "sharing", "social", "advert", "advertisement", "ads",
     "promo", "newsletter", "subscribe", "popup", "modal", "skip", "footer", "masthead",
 }  # fmt: skip
+# Words that make a class name a state or a modifier of the element, not a name for what it is.
+_MODIFIER_WORDS = frozenset({"has", "no", "with", "and", "w", "js", "is", "without", "show", "open"})
 _BOILERPLATE_CLASSES = {"sr-only", "visually-hidden", "visuallyhidden", "screen-reader-text"}
 _BOILERPLATE_ROLES = {"navigation", "banner", "contentinfo", "complementary", "search", "dialog"}
 _NEVER_DROPPED = {"html", "body", "main", "article"}
@@ -60,7 +69,7 @@ _OPTIONAL_END = {
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9:-]*)")
 _RAW_TEXT = re.compile(r"<!--.*?(?:-->|$)|<(script|style)\b.*?(?:</\1\s*>|$)", re.S | re.I)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
-_TOKEN_SPLIT = re.compile(r"[\s_-]+")
+_TOKEN_SPLIT = re.compile(r"[_-]+")
 _SPACE = re.compile(r"\s+")
 _SPACES = re.compile(r" {2,}")
 _BLOCK_START = re.compile(r"(?:#{1,6}|[+*-])(?=\s|$)|>")
@@ -78,16 +87,25 @@ _WORD = re.compile(r"\w")
 
 def html_to_markdown(html: str, *, base_url: str | None = None) -> Converted:
     """Convert an HTML page to Markdown with just its main content."""
-    if _nesting_depth(html) > MAX_NESTING:
+    depth = _nesting_depth(html)
+    if depth > MAX_NESTING:
         title, markdown, needs_js = _flat_text(html)
     else:
         tree = LexborHTMLParser(html)
         base_url = _document_base(tree, base_url)
         needs_js = _looks_script_rendered(tree)
         title = _title(tree)
-        markdown = _render(_main_content(tree), base_url=base_url)
+        # lxml (under trafilatura) stops building at depth 256, losing deeper text, and a page of tens
+        # of thousands of elements is a listing or a dump, not an article: kb's own pick serves both.
+        may_choose = depth <= MAX_CHOOSER_DEPTH and html.count("<") <= MAX_CHOOSER_TAGS
+        markdown = _main_markdown(tree, html, base_url=base_url, may_choose=may_choose)
     _refuse_empty(markdown, needs_js=needs_js)
-    return Converted(title=title, markdown=markdown, converter="html")
+    # One spelling per character (NFC: é composed, as keyboards type it), as trafilatura's text is.
+    return Converted(
+        title=unicodedata.normalize("NFC", title),
+        markdown=unicodedata.normalize("NFC", markdown),
+        converter="html",
+    )
 
 
 def convert_html_bytes(data: bytes, *, declared: str | None = None, base_url: str | None = None) -> Converted:
@@ -121,7 +139,10 @@ def _document_base(tree: LexborHTMLParser, base_url: str | None) -> str | None:
     base = tree.css_first("base[href]")
     href = (base.attributes.get("href") or "").strip() if base else ""
     if href and not _is_unsafe(href):
-        return urljoin(base_url or "", href)
+        try:
+            return urljoin(base_url or "", href)
+        except ValueError:  # a malformed base, e.g. an unclosed IPv6 host: links stay as written
+            return None
     return base_url
 
 
@@ -147,7 +168,32 @@ def _title(tree: LexborHTMLParser) -> str:
     return title or og_title or h1_title
 
 
-def _main_content(tree: LexborHTMLParser) -> LexborNode:
+def _main_markdown(tree: LexborHTMLParser, html: str, *, base_url: str | None, may_choose: bool) -> str:
+    """The page rendered by kb, keeping what trafilatura chose as the content (see content.py).
+
+    When trafilatura finds nothing, kb's own pick: a landmark element minus chrome (_landmark).
+    """
+    # Ruby readings ("子供(こども)") would be inlined into the words they annotate.
+    if tree.css_first("rt, rp") is not None:
+        for node in tree.css("rt, rp"):
+            node.decompose()
+        html = tree.html or ""
+    chosen = choose_content(html) if may_choose else None
+    if chosen is not None and tree.body is not None:
+        markdown = keep_chosen(_render(tree.body, base_url=base_url), chosen.text)
+        if coverage(markdown, chosen.text) >= MIN_COVERAGE:
+            return markdown
+        # kb took part of the content for chrome by its class names: trafilatura's choice decides alone.
+        # (What neither shows, text in <noscript>, <template> or hidden elements, stays out.)
+        bare = keep_chosen(_render(tree.body, base_url=base_url, chrome_by_names=False), chosen.text)
+        if coverage(bare, chosen.text) > coverage(markdown, chosen.text):
+            return bare
+        if markdown.strip():
+            return markdown
+    return _render(_landmark(tree), base_url=base_url)
+
+
+def _landmark(tree: LexborHTMLParser) -> LexborNode:
     """<main>, then [role=main], then the <article> with the most text, else <body>."""
     for selector in ("main", '[role="main"]'):
         if (node := tree.css_first(selector)) is not None:
@@ -163,7 +209,8 @@ def _main_content(tree: LexborHTMLParser) -> LexborNode:
 class _Chrome:
     """Decides which elements under a content root are chrome: hidden, form controls, menus, banners."""
 
-    def __init__(self, root: LexborNode) -> None:
+    def __init__(self, root: LexborNode, *, by_names: bool = True) -> None:
+        self.by_names = by_names  # False: only tags and hidden elements; the content was chosen already
         self.root_chars = len(root.text())
         # Measuring a subtree's text costs its size; nested look-alike wrappers must not make that quadratic.
         self.measure_budget = 4 * self.root_chars
@@ -174,6 +221,8 @@ class _Chrome:
         """True for chrome; a named wrapper holding most of the root's text is content, not chrome."""
         if tag in _DROP_TAGS:
             return True
+        if not self.by_names:
+            return bool(node.attributes) and _is_hidden(node)
         if tag == "header" and self.article_headers is not None and node.mem_id not in self.article_headers:
             return True  # the site header; an article's own header holds its title
         attrs = node.attributes
@@ -185,7 +234,7 @@ class _Chrome:
             return False
         names = f"{attrs.get('class') or ''} {attrs.get('id') or ''}".lower()
         is_chrome = (
-            bool(set(_TOKEN_SPLIT.split(names)) & _BOILERPLATE_TOKENS)
+            any(_is_chrome_name(name) for name in names.split())
             or bool(set(names.split()) & _BOILERPLATE_CLASSES)
             or (attrs.get("role") or "").lower() in _BOILERPLATE_ROLES
         )
@@ -196,6 +245,18 @@ class _Chrome:
         chars = len(node.text())
         self.measure_budget -= chars
         return chars <= self.root_chars // 2
+
+
+def _is_chrome_name(name: str) -> bool:
+    """A class or id naming chrome by its first or last word: ``top-menu``, ``social_share``, ``sidebar``.
+
+    Not modifiers that mention chrome: ``has-double-sidebar``, ``no-share``, ``with-navigation``,
+    ``js-code-nav-container``, nor a BEM modifier (``Report__Section--Ads``).
+    """
+    parts = [part for part in _TOKEN_SPLIT.split(name.split("--")[0]) if part]
+    if not parts or not _MODIFIER_WORDS.isdisjoint(parts):
+        return False
+    return parts[0] in _BOILERPLATE_TOKENS or parts[-1] in _BOILERPLATE_TOKENS
 
 
 def _is_hidden(node: LexborNode, attrs: dict[str, str | None] | None = None) -> bool:
@@ -294,10 +355,10 @@ def _escape_start(line: str) -> str:
     return _NUMBERED_START.sub(r"\1\\\2", line, count=1)
 
 
-def _render(root: LexborNode, *, base_url: str | None) -> str:
+def _render(root: LexborNode, *, base_url: str | None, chrome_by_names: bool = True) -> str:
     """Walk ``root`` with an explicit stack and return its Markdown (one trailing newline)."""
     writer = _Writer()
-    chrome = _Chrome(root)
+    chrome = _Chrome(root, by_names=chrome_by_names)
     # Entries to open carry None; entries to close carry the tag they close.
     stack: list[tuple[LexborNode, str | None]] = [(root, None)]
     while stack:
@@ -305,7 +366,7 @@ def _render(root: LexborNode, *, base_url: str | None) -> str:
         if closing is not None:
             _leave(writer, closing)
             continue
-        tag = node.tag
+        tag = node.tag or "-"  # a processing instruction (<?php … ?>) has no tag name
         if tag == "-text":
             writer.text(node.text_content or "")
             continue
@@ -444,7 +505,7 @@ def _plain_text(node: LexborNode) -> str:
     stack = [node]
     while stack:
         current = stack.pop()
-        tag = current.tag
+        tag = current.tag or "-"
         if tag == "-text":
             parts.append(current.text_content or "")
         elif tag == "br":

@@ -14,18 +14,32 @@ import pickle
 import resource
 import signal
 import threading
+import time
+import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from types import TracebackType
 from typing import Any, TypeVar
 
-from knowledge.errors import ConversionError
+from knowledge.errors import ConversionError, ConversionInterrupted
 
 T = TypeVar("T")
 
 MIB = 1024 * 1024
 _CLOSE_GRACE_S = 2.0
+_POLL_S = 0.1
+
+
+class InternalError(ConversionError):
+    """An unexpected exception inside a converter (a bug in kb): reason ``internal-error``.
+
+    ``details`` is the worker's traceback, for the log; the message stays one line for the owner.
+    """
+
+    def __init__(self, message: str, details: str) -> None:
+        super().__init__("internal-error", message)
+        self.details = details
 
 
 class IsolatedRunner:
@@ -38,16 +52,23 @@ class IsolatedRunner:
         self._process: BaseProcess | None = None
         self._conn: Connection | None = None
         self._is_closed = False
+        self._interrupted = threading.Event()
+
+    def interrupt(self) -> None:
+        """Stop the call in progress (and refuse later ones) with ConversionInterrupted: kb is stopping."""
+        self._interrupted.set()
 
     def call(self, fn: Callable[..., T], *args: Any, timeout_s: float, **kwargs: Any) -> T:
         """Return ``fn(*args, **kwargs)`` computed in the worker; failures become ConversionError."""
         with self._lock:
             if self._is_closed:
                 raise RuntimeError("IsolatedRunner is closed")
+            if self._interrupted.is_set():
+                raise ConversionInterrupted("kb is shutting down; the conversion was not started")
             conn = self._worker()
             try:
                 conn.send((fn, args, kwargs))
-                is_ready = conn.poll(timeout_s)
+                is_ready = self._wait(conn, timeout_s)
                 reply = conn.recv() if is_ready else None
             except (EOFError, OSError):
                 raise self._crashed() from None
@@ -64,6 +85,19 @@ class IsolatedRunner:
             if reply[0] == "memory":
                 self._stop(kill=True)  # a fresh heap for the next file rather than a fragmented one
         return _unwrap(reply, self._memory_bytes)
+
+    def _wait(self, conn: Connection, timeout_s: float) -> bool:
+        """Wait for the reply in short slices, so an interrupt (SIGTERM) is obeyed mid-conversion."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._interrupted.is_set():
+                self._stop(kill=True)
+                raise ConversionInterrupted("the conversion was stopped because kb is shutting down")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if conn.poll(min(left, _POLL_S)):
+                return True
 
     @property
     def pid(self) -> int | None:
@@ -144,7 +178,17 @@ def _unwrap(reply: tuple[Any, ...], memory_bytes: int) -> Any:
             f"the conversion ran out of memory (limit {memory_bytes // MIB} MiB); the file is too large "
             "or a decompression bomb and was not converted",
         )
-    raise ConversionError("converter-error", f"the converter failed: {payload[0]}: {payload[1]}")
+    raise InternalError(
+        f"kb's converter failed on this file ({payload[0]}: {_shorten(payload[1])}); this is a bug in kb, "
+        "please report it with the log (kb logs --event ingest.)",
+        payload[2] if len(payload) > 2 else "",
+    )
+
+
+def _shorten(message: str, limit: int = 200) -> str:
+    """One line, at most ``limit`` characters, so one bad file cannot flood a reason file."""
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 def _serve(conn: Connection, memory_bytes: int) -> None:
@@ -179,7 +223,7 @@ def _run(request: bytes) -> tuple[Any, ...] | None:
     except MemoryError:
         return ("memory",)
     except Exception as exc:
-        return ("error", type(exc).__name__, str(exc))
+        return ("error", type(exc).__name__, str(exc), traceback.format_exc())
 
 
 def _limit_address_space(memory_bytes: int) -> None:

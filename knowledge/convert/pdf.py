@@ -1,5 +1,9 @@
 """PDF → Markdown with pypdf: one ``## Page N`` section per page that has text.
 
+Text comes from pypdf's layout mode (characters on a grid, so columns, indentation and gaps
+survive) and is turned into reading text by pdf_text.py: running headers, footers and page numbers
+dropped, columns in order, paragraphs on one line, hyphenated words joined, ligatures spelled out.
+
 Every way a hostile or broken PDF can fail inside pypdf ends as a ``ConversionError`` with a stable
 reason: ``empty``, ``pdf-malformed``, ``pdf-encrypted``, ``pdf-unsupported``, ``pdf-too-many-pages``,
 ``pdf-no-text``, ``pdf-limit`` or ``timeout``. pypdf's own limits are per stream, and one page can still
@@ -16,10 +20,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pypdf import PasswordType, PdfReader, apply_configuration
+from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 
 from knowledge.convert.base import Converted
+from knowledge.convert.pdf_text import drop_running_lines, reading_text
 from knowledge.errors import ConversionError
 
 # pypdf logs a warning for every robustness fix on a broken file ("EOF marker not found", …) and an
@@ -61,8 +66,11 @@ def pdf_to_markdown(data: bytes, *, max_pages: int = 2000, timeout_s: float = 30
                     f"conversion took longer than {timeout_s:g} s (stopped before page {number} of "
                     f"{page_count}); split the PDF or raise KB_CONVERT_TIMEOUT_S",
                 )
-            texts.append(clean_text(page.extract_text()))
+            texts.append(clean_text(_layout_text(page)))
         info_title = _info_title(reader)
+    # The title comes from the visual lines (a heading is its own line there), the body is reflowed.
+    firsts = ["\n".join(lines) for lines in drop_running_lines([text.split("\n") for text in texts])]
+    texts = reading_text(texts)
     sections = [f"## Page {number}\n\n{text}\n" for number, text in enumerate(texts, start=1) if text]
     if not sections:
         raise ConversionError(
@@ -70,7 +78,17 @@ def pdf_to_markdown(data: bytes, *, max_pages: int = 2000, timeout_s: float = 30
             f"no extractable text (scanned or image-only PDF?) in {page_count} page(s); run OCR on it "
             "(for example ocrmypdf) and drop the result in again",
         )
-    return Converted(title=choose_title(info_title, texts), markdown="\n".join(sections), converter="pdf")
+    return Converted(title=choose_title(info_title, firsts), markdown="\n".join(sections), converter="pdf")
+
+
+def _layout_text(page: PageObject) -> str:
+    """The page's text in layout mode; plain mode when the layout pass fails on an odd font or matrix."""
+    try:
+        return page.extract_text(extraction_mode="layout")
+    except (MemoryError, LimitReachedError):
+        raise
+    except Exception:
+        return page.extract_text()
 
 
 def clean_text(text: str) -> str:
