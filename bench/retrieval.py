@@ -167,10 +167,8 @@ def run_questions(
     return out
 
 
-def evidence_pack(index, question, meaning, settings, counter, template, widen):
-    """The prompt the engine would build: relevant results, optionally the best one widened, within budget."""
-    results = search(index, question, k=8, meaning=meaning)
-    results = [r for r in results if r.relevance >= settings.min_relevance]
+def evidence_pack(index, question, results, settings, counter, template, widen):
+    """The prompt the engine would build from relevant results, optionally the best one widened."""
     if widen is not None:
         budget = settings.evidence_tokens - EVIDENCE_HEADER_TOKENS
         results = widen_top(
@@ -193,6 +191,7 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="vector cache file")
     parser.add_argument("--chunk", default="160/24", help="chunk max/overlap tokens (default 160/24)")
     parser.add_argument("--no-cross", action="store_true", help="skip the cross-lingual table")
+    parser.add_argument("--only-cross", action="store_true", help="only the cross-lingual table")
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())
     docs, questions = load_xquad(args.data)
@@ -210,6 +209,14 @@ def main() -> int:
     embedder = CachingEmbedder(inner, args.cache) if inner is not None else None
     template = load_template(Path(spec) if isinstance(counter, HfCounter) else None)
 
+    if args.only_cross:
+        if embedder is None:
+            raise SystemExit("--only-cross needs an embedder")
+        with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
+            untitled, _ = load_xquad(args.data, titles=False)
+            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k)
+        embedder.save()
+        return 0
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         home = Path(tmp) / "all"
         settings = load_settings(env, home=home)
@@ -275,25 +282,23 @@ def main() -> int:
                 "best widened ±1 chunk": (1, 1),
                 "best widened +1 chunk": (0, 1),
             }
+            inside = {label: dict.fromkeys(LANGS, 0) for label in variants}
+            sizes: dict[str, list[int]] = {label: [] for label in variants}
+            for q in questions:
+                results = search(index, q[2], k=8, meaning=meaning)
+                results = [r for r in results if r.relevance >= settings.min_relevance]
+                for label, widen in variants.items():
+                    prompt = evidence_pack(index, q[2], results, settings, counter, template, widen)
+                    sizes[label].append(len(prompt.passages))
+                    inside[label][q[0]] += any(
+                        p.document_id == own_doc(q) and any(a in p.text for a in q[3])
+                        for p in prompt.passages
+                    )
             print(f"  {'':<24}" + "".join(f"{lang:>8}" for lang in LANGS) + f"{'passages':>10}")
-            for label, widen in variants.items():
-                shares, sizes = [], []
-                for lang in LANGS:
-                    qs = [q for q in questions if q[0] == lang]
-                    inside = 0
-                    for q in qs:
-                        prompt = evidence_pack(index, q[2], meaning, settings, counter, template, widen)
-                        sizes.append(len(prompt.passages))
-                        inside += any(
-                            p.document_id == own_doc(q) and any(a in p.text for a in q[3])
-                            for p in prompt.passages
-                        )
-                    shares.append(inside / len(qs))
-                print(
-                    f"  {label:<24}"
-                    + "".join(f"{x:>8.3f}" for x in shares)
-                    + f"{statistics.mean(sizes):>10.2f}"
-                )
+            for label in variants:
+                shares = [inside[label][lang] / sum(1 for q in questions if q[0] == lang) for lang in LANGS]
+                print(f"  {label:<24}" + "".join(f"{x:>8.3f}" for x in shares)
+                      + f"{statistics.mean(sizes[label]):>10.2f}")  # fmt: skip
 
             if meaning is not None:
                 sample = [q[2] for q in questions[::12]]
@@ -343,6 +348,7 @@ def cross(
         doc_ids = build(home, subset, settings, counter)
         with Index(settings.index_path) as index:
             embed_missing(index, embedder, batch=settings.embed_batch)
+            embedder.save()  # a long first run keeps what it embedded
             meaning = Meaning.of(embedder)
             for q in questions:
                 dlang = lang_of[q[1]]

@@ -155,6 +155,10 @@ def messages_for(
     )
 
 
+# Tokens that joining the evidence into the prompt may add at the seams (a generous bound).
+_JOIN_SLACK = 32
+
+
 def build_prompt(
     question: str,
     ranked: Sequence[SearchResult],
@@ -171,13 +175,16 @@ def build_prompt(
     special = [t for t in template.special_tokens.values() if t]
     chosen: list[SearchResult] = []
     limit = context_tokens - max_output_tokens
+    # The prompt without passages, counted once: while it plus the evidence stays clearly under the
+    # context limit, the whole prompt need not be rendered and counted for every trial.
+    frame = _count(counter, template.render(messages_for(question, [], tag, special_tokens=special)))
     for passage in ranked:
         trial = [*chosen, passage]
-        if _count(counter, evidence_block(trial, tag)) > evidence_tokens:
+        evidence = _count(counter, evidence_block(trial, tag))
+        if evidence > evidence_tokens:
             break
-        if (
-            _count(counter, template.render(messages_for(question, trial, tag, special_tokens=special)))
-            > limit
+        if frame + evidence + _JOIN_SLACK > limit and (
+            _count(counter, template.render(messages_for(question, trial, tag, special_tokens=special))) > limit
         ):
             break
         chosen = trial
