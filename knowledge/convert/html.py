@@ -211,7 +211,9 @@ class _Chrome:
 
     def __init__(self, root: LexborNode, *, by_names: bool = True) -> None:
         self.by_names = by_names  # False: only tags and hidden elements; the content was chosen already
-        self.root_chars = len(root.text())
+        # Script and style text is not what a reader sees: it must not make the page look bigger.
+        unseen = sum(len(node.text()) for node in root.css("script, style, template, noscript"))
+        self.root_chars = len(root.text()) - unseen
         # Measuring a subtree's text costs its size; nested look-alike wrappers must not make that quadratic.
         self.measure_budget = 4 * self.root_chars
         inside = root.tag in ("main", "article")
