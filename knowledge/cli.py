@@ -168,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="convert and index files or folders now",
         description="Convert files (HTML, PDF, text, Markdown) and index them. Originals are kept under "
         "knowledge/inbox/processed/ (or failed/ with NAME.error.json); files from outside the inbox are copied, "
-        "never moved. Exit status: 0 all succeeded, 1 any failed.",
+        "never moved. A file that fails does not stop the others; the end lists failures by reason. "
+        "Exit status: 0 all succeeded, 1 any failed.",
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     p.set_defaults(func=cmd_ingest)

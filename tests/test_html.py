@@ -589,3 +589,12 @@ def test_text_is_in_one_unicode_spelling() -> None:
     mixed = "সকাল সা\u09dcে ৭টার দিকে দৌলতপুর উপজেলার ফিলিপনগর গ্রামে এ ঘটনা ঘটে। Cafe\u0301 au lait."
     markdown = body_markdown(f"<p>{mixed}</p>")
     assert "সা\u09a1\u09bcে" in markdown and "Caf\u00e9 au lait." in markdown
+
+
+def test_script_text_does_not_make_a_chrome_block_look_small() -> None:
+    html = (
+        "<html><body><script>" + "var tracking = 1; " * 500 + "</script>"
+        '<div class="sidebar-layout"><p>The whole article sits in a block whose class names a sidebar.</p></div>'
+        "</body></html>"
+    )
+    assert "The whole article sits in a block" in html_to_markdown(html).markdown

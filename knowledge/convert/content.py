@@ -6,7 +6,7 @@ jusText ports when its own pass finds too little. Measured with ``bench/extracti
 trafilatura's 990 evaluation pages (a development set: its rules were tuned on them) and on the
 181-page article-extraction benchmark (held out), kb's own pick (the first ``<main>``, else the
 longest ``<article>``, minus chrome found by class names) scored F1 .798 and .854, trafilatura's
-text .921 and .960, and kb rendering what trafilatura chose .918 and .960 (README, Benchmarks).
+text .926 and .960, and kb rendering what trafilatura chose .919 and .961 (README, Benchmarks).
 So kb adopts it for choosing the content and keeps its own parts for everything around it:
 charsets, the title, JavaScript-page detection and the Markdown (headings, lists, tables, code,
 links), which trafilatura's own output flattens.

@@ -1,5 +1,9 @@
 """HTML to Markdown: keep the main content, drop chrome, never recurse over the DOM.
 
+The main content is what trafilatura chooses (content.py); kb renders the page itself and keeps the
+lines trafilatura chose. When trafilatura finds nothing, or the page is too deep or too large for it,
+kb's own pick: <main>, [role=main] or the largest <article>, minus chrome named by tags and classes.
+
 Parser: selectolax's lexbor backend (the Modest one is deprecated in selectolax 1.0). Lexbor's tree
 builder is quadratic in the nesting depth of block elements (100,000 nested <div>s take ~28 s to
 parse), so a cheap tag scan estimates the depth first and very deep pages get flat text extraction
@@ -22,6 +26,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from knowledge.convert.base import Converted
 from knowledge.convert.charset import decode_bytes
+from knowledge.convert.chrome import DROP_TAGS, Chrome, is_hidden
 from knowledge.convert.content import choose_content, coverage, keep_chosen
 from knowledge.errors import ConversionError
 
@@ -35,21 +40,6 @@ MAX_CHOOSER_DEPTH = 200
 # kb's rendering must hold this share of trafilatura's text, or class names do not count as chrome.
 MIN_COVERAGE = 0.7
 
-_DROP_TAGS = {
-    "head", "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "embed",
-    "canvas", "audio", "video", "img", "picture", "input", "button", "select", "textarea", "nav",
-    "aside", "footer", "dialog", "rt", "rp",
-}  # fmt: skip
-_BOILERPLATE_TOKENS = {
-    "cookie", "cookies", "consent", "gdpr", "menu", "navbar", "nav", "navigation", "sidebar",
-    "breadcrumb", "breadcrumbs", "share", "sharing", "social", "advert", "advertisement", "ads",
-    "promo", "newsletter", "subscribe", "popup", "modal", "skip", "footer", "masthead",
-}  # fmt: skip
-# Words that make a class name a state or a modifier of the element, not a name for what it is.
-_MODIFIER_WORDS = frozenset({"has", "no", "with", "and", "w", "js", "is", "without", "show", "open"})
-_BOILERPLATE_CLASSES = {"sr-only", "visually-hidden", "visuallyhidden", "screen-reader-text"}
-_BOILERPLATE_ROLES = {"navigation", "banner", "contentinfo", "complementary", "search", "dialog"}
-_NEVER_DROPPED = {"html", "body", "main", "article"}
 _BLOCKS = {
     "p", "div", "section", "article", "main", "header", "figure", "figcaption", "address", "hr",
     "details", "summary", "center", "form", "fieldset", "legend", "dl", "dt", "dd", "tr", "td",
@@ -68,8 +58,6 @@ _OPTIONAL_END = {
 }  # fmt: skip
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9:-]*)")
 _RAW_TEXT = re.compile(r"<!--.*?(?:-->|$)|<(script|style)\b.*?(?:</\1\s*>|$)", re.S | re.I)
-_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
-_TOKEN_SPLIT = re.compile(r"[_-]+")
 _SPACE = re.compile(r"\s+")
 _SPACES = re.compile(r" {2,}")
 _BLOCK_START = re.compile(r"(?:#{1,6}|[+*-])(?=\s|$)|>")
@@ -206,67 +194,6 @@ def _landmark(tree: LexborHTMLParser) -> LexborNode:
     return tree.body if tree.body is not None else tree.root
 
 
-class _Chrome:
-    """Decides which elements under a content root are chrome: hidden, form controls, menus, banners."""
-
-    def __init__(self, root: LexborNode, *, by_names: bool = True) -> None:
-        self.by_names = by_names  # False: only tags and hidden elements; the content was chosen already
-        self.root_chars = len(root.text())
-        # Measuring a subtree's text costs its size; nested look-alike wrappers must not make that quadratic.
-        self.measure_budget = 4 * self.root_chars
-        inside = root.tag in ("main", "article")
-        self.article_headers = None if inside else {n.mem_id for n in root.css("article header, main header")}
-
-    def drops(self, node: LexborNode, tag: str) -> bool:
-        """True for chrome; a named wrapper holding most of the root's text is content, not chrome."""
-        if tag in _DROP_TAGS:
-            return True
-        if not self.by_names:
-            return bool(node.attributes) and _is_hidden(node)
-        if tag == "header" and self.article_headers is not None and node.mem_id not in self.article_headers:
-            return True  # the site header; an article's own header holds its title
-        attrs = node.attributes
-        if not attrs:
-            return False
-        if _is_hidden(node, attrs):
-            return True
-        if tag in _NEVER_DROPPED:
-            return False
-        names = f"{attrs.get('class') or ''} {attrs.get('id') or ''}".lower()
-        is_chrome = (
-            any(_is_chrome_name(name) for name in names.split())
-            or bool(set(names.split()) & _BOILERPLATE_CLASSES)
-            or (attrs.get("role") or "").lower() in _BOILERPLATE_ROLES
-        )
-        if not is_chrome:
-            return False
-        if self.measure_budget <= 0:
-            return False  # out of budget: keep it rather than risk dropping the content
-        chars = len(node.text())
-        self.measure_budget -= chars
-        return chars <= self.root_chars // 2
-
-
-def _is_chrome_name(name: str) -> bool:
-    """A class or id naming chrome by its first or last word: ``top-menu``, ``social_share``, ``sidebar``.
-
-    Not modifiers that mention chrome: ``has-double-sidebar``, ``no-share``, ``with-navigation``,
-    ``js-code-nav-container``, nor a BEM modifier (``Report__Section--Ads``).
-    """
-    parts = [part for part in _TOKEN_SPLIT.split(name.split("--")[0]) if part]
-    if not parts or not _MODIFIER_WORDS.isdisjoint(parts):
-        return False
-    return parts[0] in _BOILERPLATE_TOKENS or parts[-1] in _BOILERPLATE_TOKENS
-
-
-def _is_hidden(node: LexborNode, attrs: dict[str, str | None] | None = None) -> bool:
-    """True for the hidden attribute, aria-hidden="true" and inline display:none / visibility:hidden."""
-    attrs = node.attributes if attrs is None else attrs
-    if "hidden" in attrs or (attrs.get("aria-hidden") or "").lower() == "true":
-        return True
-    return _HIDDEN_STYLE.search(attrs.get("style") or "") is not None
-
-
 @dataclass
 class _Frame:
     """A line prefix owed by a list item or blockquote: ``first`` once, then ``rest``."""
@@ -358,7 +285,7 @@ def _escape_start(line: str) -> str:
 def _render(root: LexborNode, *, base_url: str | None, chrome_by_names: bool = True) -> str:
     """Walk ``root`` with an explicit stack and return its Markdown (one trailing newline)."""
     writer = _Writer()
-    chrome = _Chrome(root, by_names=chrome_by_names)
+    chrome = Chrome(root, by_names=chrome_by_names)
     # Entries to open carry None; entries to close carry the tag they close.
     stack: list[tuple[LexborNode, str | None]] = [(root, None)]
     while stack:
@@ -510,7 +437,7 @@ def _plain_text(node: LexborNode) -> str:
             parts.append(current.text_content or "")
         elif tag == "br":
             parts.append("\n")
-        elif current is node or not (tag.startswith("-") or tag in _DROP_TAGS or _is_hidden(current)):
+        elif current is node or not (tag.startswith("-") or tag in DROP_TAGS or is_hidden(current)):
             child = current.last_child
             while child is not None:
                 stack.append(child)
