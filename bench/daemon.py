@@ -30,10 +30,10 @@ big_html, corpus = _bench_ingest.big_html, _bench_ingest.corpus
 
 from daemon.main import background  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
-from knowledge.index import Index  # noqa: E402
-from knowledge.ingest import Ingestor  # noqa: E402
+from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
-from knowledge.retrieval import search  # noqa: E402
+from knowledge.retrieval.index import Index  # noqa: E402
+from knowledge.retrieval.search import search  # noqa: E402
 from knowledge.tokenizer import ApproxCounter  # noqa: E402
 
 

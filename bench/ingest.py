@@ -28,12 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from knowledge.analysis import SENTENCE_END
 from knowledge.config import Settings, load_settings
-from knowledge.index import Index
-from knowledge.ingest import Ingestor
+from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
-from knowledge.retrieval import search
+from knowledge.retrieval.analysis import SENTENCE_END
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "xquad"

@@ -34,14 +34,15 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.assistant import EVIDENCE_HEADER_TOKENS
+from knowledge.answer.assistant import EVIDENCE_HEADER_TOKENS
+from knowledge.answer.prompt import build_prompt, load_template
 from knowledge.config import Settings, load_settings
-from knowledge.embed import Embedder, Side, make_embedder
-from knowledge.index import Index
-from knowledge.ingest import Ingestor
+from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
-from knowledge.prompt import build_prompt, load_template
-from knowledge.retrieval import Meaning, SearchResult, search, widen_top
+from knowledge.retrieval.embed import Embedder, Side, make_embedder
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import Meaning, SearchResult, search, widen_top
+from knowledge.retrieval.vectors import embed_missing
 from knowledge.tokenizer import (
     HfCounter,
     TokenCounter,
@@ -50,7 +51,6 @@ from knowledge.tokenizer import (
     load_counter,
     reference_tokenizer,
 )
-from knowledge.vectors import embed_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "xquad"

@@ -43,15 +43,22 @@ from telegram.ext import (
 
 from bot.access import refusal
 from bot.render import candidate_buttons, esc, link, parse_callback, reply_messages
-from knowledge.assistant import Engine, Reply
+from knowledge.answer.assistant import Engine, Reply
 from knowledge.config import Settings
 from knowledge.errors import FetchRefused, KbError
-from knowledge.fetch import Fetched
-from knowledge.importer import ImportRefused, hand_off, import_web_source, pasted_url, select, wait_for_ingest
-from knowledge.index import Index
-from knowledge.lock import holder
-from knowledge.raw import sha256_hex
+from knowledge.ingest.lock import holder
+from knowledge.ingest.raw import sha256_hex
+from knowledge.retrieval.index import Index
 from knowledge.status import activity_facts, probe_model, status_report, summary_facts
+from knowledge.websearch.fetch import Fetched
+from knowledge.websearch.importer import (
+    ImportRefused,
+    hand_off,
+    import_web_source,
+    pasted_url,
+    select,
+    wait_for_ingest,
+)
 from knowledge.websearch.store import CandidateStore, SearchRecord
 
 log = structlog.get_logger()

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from knowledge.assistant import Citation, Reply
+from knowledge.answer.assistant import Citation, Reply
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.store import SearchRecord
 

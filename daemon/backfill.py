@@ -18,9 +18,9 @@ import time
 import structlog
 
 from knowledge.config import Settings
-from knowledge.embed import Embedder, EmbedderError
-from knowledge.index import Index
-from knowledge.vectors import coverage, embed_missing
+from knowledge.retrieval.embed import Embedder, EmbedderError
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.vectors import coverage, embed_missing
 
 log = structlog.get_logger()
 

@@ -14,10 +14,10 @@ from daemon.backfill import Backfill
 from daemon.service import Daemon
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.embed import EmbedderError, make_embedder
-from knowledge.index import Index
-from knowledge.ingest import Ingestor
-from knowledge.lock import WriterLock
+from knowledge.ingest.lock import WriterLock
+from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.index import Index
 from knowledge.tokenizer import TokenCounter
 
 log = structlog.get_logger()

@@ -34,7 +34,7 @@ from watchdog.observers import Observer
 from daemon.stability import Signature, StabilityTracker, lstat_signature
 from knowledge.config import Settings
 from knowledge.errors import ConversionInterrupted, IndexVanished
-from knowledge.ingest import (
+from knowledge.ingest.pipeline import (
     ERROR_SUFFIX,
     SIDECAR_SUFFIX,
     Ingestor,
@@ -42,7 +42,7 @@ from knowledge.ingest import (
     unique_name,
     write_atomic,
 )
-from knowledge.safepath import file_identity, link_below, walk_files
+from knowledge.ingest.safepath import file_identity, link_below, walk_files
 
 log = structlog.get_logger()
 

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TextIO
 
-from knowledge.assistant import Engine, Reply
-from knowledge.importer import pasted_url
+from knowledge.answer.assistant import Engine, Reply
+from knowledge.websearch.importer import pasted_url
 
 HELP = """Ask a question in any language; answers cite your documents as [n].
 /search Q  search the web for Q even when the knowledge base has something

@@ -20,15 +20,16 @@ import structlog
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.embed import EmbedderError, make_embedder
 from knowledge.errors import ConfigError, KbError
-from knowledge.index import Index
-from knowledge.ingest import Ingestor, Outcome, iter_sources
-from knowledge.lock import WriterLock
+from knowledge.ingest.lock import WriterLock
+from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
 from knowledge.logs import WarnOnce, configure_logging
 from knowledge.progress import Progress
 from knowledge.redact import redactor
-from knowledge.retrieval import Meaning, SearchResult, search
+from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import Meaning, SearchResult, search
+from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.status import (
     activity_facts,
     aligned,
@@ -39,7 +40,6 @@ from knowledge.status import (
 )
 from knowledge.terminal import SafeStream, neutralise
 from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
-from knowledge.vectors import coverage, embed_missing
 
 log = structlog.get_logger()
 
@@ -525,7 +525,7 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 async def _chat(settings: Settings) -> int:
     from knowledge.chat import chat_loop
     from knowledge.errors import FetchRefused
-    from knowledge.importer import ImportRefused
+    from knowledge.websearch.importer import ImportRefused
     from knowledge.wiring import candidate_store, open_engine
 
     async def do_import(source_id: str) -> str:
@@ -706,7 +706,7 @@ async def import_and_answer(settings: Settings, source_id: str, *extra: str, cha
     """Import a candidate, then answer its search's question again from the new local evidence."""
     from datetime import UTC, datetime
 
-    from knowledge.importer import import_web_source
+    from knowledge.websearch.importer import import_web_source
     from knowledge.wiring import candidate_store, make_fetcher, open_engine
 
     store = candidate_store(settings)
@@ -724,7 +724,7 @@ async def import_and_answer(settings: Settings, source_id: str, *extra: str, cha
 
 def _import_exit(run: object) -> int:
     from knowledge.errors import FetchRefused
-    from knowledge.importer import ImportRefused
+    from knowledge.websearch.importer import ImportRefused
 
     try:
         result, reply = asyncio.run(run)

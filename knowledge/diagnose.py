@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from knowledge.assistant import Reply
+from knowledge.answer.assistant import Reply
 from knowledge.config import Settings, load_settings
 from knowledge.errors import KbError
-from knowledge.index import Index
-from knowledge.ingest import Ingestor
-from knowledge.lock import holder
+from knowledge.ingest.lock import holder
+from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.index import Index
 from knowledge.status import count_files
 from knowledge.tokenizer import find_tokenizer_file, hf_cache_dir, load_counter
 from knowledge.wiring import build_engine, http_session, load_language, model_client

@@ -13,15 +13,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from knowledge.answer.llm import ModelBadResponse, ModelClient
 from knowledge.config import Settings
-from knowledge.embed import EmbedderError, make_embedder
 from knowledge.errors import IndexError_, KbError
-from knowledge.index import Index
-from knowledge.ingest import is_candidate_name
-from knowledge.llm import ModelBadResponse, ModelClient
-from knowledge.lock import holder
+from knowledge.ingest.lock import holder
+from knowledge.ingest.pipeline import is_candidate_name
+from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.vectors import coverage
 from knowledge.tokenizer import hf_cache_dir, load_counter
-from knowledge.vectors import coverage
 
 
 async def probe_model(llm: ModelClient, *, timeout_s: float = 5.0) -> dict[str, object]:

@@ -11,15 +11,15 @@ from urllib.parse import urlsplit
 import aiohttp
 import structlog
 
-from knowledge.assistant import Engine, EngineSettings, WebSearcher
+from knowledge.answer.assistant import Engine, EngineSettings, WebSearcher
+from knowledge.answer.llm import ModelClient
+from knowledge.answer.prompt import ChatTemplate, load_template
 from knowledge.config import Settings
-from knowledge.embed import EmbedderError, make_embedder
-from knowledge.fetch import Fetcher
-from knowledge.index import Index
-from knowledge.llm import ModelClient
-from knowledge.prompt import ChatTemplate, load_template
-from knowledge.retrieval import Meaning
+from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import Meaning
 from knowledge.tokenizer import TokenCounter, fetch_from_hub, find_tokenizer_file, hf_cache_dir, load_counter
+from knowledge.websearch.fetch import Fetcher
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
 from knowledge.websearch.search import WebAnswer, web_search
 from knowledge.websearch.store import CandidateStore

@@ -85,8 +85,8 @@ async def varn_site():
 
 def ingest_texts(settings: Settings, docs: dict[str, str], counter: object = None) -> None:
     """Drop each (name, text) into the inbox and ingest it (with the approximate counter unless given one)."""
-    from knowledge.index import Index
-    from knowledge.ingest import Ingestor
+    from knowledge.ingest.pipeline import Ingestor
+    from knowledge.retrieval.index import Index
     from knowledge.tokenizer import ApproxCounter
 
     settings.inbox.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@ import sqlite3
 
 import pytest
 
-from knowledge.analysis import index_body, match_expression, normalize, query_terms, terms
+from knowledge.retrieval.analysis import index_body, match_expression, normalize, query_terms, terms
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,11 @@ import aiohttp
 import pytest
 
 from daemon.main import background
-from knowledge.assistant import Engine, EngineSettings
-from knowledge.index import Index
-from knowledge.ingest import Ingestor
-from knowledge.llm import ModelClient
-from knowledge.prompt import load_template
+from knowledge.answer.assistant import Engine, EngineSettings
+from knowledge.answer.llm import ModelClient
+from knowledge.answer.prompt import load_template
+from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.index import Index
 from knowledge.tokenizer import ApproxCounter, HfCounter
 from tests.conftest import make_settings, subprocess_env, xquad_articles
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer

@@ -5,10 +5,10 @@ import time
 import aiohttp
 import pytest
 
-from knowledge.assistant import Engine, EngineSettings, citations_for
-from knowledge.index import Index
-from knowledge.llm import ModelClient
-from knowledge.prompt import FALLBACK_TEMPLATE, ChatTemplate
+from knowledge.answer.assistant import Engine, EngineSettings, citations_for
+from knowledge.answer.llm import ModelClient
+from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
+from knowledge.retrieval.index import Index
 from knowledge.tokenizer import ApproxCounter
 from tests.conftest import ingest_texts
 from tests.fake_llm import FakeLLM, Step, answer, free_port, start

@@ -10,10 +10,10 @@ import sys
 
 from daemon.main import background
 from knowledge.errors import IndexError_
-from knowledge.index import Index
-from knowledge.retrieval import search
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
+from knowledge.retrieval.vectors import coverage
 from knowledge.tokenizer import ApproxCounter
-from knowledge.vectors import coverage
 from tests.conftest import make_settings, subprocess_env
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer

@@ -82,7 +82,7 @@ def drop_note(env, name: str, text: str) -> None:
 
 
 async def wait_indexed(env, count: int) -> None:
-    from knowledge.index import Index
+    from knowledge.retrieval.index import Index
 
     def ready() -> bool:
         try:

@@ -14,7 +14,7 @@ from bot.render import (
     split_blocks,
     visible_length,
 )
-from knowledge.assistant import Citation, Reply
+from knowledge.answer.assistant import Citation, Reply
 from knowledge.websearch.store import Candidate, SearchRecord
 
 OWNER = 42

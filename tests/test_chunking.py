@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from knowledge.chunking import chunk_lines
+from knowledge.ingest.chunking import chunk_lines
 from knowledge.tokenizer import ApproxCounter, HfCounter, count
 from tests.conftest import xquad_articles
 

@@ -183,7 +183,7 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
 
 
 def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path):
-    from knowledge.lock import WriterLock
+    from knowledge.ingest.lock import WriterLock
 
     home = tmp_path / "kb"
     note = tmp_path / "n.md"

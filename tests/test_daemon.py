@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from daemon.main import background
-from knowledge.index import Index
-from knowledge.ingest import Ingestor, is_transient
-from knowledge.retrieval import search
+from knowledge.ingest.pipeline import Ingestor, is_transient
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
 from tests import pdfs
 from tests.conftest import make_settings, subprocess_env
@@ -402,7 +402,7 @@ def test_a_thousand_files_and_a_sigkill_lose_nothing(tmp_path):
 
 def test_deleting_the_index_under_a_running_daemon_stops_it_and_keeps_the_lock(tmp_path):
     from knowledge.errors import IndexVanished, WriterLockHeld
-    from knowledge.lock import WriterLock
+    from knowledge.ingest.lock import WriterLock
 
     settings = make_settings(tmp_path / "kb", KB_SETTLE_S=SETTLE)
     with background(settings, ApproxCounter()) as daemon:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from knowledge.embed import EmbedderError, LocalEmbedder, UrlEmbedder, make_embedder, parse_embeddings
+from knowledge.retrieval.embed import (
+    EmbedderError,
+    LocalEmbedder,
+    UrlEmbedder,
+    make_embedder,
+    parse_embeddings,
+)
 from tests.conftest import make_settings
 from tests.fake_embeddings import FakeEmbeddings, bag_vector, threaded
 from tests.fake_llm import free_port

@@ -26,7 +26,7 @@ from structlog.testing import capture_logs
 from yarl import URL
 
 from knowledge.errors import FetchRefused
-from knowledge.fetch import Fetcher, MiB, check_address, check_url, decide_kind, numeric_host
+from knowledge.websearch.fetch import Fetcher, MiB, check_address, check_url, decide_kind, numeric_host
 
 PUBLIC = "93.184.215.14"  # answered by the fake resolver only; the connect hook would refuse to dial it
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"

@@ -7,10 +7,10 @@ import pytest
 
 from daemon.main import background
 from knowledge.errors import FetchRefused
-from knowledge.importer import import_web_source
-from knowledge.index import Index
-from knowledge.retrieval import search
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
+from knowledge.websearch.importer import import_web_source
 from knowledge.wiring import candidate_store, make_fetcher
 from tests.conftest import make_settings
 from tests.test_cli import kb

@@ -8,11 +8,18 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from daemon.main import background
-from knowledge.fetch import Fetched
-from knowledge.importer import ImportRefused, file_name, hand_off, import_web_source, pasted_url, select
-from knowledge.index import Index
-from knowledge.retrieval import search
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
+from knowledge.websearch.fetch import Fetched
+from knowledge.websearch.importer import (
+    ImportRefused,
+    file_name,
+    hand_off,
+    import_web_source,
+    pasted_url,
+    select,
+)
 from knowledge.websearch.store import CandidateStore
 from tests.conftest import make_settings
 

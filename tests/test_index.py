@@ -3,9 +3,9 @@ import threading
 
 import pytest
 
-from knowledge import analysis
 from knowledge.errors import IndexError_
-from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.retrieval import analysis
+from knowledge.retrieval.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 
 
 def doc(n: int, chunks: int, *, word: str = "alpha") -> tuple[DocumentRecord, list[ChunkRecord]]:

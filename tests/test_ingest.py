@@ -8,10 +8,10 @@ import pytest
 
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import WriterLockHeld
-from knowledge.index import Index
-from knowledge.ingest import Ingestor, is_candidate_name, unique_name
-from knowledge.lock import WriterLock, holder
-from knowledge.retrieval import search
+from knowledge.ingest.lock import WriterLock, holder
+from knowledge.ingest.pipeline import Ingestor, is_candidate_name, unique_name
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
 from tests import pdfs
 from tests.conftest import make_settings
@@ -324,7 +324,7 @@ def test_a_word_of_a_thousand_ys_is_indexed_searched_and_reindexed(settings, kb)
 
 
 def test_a_raw_name_clash_never_overwrites_another_document(settings, kb):
-    from knowledge.raw import raw_name, sha256_hex
+    from knowledge.ingest.raw import raw_name, sha256_hex
 
     first = b"# First\n\nThe first document is about otters.\n"
     second = b"# Second\n\nThe second document is about beavers.\n"
@@ -370,7 +370,7 @@ def test_names_of_any_script_up_to_255_bytes_are_indexed_kept_and_failed_cleanly
 
 
 def test_failed_records_carry_the_hash_of_the_bytes_that_failed(tmp_path):
-    from knowledge.raw import sha256_hex
+    from knowledge.ingest.raw import sha256_hex
 
     settings = make_settings(tmp_path / "kb", KB_MAX_SOURCE_MB="0.001")
     big, empty = b"x" * 4096, b""

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from daemon.main import background
-from knowledge.index import Index
-from knowledge.ingest import Ingestor
-from knowledge.retrieval import search
+from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
 from tests.conftest import make_settings, subprocess_env
 from tests.test_daemon import SETTLE, documents, idle, wait_for

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import structlog
 
-from knowledge.embed import LocalEmbedder, UrlEmbedder
-from knowledge.index import Index
-from knowledge.ingest import Ingestor
-from knowledge.retrieval import Meaning, search
+from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import Meaning, search
+from knowledge.retrieval.vectors import VectorCache, coverage, decode, embed_missing, encode
 from knowledge.tokenizer import ApproxCounter
-from knowledge.vectors import VectorCache, coverage, decode, embed_missing, encode
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import free_port
@@ -160,7 +160,7 @@ def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
 
 
 def test_the_best_passage_is_widened_by_its_neighbours_when_they_fit(tmp_path):
-    from knowledge.retrieval import join_overlapping, widen_top
+    from knowledge.retrieval.search import join_overlapping, widen_top
 
     settings = make_settings(tmp_path / "kb", KB_CHUNK_MAX_TOKENS="24", KB_CHUNK_OVERLAP_TOKENS="6")
     lines = [f"Line {n}: the heron count at pond {n} was {n * 7} birds." for n in range(1, 13)]

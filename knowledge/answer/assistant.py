@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from knowledge.answer.llm import Completion, ModelClient
+from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt
 from knowledge.errors import IndexError_, ModelError, SearchError
-from knowledge.index import Index
-from knowledge.llm import Completion, ModelClient
-from knowledge.prompt import ChatTemplate, Prompt, build_prompt
-from knowledge.retrieval import Meaning, SearchResult, search, widen_top
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import Meaning, SearchResult, search, widen_top
 from knowledge.tokenizer import TokenCounter, count
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited

@@ -24,7 +24,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-from knowledge.stemmer import porter_stem
+from knowledge.retrieval.stemmer import porter_stem
 
 ANALYZER_VERSION = "ml-3"
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from knowledge.answer.untrusted import safe_messages
 from knowledge.errors import ModelError
-from knowledge.untrusted import safe_messages
 
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from knowledge.analysis import SENTENCE_END
+from knowledge.retrieval.analysis import SENTENCE_END
 from knowledge.tokenizer import TokenCounter
 
 

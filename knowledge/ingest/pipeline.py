@@ -34,15 +34,22 @@ from pathlib import Path
 
 import structlog
 
-from knowledge import raw as rawfile
-from knowledge.chunking import chunk_lines
 from knowledge.config import Settings
 from knowledge.convert import Limits, convert_source
 from knowledge.convert.isolate import InternalError, IsolatedRunner
 from knowledge.errors import ConversionError, ConversionInterrupted, IndexVanished, KbError
-from knowledge.index import ChunkRecord, DocumentRecord, Index, IngestRecord
-from knowledge.names import shorten_name, split_ext
-from knowledge.safepath import LinkRefused, file_identity, link_below, open_beneath, parts_below, walk_files
+from knowledge.ingest import raw as rawfile
+from knowledge.ingest.chunking import chunk_lines
+from knowledge.ingest.names import shorten_name, split_ext
+from knowledge.ingest.safepath import (
+    LinkRefused,
+    file_identity,
+    link_below,
+    open_beneath,
+    parts_below,
+    walk_files,
+)
+from knowledge.retrieval.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 from knowledge.tokenizer import TokenCounter
 
 log = structlog.get_logger()

@@ -21,10 +21,10 @@ from urllib.parse import unquote, urlsplit
 
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
-from knowledge.index import Index
-from knowledge.ingest import ERROR_SUFFIX, SIDECAR_SUFFIX, inbox_name, unique_name, write_atomic
-from knowledge.lock import holder
-from knowledge.raw import sha256_hex, slugify
+from knowledge.ingest.lock import holder
+from knowledge.ingest.pipeline import ERROR_SUFFIX, SIDECAR_SUFFIX, inbox_name, unique_name, write_atomic
+from knowledge.ingest.raw import sha256_hex, slugify
+from knowledge.retrieval.index import Index
 from knowledge.websearch.store import Candidate, CandidateStore, SearchRecord
 
 SOURCE_ID = re.compile(r"^web-[1-5]$")

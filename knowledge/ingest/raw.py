@@ -28,7 +28,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from knowledge.names import cut_bytes
+from knowledge.ingest.names import cut_bytes
 
 FRONT_MATTER_KEYS = ("title", "source_name", "source_snapshot", "source_url", "source_sha256", "converter")
 _SLUG_MAX = 60

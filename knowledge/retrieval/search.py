@@ -29,10 +29,10 @@ from typing import NamedTuple
 
 import structlog
 
-from knowledge import analysis
-from knowledge.embed import Embedder, EmbedderError
-from knowledge.index import Candidate, Index
-from knowledge.vectors import VectorCache
+from knowledge.retrieval import analysis
+from knowledge.retrieval.embed import Embedder, EmbedderError
+from knowledge.retrieval.index import Candidate, Index
+from knowledge.retrieval.vectors import VectorCache
 
 log = structlog.get_logger()
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import structlog
 
-from knowledge.embed import Embedder, passage_text
-from knowledge.index import Index
+from knowledge.retrieval.embed import Embedder, passage_text
+from knowledge.retrieval.index import Index
 
 log = structlog.get_logger()
 

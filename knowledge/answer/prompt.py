@@ -25,10 +25,10 @@ from jinja2 import TemplateError
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from knowledge.answer.untrusted import safe_messages, strip_control_tokens
 from knowledge.errors import KbError
-from knowledge.retrieval import SearchResult
+from knowledge.retrieval.search import SearchResult
 from knowledge.tokenizer import TokenCounter
-from knowledge.untrusted import safe_messages, strip_control_tokens
 
 # A ChatML template (the Qwen family's shape), for a tokenizer folder without a template.
 FALLBACK_TEMPLATE = (
@@ -184,7 +184,8 @@ def build_prompt(
         if evidence > evidence_tokens:
             break
         if frame + evidence + _JOIN_SLACK > limit and (
-            _count(counter, template.render(messages_for(question, trial, tag, special_tokens=special))) > limit
+            _count(counter, template.render(messages_for(question, trial, tag, special_tokens=special)))
+            > limit
         ):
             break
         chosen = trial

@@ -5,7 +5,7 @@ One writer at a time (the daemon or ``kb ingest``, serialised by the writer lock
 number of readers (the bot, ``kb search``), who never see half a document because every
 document is written in one ``BEGIN IMMEDIATE`` transaction.
 
-The FTS5 table holds the *analysed* text (see ``knowledge.analysis``) under the ``ascii``
+The FTS5 table holds the *analysed* text (see ``knowledge.retrieval.analysis``) under the ``ascii``
 tokenizer, so SQLite indexes exactly the terms kb's analyzer produced, for every language.
 """
 
@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from knowledge import analysis
 from knowledge.errors import IndexError_
+from knowledge.retrieval import analysis
 
 SCHEMA_VERSION = "1"
 
@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS ingests (
 );
 CREATE INDEX IF NOT EXISTS ingests_sha256 ON ingests (sha256);
 -- One vector per chunk for search by meaning, written after the chunk's lexical commit by
--- whoever embeds (see knowledge.vectors); the model name says which vector space it is in.
+-- whoever embeds (see knowledge.retrieval.vectors); the model name says which vector space it is in.
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     rowid INTEGER PRIMARY KEY REFERENCES chunks (rowid) ON DELETE CASCADE,
     model TEXT NOT NULL,

@@ -1,0 +1,1 @@
+"""Answering: the model client, prompts within exact budgets, the assistant engine."""

@@ -1,0 +1,1 @@
+"""The index and its ranking: analysis, the SQLite store, chunk vectors, embedders, hybrid search."""
