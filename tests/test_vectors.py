@@ -8,9 +8,17 @@ import structlog
 
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
-from knowledge.retrieval.index import Index
+from knowledge.retrieval.index import ChunkRecord, DocumentRecord, Index
 from knowledge.retrieval.search import Meaning, search
-from knowledge.retrieval.vectors import VectorCache, coverage, decode, embed_missing, encode
+from knowledge.retrieval.vectors import (
+    VectorCache,
+    coverage,
+    decode,
+    embed_missing,
+    encode,
+    hamming,
+    sign_codes,
+)
 from knowledge.tokenizer import ApproxCounter
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
@@ -109,6 +117,50 @@ def test_the_cache_reloads_when_the_index_changes(settings, fake):
         query = embedder.embed(["Lake Quillan deep"], "query")[0]
         best, _ = cache.nearest(query, 3)[0]
         assert index.chunks_by_rowid([best])[best][1].title == "Lake Quillan"
+
+
+@pytest.mark.parametrize("dim", [8, 64, 70, 384])
+def test_sign_codes_and_hamming_count_the_dimensions_on_opposite_sides_of_the_centre(dim):
+    rng = np.random.default_rng(dim)
+    rows = rng.standard_normal((50, dim)).astype(np.float32)
+    centre = rng.standard_normal(dim).astype(np.float32) * 0.1
+    query = rng.standard_normal(dim).astype(np.float32)
+    expected = ((rows > centre) != (query > centre)).sum(axis=1)
+    assert hamming(sign_codes(rows, centre, block=7), sign_codes(query[None, :], centre)[:, 0]).tolist() == (
+        expected.tolist()
+    )
+
+
+def test_a_big_cache_ranks_through_sign_codes_as_the_exact_search_does(tmp_path):
+    # Vectors like an embedder's: a large shared direction plus topics (clusters) plus noise.
+    rng = np.random.default_rng(3)
+    n, dim = 3000, 64
+    topics = rng.standard_normal((30, dim))
+    vectors = (
+        2.0 * rng.standard_normal(dim) + topics[rng.integers(0, 30, n)] + 0.6 * rng.standard_normal((n, dim))
+    )
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    doc = DocumentRecord(
+        "d", "raw/d.md", "D", "d.md", None, None, "s", "text", "r", n, "2026-12-01T00:00:00+00:00"
+    )
+    chunks = [ChunkRecord(f"d-{i}", "d", i, i, i, 1, f"chunk {i}", f"h{i}") for i in range(n)]
+    with Index(tmp_path / "kb.sqlite3") as index:
+        index.upsert_document(doc, chunks)
+        rowids = [r for (r,) in index.conn.execute("SELECT rowid FROM chunks ORDER BY seq")]
+        index.store_vectors(
+            "m", [(r, f"h{i}", encode(v)) for i, (r, v) in enumerate(zip(rowids, vectors, strict=True))]
+        )
+        exact, coded = VectorCache("m"), VectorCache("m", exact_max=1000, prefilter=300)
+        exact.refresh(index)
+        coded.refresh(index)
+    found = 0
+    for i in range(0, n, 50):
+        query = vectors[i] + 0.05 * rng.standard_normal(dim)
+        query = (query / np.linalg.norm(query)).astype(np.float32)
+        want, got = exact.nearest(query, 5), coded.nearest(query, 5)
+        assert got[0][0] == want[0][0] and got[0][1] == pytest.approx(want[0][1])  # the best, exact cosine
+        found += len({r for r, _ in want} & {r for r, _ in got})
+    assert found >= 0.95 * 5 * len(range(0, n, 50))
 
 
 def test_search_by_meaning_finds_a_thai_passage_for_an_english_question(settings, qwen_counter):

