@@ -23,7 +23,11 @@ def test_ingest_search_status_and_logs_print_no_control_characters(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     name = "evil\x1b]0;pwned\x07\u202e.md"
-    (src / name).write_text("# Title \x1b[2J\x07bell\n\nThe \x1b[31mred\x1b[0m okapi \x9b6n hides.\n")
+    prose = "The okapi lives in the rainforests of the Congo and eats leaves, grasses and fruit. " * 6
+    # A few escape sequences inside an otherwise ordinary document (a text of mostly controls is refused as binary).
+    (src / name).write_text(
+        f"# Title \x1b[2J\x07bell\n\nThe \x1b[31mred\x1b[0m okapi \x9b6n hides.\n\n{prose}\n"
+    )
     home = tmp_path / "kb"
     outputs = [kb(home, "ingest", str(src))]
     outputs.append(kb(home, "search", "okapi"))

@@ -35,8 +35,10 @@ _DIGITS = re.compile(r"\d+")
 _SPACES = re.compile(r"\s+")
 _CELL_GAP = re.compile(r"\S {3,}(?=\S)")
 _CELL_SPLIT = re.compile(r" {3,}")
+# Every repetition bounded, so a match attempt costs the same whatever the line holds.
 _PAGE_NUMBER = re.compile(
-    r"(?:page|seite|p\.|pg\.?)?\s*[-–—(]?\s*(?:\d{1,4}|[ivxlcdm]{1,7})\s*[-–—)]?(?:\s*(?:/|of|von)\s*\d{1,4})?",
+    r"(?:page|seite|p\.|pg\.?)?\s{0,3}[-–—(]?\s{0,3}(?:\d{1,4}|[ivxlcdm]{1,7})\s{0,3}[-–—)]?"
+    r"(?:\s{0,3}(?:/|of|von)\s{0,3}\d{1,4})?",
     re.IGNORECASE,
 )
 _BULLET = re.compile(r"(?:[•▪◦‣●○■□–-]|\(?\d{1,3}[.)]|\(?[a-z][.)])\s")
