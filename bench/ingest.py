@@ -184,7 +184,8 @@ def store_synthetic_vectors(index: Index, model: str, dim: int, *, seed: int = 7
         vecs = rng.standard_normal((len(part), dim), dtype=np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         stored += index.store_vectors(
-            model, [(rowid, sha, vectors.encode(v)) for (rowid, sha), v in zip(part, vecs, strict=True)]
+            model,
+            [(rowid, sha, "other", vectors.encode(v)) for (rowid, sha), v in zip(part, vecs, strict=True)],
         )
     return stored
 

@@ -99,9 +99,9 @@ def test_a_vector_for_text_that_changed_meanwhile_is_not_stored(settings, fake):
     ingest_texts(settings, {"lake.md": DOCS["lake.md"]})
     with Index(settings.index_path) as index:
         rowid, sha, _, _ = index.chunks_without_vectors("m", limit=1)[0]
-        assert index.store_vectors("m", [(rowid, "0" * 64, b"\0" * 8)]) == 0
-        assert index.store_vectors("m", [(rowid + 1000, sha, b"\0" * 8)]) == 0
-        assert index.store_vectors("m", [(rowid, sha, b"\0" * 8)]) == 1
+        assert index.store_vectors("m", [(rowid, "0" * 64, "other", b"\0" * 8)]) == 0
+        assert index.store_vectors("m", [(rowid + 1000, sha, "other", b"\0" * 8)]) == 0
+        assert index.store_vectors("m", [(rowid, sha, "other", b"\0" * 8)]) == 1
 
 
 def test_the_cache_reloads_when_the_index_changes(settings, fake):
@@ -148,7 +148,8 @@ def test_a_big_cache_ranks_through_sign_codes_as_the_exact_search_does(tmp_path)
         index.upsert_document(doc, chunks)
         rowids = [r for (r,) in index.conn.execute("SELECT rowid FROM chunks ORDER BY seq")]
         index.store_vectors(
-            "m", [(r, f"h{i}", encode(v)) for i, (r, v) in enumerate(zip(rowids, vectors, strict=True))]
+            "m",
+            [(r, f"h{i}", "other", encode(v)) for i, (r, v) in enumerate(zip(rowids, vectors, strict=True))],
         )
         exact, coded = VectorCache("m"), VectorCache("m", exact_max=1000, prefilter=300)
         exact.refresh(index)
@@ -156,7 +157,7 @@ def test_a_big_cache_ranks_through_sign_codes_as_the_exact_search_does(tmp_path)
     found = 0
     for i in range(0, n, 50):
         query = vectors[i] + 0.05 * rng.standard_normal(dim)
-        query = (query / np.linalg.norm(query)).astype(np.float32)
+        query = exact.query_vector((query / np.linalg.norm(query)).astype(np.float32), "a question")
         want, got = exact.nearest(query, 5), coded.nearest(query, 5)
         assert got[0][0] == want[0][0] and got[0][1] == pytest.approx(want[0][1])  # the best, exact cosine
         found += len({r for r, _ in want} & {r for r, _ in got})
@@ -233,3 +234,28 @@ def test_the_best_passage_is_widened_by_its_neighbours_when_they_fit(tmp_path):
     assert inside == []  # nothing sent twice
     assert join_overlapping("alpha beta gamma", "beta gamma delta") == "alpha beta gamma delta"
     assert join_overlapping("alpha", "delta") == "alpha\ndelta"
+
+
+def test_language_groups_and_centring_remove_the_pull_of_a_shared_language():
+    from knowledge.retrieval.vectors import centred, language_group, language_means
+
+    assert language_group("ข้าวหอมมะลิปลูกมาก in Thailand") == "thai"
+    assert language_group("烏龍茶 Oolong tea 是一種半發酵的茶") == "cjk"
+    assert language_group("FTS5 has limits 限制") == "other" and language_group("1234 !!") == "other"
+    rng = np.random.default_rng(7)
+    topics = rng.standard_normal((4, 32))
+    thai_bias, en_bias = 3 * rng.standard_normal(32), 3 * rng.standard_normal(32)
+    # four topics, each written in both "languages": a strong language direction plus the topic
+    rows = [topics[t] + bias for bias in (thai_bias, en_bias) for t in range(4) for _ in range(3)]
+    groups = ["thai"] * 12 + ["other"] * 12
+    matrix = np.array(rows) / np.linalg.norm(rows, axis=1, keepdims=True)
+    query_raw = topics[2] + thai_bias  # a Thai question about topic 2
+    means = language_means(matrix, groups)
+    plain = matrix @ (query_raw / np.linalg.norm(query_raw))
+    fixed = (
+        centred(matrix, groups, means)
+        @ centred(query_raw[None, :] / np.linalg.norm(query_raw), ["thai"], means)[0]
+    )
+    english = slice(12, 24)
+    assert plain[english].max() < plain[:12].min()  # raw: every Thai row beats the right English one
+    assert int(np.argmax(fixed[english])) // 3 == 2 and fixed[english].max() > np.sort(fixed[:12])[-4]

@@ -76,6 +76,7 @@ CREATE INDEX IF NOT EXISTS ingests_sha256 ON ingests (sha256);
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     rowid INTEGER PRIMARY KEY REFERENCES chunks (rowid) ON DELETE CASCADE,
     model TEXT NOT NULL,
+    lang TEXT NOT NULL,  -- the chunk's script group (see knowledge.retrieval.vectors.language_group)
     vec BLOB NOT NULL
 );
 """
@@ -314,15 +315,18 @@ class Index:
         conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
         return conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount > 0
 
-    def store_vectors(self, model: str, rows: Iterable[tuple[int, str, bytes]]) -> int:
-        """Store (rowid, text_sha256, vector) for chunks that still hold that text; how many were stored."""
+    def store_vectors(self, model: str, rows: Iterable[tuple[int, str, str, bytes]]) -> int:
+        """Store (rowid, text_sha256, language group, vector) for chunks that still hold that text.
+
+        Returns how many were stored.
+        """
         with self.write() as conn:
             stored = 0
-            for rowid, text_sha256, vec in rows:
+            for rowid, text_sha256, lang, vec in rows:
                 stored += conn.execute(
-                    "INSERT OR REPLACE INTO chunk_vectors (rowid, model, vec) SELECT ?, ?, ?"
+                    "INSERT OR REPLACE INTO chunk_vectors (rowid, model, lang, vec) SELECT ?, ?, ?, ?"
                     " WHERE EXISTS (SELECT 1 FROM chunks WHERE rowid = ? AND text_sha256 = ?)",
-                    (rowid, model, vec, rowid, text_sha256),
+                    (rowid, model, lang, vec, rowid, text_sha256),
                 ).rowcount
             if stored:
                 _bump_vector_epoch(conn)
@@ -341,10 +345,10 @@ class Index:
         """Chunks with a vector of this model."""
         return self.conn.execute("SELECT count(*) FROM chunk_vectors WHERE model = ?", (model,)).fetchone()[0]
 
-    def vectors(self, model: str) -> list[tuple[int, bytes]]:
-        """Every (rowid, vector) of this model, by rowid."""
+    def vectors(self, model: str) -> list[tuple[int, str, bytes]]:
+        """Every (rowid, language group, vector) of this model, by rowid."""
         return self.conn.execute(
-            "SELECT rowid, vec FROM chunk_vectors WHERE model = ? ORDER BY rowid", (model,)
+            "SELECT rowid, lang, vec FROM chunk_vectors WHERE model = ? ORDER BY rowid", (model,)
         ).fetchall()
 
     def vector_epoch(self) -> int:
@@ -517,10 +521,12 @@ def _document_terms(rows: Iterable[tuple[str, str]]) -> Counter[str]:
 
 def _save_vectors(conn: sqlite3.Connection, chunk_rowids: str, params: tuple[object, ...]) -> None:
     """Keep the vectors of the chunks about to be replaced, by text, in a temporary table."""
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS kept_vectors (text_sha256 TEXT, model TEXT, vec BLOB)")
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS kept_vectors (text_sha256 TEXT, model TEXT, lang TEXT, vec BLOB)"
+    )
     conn.execute("DELETE FROM kept_vectors")
     conn.execute(
-        "INSERT INTO kept_vectors SELECT c.text_sha256, v.model, v.vec FROM chunk_vectors v"
+        "INSERT INTO kept_vectors SELECT c.text_sha256, v.model, v.lang, v.vec FROM chunk_vectors v"
         f" JOIN chunks c ON c.rowid = v.rowid WHERE v.rowid IN ({chunk_rowids})",
         params,
     )
@@ -529,7 +535,7 @@ def _save_vectors(conn: sqlite3.Connection, chunk_rowids: str, params: tuple[obj
 def _restore_vectors(conn: sqlite3.Connection, chunk_rowids: str, params: tuple[object, ...]) -> None:
     """Give new chunks the kept vector of a chunk with the same text."""
     conn.execute(
-        "INSERT OR IGNORE INTO chunk_vectors (rowid, model, vec) SELECT c.rowid, k.model, k.vec"
+        "INSERT OR IGNORE INTO chunk_vectors (rowid, model, lang, vec) SELECT c.rowid, k.model, k.lang, k.vec"
         f" FROM chunks c JOIN kept_vectors k ON k.text_sha256 = c.text_sha256 WHERE c.rowid IN ({chunk_rowids})",
         params,
     )

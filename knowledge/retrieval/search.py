@@ -50,10 +50,16 @@ LEXICAL_POOL = 40  # lexical candidates that enter the fused ranking
 VECTOR_POOL = 40  # nearest chunks by meaning that enter it
 LEXICAL_WEIGHT = 0.5
 VECTOR_WEIGHT = 0.5
-# Cosines of unrelated text under a multilingual embedder sit well above zero; a chunk's
-# meaning score is how far its cosine rises above this floor, relative to the best one.
+# A chunk's words count in full once they cover this share of the question's idf mass, less
+# below: words a question shares with a passage in its own language about something else
+# (common words, names) must not outweigh the right passage in another language.
+LEXICAL_FULL_COVERAGE = 0.7
+# A chunk's meaning score is how far its (language-centred) cosine rises above the question's
+# typical cosine with any chunk, relative to the best.
+# Relevance by meaning is read from the question's own, uncentred cosine with the chunk, which
+# is comparable across questions and knowledge bases: unrelated text sits near COSINE_FLOOR,
+# and a chunk at COSINE_RELEVANT counts as fully relevant evidence, whatever its words.
 COSINE_FLOOR = 0.70
-# A chunk this close in meaning counts as fully relevant evidence, whatever its words.
 COSINE_RELEVANT = 0.86
 
 
@@ -183,17 +189,20 @@ def search(index: Index, query: str, *, k: int = 5, meaning: Meaning | None = No
     return _results(index, ranked[:k])
 
 
-def fuse(lexical: float, cosine: float | None, *, top_cosine: float) -> float:
-    """One score from a chunk's normalised lexical score (best = 1) and its cosine with the question."""
+def fuse(
+    lexical: float, coverage: float, cosine: float | None, *, top_cosine: float, typical: float
+) -> float:
+    """One score from a chunk's lexical score (best = 1), the share of the question its words cover,
+    and its cosine with the question (``typical``: the question's median cosine with any chunk)."""
+    words = LEXICAL_WEIGHT * lexical * min(1.0, coverage / LEXICAL_FULL_COVERAGE)
     if cosine is None:
-        return LEXICAL_WEIGHT * lexical
-    span = max(top_cosine - COSINE_FLOOR, 1e-6)
-    return LEXICAL_WEIGHT * lexical + VECTOR_WEIGHT * max(cosine - COSINE_FLOOR, 0.0) / span
+        return words
+    return words + VECTOR_WEIGHT * max(cosine - typical, 0.0) / max(top_cosine - typical, 1e-6)
 
 
-def meaning_relevance(cosine: float) -> float:
-    """Relevance (0–1) a chunk earns by meaning alone."""
-    return min(1.0, max(0.0, (cosine - COSINE_FLOOR) / (COSINE_RELEVANT - COSINE_FLOOR)))
+def meaning_relevance(raw_cosine: float) -> float:
+    """Relevance (0–1) a chunk earns by meaning alone, from the uncentred cosine."""
+    return min(1.0, max(0.0, (raw_cosine - COSINE_FLOOR) / (COSINE_RELEVANT - COSINE_FLOOR)))
 
 
 def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranked] | None:
@@ -211,6 +220,8 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         meaning.failed = True
         return None
     meaning.failed = False
+    raw_vector, vector = vector, meaning.cache.query_vector(vector, query)
+    typical = meaning.cache.typical(vector)
     nearest = dict(meaning.cache.nearest(vector, max(VECTOR_POOL, k)))
     scoring = _scoring(index, query)
     lexical: dict[int, Ranked] = {}
@@ -222,14 +233,21 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         pool = [*found, *(Candidate(r, 0.0, b) for r, b in extra.items())]
         lexical = {r.rowid: r for r in rerank(pool, weights, total_weight=total)}
     cosines = {**meaning.cache.cosines(vector, [r for r in lexical if r not in nearest]), **nearest}
-    top_cosine = max(cosines.values(), default=COSINE_FLOOR)
+    absolute = meaning.cache.raw_cosines(raw_vector, list(set(lexical) | set(nearest)))
+    top_cosine = max(cosines.values(), default=typical)
     top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0
     fused = []
     for rowid in set(lexical) | set(nearest):
         lex = lexical.get(rowid)
         cos = cosines.get(rowid)
-        score = fuse(lex.score / top_lexical if lex else 0.0, cos, top_cosine=top_cosine)
-        relevance = max(lex.relevance if lex else 0.0, meaning_relevance(cos) if cos is not None else 0.0)
+        score = fuse(
+            lex.score / top_lexical if lex else 0.0,
+            lex.relevance if lex else 0.0,
+            cos,
+            top_cosine=top_cosine,
+            typical=typical,
+        )
+        relevance = max(lex.relevance if lex else 0.0, meaning_relevance(absolute.get(rowid, COSINE_FLOOR)))
         fused.append(Ranked(rowid, score, relevance))
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
