@@ -34,19 +34,18 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.answer.assistant import EVIDENCE_HEADER_TOKENS
+from knowledge.answer.assistant import widen_best
 from knowledge.answer.prompt import build_prompt, load_template
 from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
 from knowledge.retrieval.embed import Embedder, Side, make_embedder
 from knowledge.retrieval.index import Index
-from knowledge.retrieval.search import Meaning, SearchResult, search, widen_top
+from knowledge.retrieval.search import Meaning, SearchResult, search
 from knowledge.retrieval.vectors import embed_missing
 from knowledge.tokenizer import (
     HfCounter,
     TokenCounter,
-    count,
     hf_cache_dir,
     load_counter,
     reference_tokenizer,
@@ -169,11 +168,9 @@ def run_questions(
 
 def evidence_pack(index, question, results, settings, counter, template, widen):
     """The prompt the engine would build from relevant results, optionally the best one widened."""
-    if widen is not None:
-        budget = settings.evidence_tokens - EVIDENCE_HEADER_TOKENS
-        results = widen_top(
-            index, results, fits=lambda text: count(counter, text) <= budget, before=widen[0], after=widen[1]
-        )
+    results = widen_best(
+        index, results, counter=counter, evidence_tokens=settings.evidence_tokens, widen=widen
+    )
     return build_prompt(
         question, results, counter=counter, template=template, evidence_tokens=settings.evidence_tokens,
         context_tokens=settings.context_tokens, max_output_tokens=settings.max_output_tokens,

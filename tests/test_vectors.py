@@ -237,7 +237,7 @@ def test_the_best_passage_is_widened_by_its_neighbours_when_they_fit(tmp_path):
 
 
 def test_language_groups_and_centring_remove_the_pull_of_a_shared_language():
-    from knowledge.retrieval.vectors import centred, language_group, language_means
+    from knowledge.retrieval.vectors import centred, language_group, language_shifts
 
     assert language_group("ข้าวหอมมะลิปลูกมาก in Thailand") == "thai"
     assert language_group("烏龍茶 Oolong tea 是一種半發酵的茶") == "cjk"
@@ -250,12 +250,11 @@ def test_language_groups_and_centring_remove_the_pull_of_a_shared_language():
     groups = ["thai"] * 12 + ["other"] * 12
     matrix = np.array(rows) / np.linalg.norm(rows, axis=1, keepdims=True)
     query_raw = topics[2] + thai_bias  # a Thai question about topic 2
-    means = language_means(matrix, groups)
+    names, shifts = language_shifts(matrix, groups)
     plain = matrix @ (query_raw / np.linalg.norm(query_raw))
-    fixed = (
-        centred(matrix, groups, means)
-        @ centred(query_raw[None, :] / np.linalg.norm(query_raw), ["thai"], means)[0]
-    )
+    rows_centred, _ = centred(matrix, shifts[[names.index(g) for g in groups]])
+    query_centred, _ = centred(query_raw[None, :] / np.linalg.norm(query_raw), shifts[[names.index("thai")]])
+    fixed = rows_centred @ query_centred[0]
     english = slice(12, 24)
     assert plain[english].max() < plain[:12].min()  # raw: every Thai row beats the right English one
     assert int(np.argmax(fixed[english])) // 3 == 2 and fixed[english].max() > np.sort(fixed[:12])[-4]

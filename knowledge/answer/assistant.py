@@ -129,6 +129,24 @@ def _citation(n: int, p: SearchResult) -> Citation:
     return Citation(n, p.title, p.raw_path, p.start_line, p.end_line, p.source_url, p.chunk_id)
 
 
+def widen_best(
+    index: Index,
+    results: Sequence[SearchResult],
+    *,
+    counter: TokenCounter,
+    evidence_tokens: int,
+    widen: tuple[int, int] | None,
+) -> list[SearchResult]:
+    """The results with the best one widened by (before, after) neighbouring chunks when that fits
+    the evidence budget (the answer often sits in the next chunk); as they are with ``widen`` None."""
+    if widen is None:
+        return list(results)
+    budget = evidence_tokens - EVIDENCE_HEADER_TOKENS
+    return widen_top(
+        index, results, fits=lambda text: count(counter, text) <= budget, before=widen[0], after=widen[1]
+    )
+
+
 def degraded_reply(passages: Sequence[SearchResult], why: str, *, note: str | None = None) -> Reply:
     """The best passages with their citations, and why the model is not answering."""
     if not passages:
@@ -200,17 +218,13 @@ class Engine:
         with index:
             results = search(index, question, k=self.settings.candidates, meaning=self.meaning)
             results = [r for r in results if r.relevance >= self.settings.min_relevance]
-            if self.settings.widen is not None:  # the answer often sits in the next chunk
-                budget = self.settings.evidence_tokens - EVIDENCE_HEADER_TOKENS
-                before, after = self.settings.widen
-                results = widen_top(
-                    index,
-                    results,
-                    fits=lambda text: count(self.counter, text) <= budget,
-                    before=before,
-                    after=after,
-                )
-        return results
+            return widen_best(
+                index,
+                results,
+                counter=self.counter,
+                evidence_tokens=self.settings.evidence_tokens,
+                widen=self.settings.widen,
+            )
 
     def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:
         """The exact prompt for a question and its ranked passages."""

@@ -94,6 +94,11 @@ def chunk_id(doc_id: str, seq: int) -> str:
     return f"{doc_id}-chunk-{seq:04d}"
 
 
+def chunk_seq(chunk_id_: str) -> int:
+    """The sequence number in a chunk id (the inverse of :func:`chunk_id`)."""
+    return int(chunk_id_.rsplit("-chunk-", 1)[1])
+
+
 def render(meta: RawMeta, body: str) -> str:
     """The raw file's text: front matter, a blank line, the body ending with one newline."""
     lines = ["---"]

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import structlog
 
+from knowledge.ingest.raw import chunk_seq
 from knowledge.retrieval import analysis
 from knowledge.retrieval.embed import Embedder, EmbedderError
 from knowledge.retrieval.index import Candidate, Index
@@ -257,11 +258,9 @@ def with_neighbours(index: Index, result: SearchResult, *, before: int = 1, afte
 
     The answer to a question often sits just after (or before) the sentence that matches it best.
     """
-    [chunk] = index.chunks_of(result.document_id, [_seq(result.chunk_id)]) or [None]
-    if chunk is None:
-        return result
-    around = index.chunks_of(result.document_id, range(chunk.seq - before, chunk.seq + after + 1))
-    if len(around) < 2:
+    seq = chunk_seq(result.chunk_id)
+    around = index.chunks_of(result.document_id, range(seq - before, seq + after + 1))
+    if len(around) < 2 or result.chunk_id not in {c.id for c in around}:  # alone, or rewritten meanwhile
         return result
     text = around[0].text
     for nxt in around[1:]:
@@ -305,10 +304,6 @@ def join_overlapping(first: str, second: str) -> str:
         if first.endswith(second[:size]):
             return first + second[size:]
     return first + "\n" + second
-
-
-def _seq(chunk_id: str) -> int:
-    return int(chunk_id.rsplit("-", 1)[1])
 
 
 def get_document_chunks(index: Index, doc_id: str, query: str, *, k: int = 3) -> list[SearchResult]:
