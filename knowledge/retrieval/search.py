@@ -4,16 +4,17 @@ A question is a sentence, not a keyword list: no term is required, each counts b
 rarity (bm25's idf). Three steps, all bounded whatever the index size:
 
 1. the question's terms are looked up in the term table; the most selective ones (at most
-   ``PROBE_TERMS``, and no more postings than ``MAX_POSTINGS``) pick candidates inside SQLite: every
-   chunk gets the idf mass of the terms it contains, and the best ``CANDIDATES`` survive;
+   ``PROBE_TERMS``, and no more postings than ``MAX_POSTINGS``) pick candidates: their postings
+   are read from SQLite, every chunk gets the idf mass of the terms it contains, and the best
+   ``CANDIDATES`` survive;
 2. each survivor is scored with bm25 over *all* the question's terms, plus the bm25 of its
    best sentence: a question is usually a rephrased sentence of its answer, so the chunk
    holding that sentence beats a chunk that merely mentions the same names;
 3. the best k are returned with their documents.
 
 With an embedder (:class:`Meaning`), search is hybrid: the lexical candidates and the chunks
-nearest to the question's vector (from every language) form one pool; every chunk in it gets
-both its lexical score and its cosine, and :func:`fuse` weighs the two in one place. A question
+nearest to the question's (language-centred) vector, from every language, form one pool; every
+chunk in it gets both its lexical score and its cosine, and :func:`fuse` weighs the two in one place. A question
 in one language thereby finds a passage written in another. Without vectors (embedder off or
 down, nothing embedded yet) the ranking is the lexical one.
 
