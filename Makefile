@@ -6,12 +6,14 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "kb needs Python >= 3.11 (set PYTHON=python3.11)"; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[mlx,dev]'
+	# mlx-whisper declares torch but only its weight converter uses it: install it without dependencies
+	$(BIN)/python -m pip install --quiet --no-deps 'mlx-whisper>=0.4.3'
 	@touch $(STAMP)
 
 run: $(STAMP)

@@ -112,6 +112,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_PDF_MAX_PAGES", "2000", _int(1, 100000), "PDFs with more pages are refused"),
     Setting("KB_CONVERT_TIMEOUT_S", "30", _float(0.1, 3600), "a conversion taking longer is stopped and refused"),
     Setting("KB_CONVERT_MEMORY_MB", "2048", _int(64, 1048576), "address-space limit of the PDF converter process"),
+    Setting("KB_OCR", "auto", _choice("auto", "vision", "rapidocr", "off"),
+            "text from images and scanned pages: auto (Apple Vision on macOS, else RapidOCR), vision, rapidocr, off"),
+    Setting("KB_OCR_LANGS", "zh-Hant,zh-Hans,en", _text,
+            "languages OCR reads, comma-separated (zh-Hant, zh-Hans, en; th with Apple Vision only)"),
+    Setting("KB_OCR_DPI", "150", _int(72, 600), "resolution scanned PDF pages are rendered at for OCR"),
+    Setting("KB_OCR_PAGE_TIMEOUT_S", "20", _float(1, 3600), "conversion time allowed per page read by OCR"),
+    Setting("KB_WHISPER_MODEL", "mlx-community/whisper-large-v3-turbo", _text,
+            "speech-to-text model for voice questions (mlx-whisper; local folder or hub id)"),
+    Setting("KB_VOICE_MAX_S", "300", _float(1, 7200), "longest voice note or audio file transcribed, in seconds"),
+    Setting("KB_TRANSCRIBE_TIMEOUT_S", "120", _float(1, 3600), "a transcription taking longer is stopped"),
     Setting("KB_SEARCH_K", "5", _int(1, 100), "passages kb search returns by default"),
     Setting("KB_LOCK_WAIT_S", "30", _float(0, 86400), "how long kb ingest waits for the writer lock"),
     Setting("KB_SETTLE_S", "1", _float(0.05, 600), "an inbox file is taken once unchanged this long"),
@@ -162,6 +172,13 @@ class Settings:
     pdf_max_pages: int
     convert_timeout_s: float
     convert_memory_mb: int
+    ocr: str
+    ocr_langs: str
+    ocr_dpi: int
+    ocr_page_timeout_s: float
+    whisper_model: str
+    voice_max_s: float
+    transcribe_timeout_s: float
     search_k: int
     lock_wait_s: float
     settle_s: float
