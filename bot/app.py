@@ -10,23 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 
 import structlog
-from telegram import (
-    BotCommand,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    LinkPreviewOptions,
-    Message,
-    Update,
-)
-from telegram.constants import ChatAction, ParseMode
+from telegram import BotCommand, Message, Update
+from telegram.constants import ParseMode
 from telegram.error import TelegramError
 from telegram.ext import (
     AIORateLimiter,
@@ -42,39 +30,19 @@ from telegram.ext import (
 )
 
 from bot.access import refusal
-from bot.render import candidate_buttons, esc, link, parse_callback, reply_messages
-from knowledge.answer.assistant import Engine, Reply
-from knowledge.config import Settings
+from bot.deps import BotDeps, deps_of
+from bot.media import on_document, on_photo, on_save_note, on_voice
+from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
+from bot.render import esc, link, parse_callback
+from bot.send import NO_PREVIEW, keyboard, say, send_reply, typing
 from knowledge.errors import FetchRefused, KbError
-from knowledge.ingest.lock import holder
-from knowledge.ingest.raw import sha256_hex
 from knowledge.retrieval.index import Index
 from knowledge.status import activity_facts, probe_model, status_report, summary_facts
-from knowledge.websearch.fetch import Fetched
-from knowledge.websearch.importer import (
-    ImportRefused,
-    hand_off,
-    import_web_source,
-    pasted_url,
-    select,
-    wait_for_ingest,
-)
-from knowledge.websearch.store import CandidateStore, SearchRecord
+from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
 
 log = structlog.get_logger()
 
-ACCEPTED = {
-    ".pdf": "PDF",
-    ".html": "HTML",
-    ".htm": "HTML",
-    ".txt": "text",
-    ".md": "Markdown",
-    ".markdown": "Markdown",
-}
 EDITS_IGNORED = "Edited messages are not answered again — send the corrected question as a new message."
-MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
-TYPING_EVERY_S = 4.0
-NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 COMMANDS = [
     ("start", "what kb is and how to use it"),
     ("help", "how to use kb"),
@@ -87,29 +55,14 @@ COMMANDS = [
 HELP = (
     "<b>kb</b> answers from your own documents and cites them.\n\n"
     "• Ask a question in any language.\n"
-    "• Send a PDF, HTML, text or Markdown file to add it.\n"
+    "• Send a PDF, HTML, text or Markdown file, or a photo or screenshot, to add it; "
+    "a caption on a photo is answered as a question about it.\n"
+    "• Send a voice note to ask by voice; tap “Save as note” to keep what you said.\n"
     "• When your documents have nothing, kb searches the web and shows candidates as buttons: "
     "tap one to import it, and kb answers again from it.\n"
     "• Paste a link to import that page.\n\n"
     "/search question · /import web-N · /sources · /status · /forget"
 )
-
-
-@dataclass
-class BotDeps:
-    """What the handlers use; built once at start-up."""
-
-    settings: Settings
-    engine: Engine
-    store: CandidateStore
-    fetch: Callable[[str], Awaitable[Fetched]]
-    allowed_users: frozenset[int]
-    locks: defaultdict[int, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
-    taps: set[tuple[str, str]] = field(default_factory=set)
-
-
-def deps_of(context: ContextTypes.DEFAULT_TYPE) -> BotDeps:
-    return context.application.bot_data["deps"]
 
 
 # -- wiring ---------------------------------------------------------------------------------
@@ -137,8 +90,11 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     app.add_handler(CommandHandler("sources", on_sources, filters=new))
     app.add_handler(CommandHandler("status", on_status, filters=new))
     app.add_handler(CommandHandler("forget", on_forget, filters=new))
+    app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), on_voice))
+    app.add_handler(MessageHandler(new & filters.PHOTO, on_photo))
     app.add_handler(MessageHandler(new & filters.Document.ALL, on_document))
     app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, on_text))
+    app.add_handler(CallbackQueryHandler(on_save_note, pattern=f"^{NOTE_PREFIX}"))
     app.add_handler(CallbackQueryHandler(on_callback))
     app.add_error_handler(on_error)
     return app
@@ -158,56 +114,6 @@ async def gatekeeper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     if why is not None:
         log.warning("bot.refused", user_id=user.id if user else None, reason=why)
         raise ApplicationHandlerStop
-
-
-# -- sending --------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def typing(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> AsyncIterator[None]:
-    """Show "typing…" and renew it until the block is done."""
-
-    async def keep_typing() -> None:
-        while True:
-            with contextlib.suppress(TelegramError):
-                await context.bot.send_chat_action(chat_id, ChatAction.TYPING)
-            await asyncio.sleep(TYPING_EVERY_S)
-
-    task = asyncio.create_task(keep_typing())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-def keyboard(record: SearchRecord | None) -> InlineKeyboardMarkup | None:
-    """One button per candidate."""
-    if record is None or not record.candidates:
-        return None
-    return InlineKeyboardMarkup(
-        [[InlineKeyboardButton(b.text, callback_data=b.data)] for b in candidate_buttons(record)]
-    )
-
-
-async def send_reply(
-    context: ContextTypes.DEFAULT_TYPE, chat_id: int, reply: Reply, *, chat_key: str
-) -> None:
-    """The reply in as many messages as it takes; web candidates as buttons under the last one."""
-    markup = keyboard(deps_of(context).store.latest(chat_key)) if reply.mode == "web" else None
-    messages = reply_messages(reply)
-    for n, text in enumerate(messages, 1):
-        await context.bot.send_message(
-            chat_id, text, parse_mode=ParseMode.HTML, link_preview_options=NO_PREVIEW,
-            reply_markup=markup if n == len(messages) else None,
-        )  # fmt: skip
-
-
-async def say(context: ContextTypes.DEFAULT_TYPE, chat_id: int, html_text: str) -> Message:
-    return await context.bot.send_message(
-        chat_id, html_text, parse_mode=ParseMode.HTML, link_preview_options=NO_PREVIEW
-    )
 
 
 # -- handlers -------------------------------------------------------------------------------
@@ -336,61 +242,6 @@ async def run_import(
         async with typing(context, chat_id):
             reply = await deps.engine.ask(result.question, chat_id=str(chat_id))
         await send_reply(context, chat_id, reply, chat_key=str(chat_id))
-
-
-async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """A file sent to the bot goes to the inbox (with a sidecar naming it a Telegram upload)."""
-    deps, chat_id = deps_of(context), update.effective_chat.id
-    document = update.effective_message.document
-    name = Path(document.file_name or "upload").name
-    if Path(name).suffix.lower() not in ACCEPTED:
-        kinds = ", ".join(sorted(set(ACCEPTED.values())))
-        await say(context, chat_id, f"{esc(name)}: kb accepts {kinds} files ({', '.join(sorted(ACCEPTED))}).")
-        return
-    if document.file_size and document.file_size > MAX_UPLOAD_BYTES:
-        await say(context, chat_id, f"{esc(name)} is over 20 MB, the most a bot can download.")
-        return
-    async with deps.locks[chat_id]:
-        status = await say(context, chat_id, f"<i>{esc(name)}: downloading…</i>")
-        telegram_file = await document.get_file()
-        data = bytes(await telegram_file.download_as_bytearray())
-        sidecar = {
-            "source": "telegram upload",
-            "file_name": name,
-            "telegram_user_id": update.effective_user.id,
-        }
-        path = hand_off(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
-        if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
-            name = f"{name} (saved as {path.name})"
-        await _edit(context, status, f"<i>{esc(name)}: converting…</i>")
-        record = await wait_for_ingest(
-            deps.settings, path, sha256_hex(data), timeout_s=deps.settings.import_wait_s
-        )
-        if record is None and holder(deps.settings.lock_path) is None:
-            text = f"{esc(name)} is in the inbox; it will be indexed when the daemon runs (kb daemon)."
-        elif record is None:
-            text = (
-                f"{esc(name)} is in the inbox; the daemon has not finished it within "
-                f"{deps.settings.import_wait_s:g} s — /status shows when it is in."
-            )
-        elif record["status"] == "indexed":
-            text = f"{esc(name)}: indexed, {record['chunks']} chunks — {esc(record['title'] or name)}"
-        elif record["status"] == "duplicate":
-            text = f"{esc(name)}: already in the knowledge base — {esc(record['title'] or '')}"
-        else:
-            text = f"{esc(name)}: not added — {esc(record['error'] or 'conversion failed')}"
-        await _edit(context, status, text)
-
-
-async def _edit(context: ContextTypes.DEFAULT_TYPE, message: Message, html_text: str) -> None:
-    with contextlib.suppress(TelegramError):
-        await context.bot.edit_message_text(
-            html_text,
-            message.chat_id,
-            message.message_id,
-            parse_mode=ParseMode.HTML,
-            link_preview_options=NO_PREVIEW,
-        )
 
 
 async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

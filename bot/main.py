@@ -7,7 +7,8 @@ import signal
 from telegram import Update
 from telegram.error import InvalidToken
 
-from bot.app import BotDeps, build_application, file_base_url
+from bot.app import build_application, file_base_url
+from bot.deps import BotDeps
 from knowledge.config import Settings
 from knowledge.errors import ConfigError
 from knowledge.wiring import build_engine, candidate_store, http_session, load_language, make_fetcher

@@ -37,7 +37,8 @@ BUTTON_DATA_INVALID, "query is too old…", "Unauthorized", BOT_COMMAND_INVALID,
 too big", "chat not found", and the bare-``&`` message, which is the stand-in's own.
 
 Test-side API (plain Python; thread-safe, so a ThreadedServer works too):
-``push_message``, ``push_callback``, ``push_document``, ``push_raw``, ``add_chat``,
+``push_message``, ``push_callback``, ``push_document``, ``push_photo``, ``push_voice``, ``push_audio``,
+``push_raw``, ``add_chat``,
 ``fail_next``, ``calls``, ``wait_for``, ``wait_until``, ``sent_messages``, ``messages``,
 ``message``, ``last_message``, ``chat_actions``, ``callback_answer``, ``my_commands``,
 ``pending_updates``.
@@ -907,6 +908,109 @@ class FakeTelegram:
             self._messages[chat_id][msg.message_id] = msg
             payload = self._message_dict(msg, chat)
         return self._enqueue({"message": payload})
+
+    def _store_file(self, data: bytes, folder: str, ext: str, kind: str, file_size: int | None) -> StoredFile:
+        """Keep ``data`` for getFile and the download URL (call with the lock held)."""
+        self._next_file += 1
+        n = self._next_file
+        stored = StoredFile(
+            file_id=f"AgACAgIAAxkBAAI{n:06d}fake{kind}",
+            file_unique_id=f"AQAD{n:06d}",
+            file_path=f"{folder}/file_{n}{ext}",
+            data=bytes(data),
+            file_size=len(data) if file_size is None else file_size,
+        )
+        self._files[stored.file_id] = stored
+        self._files_by_path[stored.file_path] = stored
+        return stored
+
+    def _push_media(
+        self, chat_id: int, user_id: int, field_name: str, value: object, caption: str | None, username: str | None
+    ) -> int:
+        """A user message carrying one media field (photo, voice, audio); returns the update_id."""
+        with self._lock:
+            user = self._user(user_id, username, None)
+            chat = self._ensure_chat(chat_id, "private", user)
+            extra: dict[str, Any] = {field_name: value}
+            if caption:
+                extra["caption"] = caption
+            msg = StoredMessage(
+                chat_id=chat_id,
+                message_id=self._new_message_id(chat_id),
+                date=int(time.time()),
+                from_bot=False,
+                sender=user,
+                text=None,
+                extra=extra,
+            )
+            self._messages[chat_id][msg.message_id] = msg
+            payload = self._message_dict(msg, chat)
+        return self._enqueue({"message": payload})
+
+    def push_photo(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        width: int,
+        height: int,
+        thumbnail: bytes = b"\xff\xd8\xff\xe0 thumbnail",
+        caption: str | None = None,
+        username: str | None = None,
+        file_size: int | None = None,
+    ) -> int:
+        """A user sends a photo: like Telegram, the message lists sizes smallest first (a 90-pixel
+        thumbnail with its own bytes, then ``data`` at width × height); returns the update_id."""
+        with self._lock:
+            thumb = self._store_file(thumbnail, "photos", ".jpg", "Thumb", None)
+            full = self._store_file(data, "photos", ".jpg", "Photo", file_size)
+        scale = 90 / max(width, height)
+        sizes = [
+            {"file_id": thumb.file_id, "file_unique_id": thumb.file_unique_id, "file_size": thumb.file_size,
+             "width": max(1, round(width * scale)), "height": max(1, round(height * scale))},
+            {"file_id": full.file_id, "file_unique_id": full.file_unique_id, "file_size": full.file_size,
+             "width": width, "height": height},
+        ]  # fmt: skip
+        return self._push_media(chat_id, user_id, "photo", sizes, caption, username)
+
+    def push_voice(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        duration: int,
+        mime_type: str = "audio/ogg",
+        username: str | None = None,
+        file_size: int | None = None,
+    ) -> int:
+        """A user records a voice note (OGG/Opus on Telegram); returns the update_id."""
+        with self._lock:
+            stored = self._store_file(data, "voice", ".oga", "Voice", file_size)
+        voice = {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "duration": duration,
+                 "mime_type": mime_type, "file_size": stored.file_size}  # fmt: skip
+        return self._push_media(chat_id, user_id, "voice", voice, None, username)
+
+    def push_audio(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        file_name: str,
+        mime_type: str,
+        duration: int,
+        caption: str | None = None,
+        username: str | None = None,
+    ) -> int:
+        """A user sends an audio file (shown in a music player on Telegram); returns the update_id."""
+        ext = "." + file_name.rsplit(".", 1)[1] if "." in file_name else ""
+        with self._lock:
+            stored = self._store_file(data, "music", ext, "Audio", None)
+        audio = {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id, "duration": duration,
+                 "file_name": file_name, "mime_type": mime_type, "file_size": stored.file_size}  # fmt: skip
+        return self._push_media(chat_id, user_id, "audio", audio, caption, username)
 
     def push_raw(self, update: dict) -> int:
         """Any update dict (channel_post, edited_message, my_chat_member…); update_id is added

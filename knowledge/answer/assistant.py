@@ -27,7 +27,7 @@ from knowledge.answer.llm import Completion, ModelClient
 from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt
 from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.retrieval.index import Index
-from knowledge.retrieval.search import Meaning, SearchResult, search, widen_top
+from knowledge.retrieval.search import Meaning, SearchResult, get_document_chunks, search, widen_top
 from knowledge.tokenizer import TokenCounter, count
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited
@@ -209,13 +209,16 @@ class Engine:
         note = " ".join([NO_EVIDENCE_TEXT + " From the web (nothing imported):", *found.notes])
         return Reply(text, "web", candidates=candidates, note=note)
 
-    def retrieve(self, question: str) -> list[SearchResult]:
-        """Passages relevant enough to be evidence, best first."""
+    def retrieve(self, question: str, *, document: str | None = None) -> list[SearchResult]:
+        """Passages relevant enough to be evidence, best first; with ``document``, that document's
+        passages best for the question (its opening when none matches): a question about it."""
         try:
             index = self.open_index()
         except IndexError_:  # no index yet: an empty knowledge base
             return []
         with index:
+            if document is not None:
+                return get_document_chunks(index, document, question)
             results = search(index, question, k=self.settings.candidates, meaning=self.meaning)
             results = [r for r in results if r.relevance >= self.settings.min_relevance]
             return widen_best(
@@ -254,9 +257,12 @@ class Engine:
             return Reply(NO_EVIDENCE_TEXT, "no-evidence")
         return Reply(text, "no-evidence", note=f"(Not from your knowledge base: {NO_EVIDENCE_TEXT.lower()})")
 
-    async def ask(self, question: str, *, chat_id: str = "cli") -> Reply:
-        """Answer from the knowledge base, or say it has nothing, or degrade without the model."""
-        passages = await asyncio.to_thread(self.retrieve, question)
+    async def ask(self, question: str, *, chat_id: str = "cli", document: str | None = None) -> Reply:
+        """Answer from the knowledge base (or from one ``document`` of it), or say it has nothing,
+        or degrade without the model."""
+        passages = await asyncio.to_thread(self.retrieve, question, document=document)
+        if not passages and document is not None:
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="That document has no text to answer from.")
         if not passages:
             log.info("ask.no_evidence", question_chars=len(question))
             if self.web is not None:

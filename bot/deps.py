@@ -1,0 +1,43 @@
+"""What the bot's handlers share: the dependencies made at start-up, reached through the application."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from telegram.ext import ContextTypes
+
+from bot.notes import PendingNotes
+from knowledge.answer.assistant import Engine
+from knowledge.config import Settings
+from knowledge.websearch.fetch import Fetched
+from knowledge.websearch.store import CandidateStore
+
+if TYPE_CHECKING:
+    from knowledge.speech import Transcript
+
+
+@dataclass
+class BotDeps:
+    """What the handlers use; built once at start-up.
+
+    ``transcribe`` turns audio bytes into a Transcript (blocking: handlers run it in a thread) or
+    raises SpeechError; None when voice questions are unavailable.
+    """
+
+    settings: Settings
+    engine: Engine
+    store: CandidateStore
+    fetch: Callable[[str], Awaitable[Fetched]]
+    allowed_users: frozenset[int]
+    transcribe: Callable[[bytes], Transcript] | None = None
+    notes: PendingNotes = field(default_factory=PendingNotes)
+    locks: defaultdict[int, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
+    taps: set[tuple[str, str]] = field(default_factory=set)
+
+
+def deps_of(context: ContextTypes.DEFAULT_TYPE) -> BotDeps:
+    return context.application.bot_data["deps"]

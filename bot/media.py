@@ -1,0 +1,290 @@
+"""Files, photos and voice notes sent to the bot.
+
+A file or a photo goes into the inbox with a sidecar (the daemon stays the only writer) and the
+reply follows it there: converting, the pages read so far for a long scan, then what was indexed
+and, for text read from an image, what was read. A photo's caption is then answered as a question
+about that photo. A voice note or audio file is transcribed, echoed ("I heard: …") with a
+"Save as note" button, and answered like a typed question.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
+from telegram.constants import ChatAction
+from telegram.ext import ContextTypes
+
+from bot.deps import BotDeps, deps_of
+from bot.render import esc
+from bot.send import edit, say, send_reply, typing
+from knowledge.config import Settings
+from knowledge.errors import KbError, SpeechError
+from knowledge.ingest import raw as rawfile
+from knowledge.ingest import working
+from knowledge.ingest.lock import holder
+from knowledge.ingest.raw import sha256_hex
+from knowledge.retrieval.index import Index
+from knowledge.websearch.importer import hand_off, wait_for_ingest
+
+log = structlog.get_logger()
+
+DOCUMENTS = {".pdf": "PDF", ".html": "HTML", ".htm": "HTML", ".txt": "text", ".md": "Markdown",
+             ".markdown": "Markdown"}  # fmt: skip
+IMAGES = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WebP", ".heic": "HEIC", ".heif": "HEIC"}
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
+PROGRESS_EVERY_S = 1.0
+FIRST_LINE_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What OCR read from a document, from its raw file's front matter and body."""
+
+    lines: int
+    first_line: str
+    confidence: float | None
+    illegible_pages: str | None
+
+
+# -- files and photos -----------------------------------------------------------------------
+
+
+async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A file sent to the bot goes to the inbox (with a sidecar naming it a Telegram upload)."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    message = update.effective_message
+    document = message.document
+    name = Path(document.file_name or "upload").name
+    suffix = Path(name).suffix.lower()
+    accepted = {**DOCUMENTS, **(IMAGES if deps.settings.ocr != "off" else {})}
+    if suffix not in accepted:
+        kinds = ", ".join(sorted(set(accepted.values())))
+        hint = " Images need OCR, which is off (KB_OCR=off)." if suffix in IMAGES else ""
+        await say(
+            context, chat_id, f"{esc(name)}: kb accepts {kinds} files ({', '.join(sorted(accepted))}).{hint}"
+        )
+        return
+    if document.file_size and document.file_size > MAX_UPLOAD_BYTES:
+        await say(context, chat_id, f"{esc(name)} is over 20 MB, the most a bot can download.")
+        return
+    source = "telegram photo" if suffix in IMAGES else "telegram upload"
+    await receive(update, context, document, name, source=source, question=message.caption)
+
+
+async def on_photo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A photo (Telegram sends it in several sizes): the largest is read like an image file."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    message = update.effective_message
+    if deps.settings.ocr == "off":
+        await say(context, chat_id, "kb cannot read photos while OCR is off (KB_OCR=off).")
+        return
+    photo = max(message.photo, key=lambda size: size.width * size.height)
+    taken = (message.date or datetime.now(UTC)).astimezone(UTC)
+    name = f"photo-{taken:%Y%m%d-%H%M%S}.jpg"
+    await receive(update, context, photo, name, source="telegram photo", question=message.caption)
+
+
+async def receive(
+    update: Update,
+    context: ContextTypes.DEFAULT_TYPE,
+    attachment,
+    name: str,
+    *,
+    source: str,
+    question: str | None,
+) -> None:
+    """Download, hand to the inbox, follow the daemon's progress, report; then answer the caption."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    async with deps.locks[chat_id]:
+        status = await say(context, chat_id, f"<i>{esc(name)}: downloading…</i>")
+        telegram_file = await attachment.get_file()
+        data = bytes(await telegram_file.download_as_bytearray())
+        sidecar = {"source": source, "file_name": name, "telegram_user_id": update.effective_user.id}
+        path = hand_off(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
+        if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
+            name = f"{name} (saved as {path.name})"
+        await edit(context, status, f"<i>{esc(name)}: converting…</i>")
+        sha = sha256_hex(data)
+        record = await follow_ingest(context, deps, status, name, path, sha)
+        await edit(context, status, outcome_text(deps.settings, name, record))
+        if (
+            question
+            and question.strip()
+            and record is not None
+            and record["status"] in ("indexed", "duplicate")
+        ):
+            async with typing(context, chat_id):
+                reply = await deps.engine.ask(question, chat_id=str(chat_id), document=record["doc_id"])
+            await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+
+
+async def follow_ingest(
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, status: Message, name: str, path: Path, sha: str
+) -> dict | None:
+    """The daemon's ingest record for these bytes; pages read so far are shown on the way, and each
+    new page gives the daemon another KB_IMPORT_WAIT_S (a 20-page scan takes longer than a note)."""
+    settings = deps.settings
+    folder = working.folder(settings)
+    deadline = time.monotonic() + settings.import_wait_s
+    shown: tuple[int, int] | None = None
+    while True:
+        record = await wait_for_ingest(
+            settings, path, sha, timeout_s=min(PROGRESS_EVERY_S, settings.import_wait_s)
+        )
+        if record is not None or time.monotonic() >= deadline:
+            return record
+        now = await asyncio.to_thread(working.read, folder, sha)
+        if now is not None and now.total > 1 and (now.done, now.total) != shown:
+            shown = (now.done, now.total)
+            deadline = time.monotonic() + settings.import_wait_s
+            await edit(context, status, f"<i>{esc(name)}: reading page {now.done} of {now.total}…</i>")
+
+
+def outcome_text(settings: Settings, name: str, record: dict | None) -> str:
+    """The status line for what the daemon did with an upload (or that it has not yet)."""
+    if record is None and holder(settings.lock_path) is None:
+        return f"{esc(name)} is in the inbox; it will be indexed when the daemon runs (kb daemon)."
+    if record is None:
+        return (
+            f"{esc(name)} is in the inbox; the daemon has not finished it within "
+            f"{settings.import_wait_s:g} s — /status shows when it is in."
+        )
+    if record["status"] == "indexed":
+        text = f"{esc(name)}: indexed, {record['chunks']} chunks — {esc(record['title'] or name)}"
+    elif record["status"] == "duplicate":
+        text = f"{esc(name)}: already in the knowledge base — {esc(record['title'] or '')}"
+    else:
+        return f"{esc(name)}: not added — {esc(record['error'] or 'conversion failed')}"
+    reading = read_back(settings, record["doc_id"]) if record.get("doc_id") else None
+    return text if reading is None else text + "\n" + reading_text(reading)
+
+
+def read_back(settings: Settings, doc_id: str) -> Reading | None:
+    """What OCR read into a document, or None when its text did not come from OCR."""
+    try:
+        with Index(settings.index_path, readonly=True) as index:
+            doc = index.document(doc_id)
+        if doc is None:
+            return None
+        text = (settings.raw.parent / doc.raw_path).read_text(encoding="utf-8")
+    except (KbError, OSError):
+        return None
+    parsed = rawfile.parse(text, fallback_name=doc.source_name, sha256=doc.source_sha256)
+    meta = parsed.meta
+    if not meta.ocr_engine:
+        return None
+    lines = [line.strip() for line in parsed.body_lines if line.strip() and not line.startswith("#")]
+    try:
+        confidence = float(meta.ocr_confidence) if meta.ocr_confidence else None
+    except ValueError:
+        confidence = None
+    first = lines[0] if lines else ""
+    if len(first) > FIRST_LINE_CHARS:
+        first = first[: FIRST_LINE_CHARS - 1] + "…"
+    return Reading(len(lines), first, confidence, meta.ocr_illegible_pages)
+
+
+def reading_text(reading: Reading) -> str:
+    """``Read 12 lines (confidence 94 %): “first line”``, and the pages where nothing was legible."""
+    count = f"{reading.lines} line" + ("" if reading.lines == 1 else "s")
+    confidence = f" (confidence {reading.confidence:.0%})" if reading.confidence is not None else ""
+    text = f"Read {count}{confidence}: “{esc(reading.first_line)}”"
+    if reading.illegible_pages:
+        text += f"\nNothing legible on page {esc(reading.illegible_pages)}."
+    return text + "\nAsk me about it."
+
+
+# -- voice ----------------------------------------------------------------------------------
+
+
+async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A voice note or audio file: transcribed, echoed with a "Save as note" button, then answered."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    message = update.effective_message
+    audio = message.voice or message.audio or message.document
+    if deps.transcribe is None:
+        await say(context, chat_id, "Voice questions are not available here: mlx-whisper is not installed.")
+        return
+    duration = getattr(audio, "duration", None)
+    if duration and duration > deps.settings.voice_max_s:
+        await say(
+            context, chat_id,
+            f"That recording is {duration} s long; kb transcribes up to {deps.settings.voice_max_s:g} s "
+            "(KB_VOICE_MAX_S). Send a shorter one or type the question.",
+        )  # fmt: skip
+        return
+    if audio.file_size and audio.file_size > MAX_UPLOAD_BYTES:
+        await say(context, chat_id, "That recording is over 20 MB, the most a bot can download.")
+        return
+    async with deps.locks[chat_id]:
+        status = await say(context, chat_id, "<i>listening…</i>")
+        telegram_file = await audio.get_file()
+        data = bytes(await telegram_file.download_as_bytearray())
+        try:
+            async with typing(context, chat_id, ChatAction.RECORD_VOICE):
+                transcript = await asyncio.to_thread(deps.transcribe, data)
+        except SpeechError as exc:
+            log.warning("voice.failed", reason=exc.reason, error=str(exc))
+            await edit(context, status, esc(str(exc)))
+            return
+        text = transcript.text.strip()
+        log.info(
+            "voice.heard",
+            language=transcript.language,
+            seconds=round(transcript.duration_s, 1),
+            chars=len(text),
+        )
+        button = deps.notes.add(chat_id, text, transcript.language)
+        markup = InlineKeyboardMarkup([[InlineKeyboardButton("Save as note", callback_data=button)]])
+        await edit(context, status, f"I heard: “{esc(text)}”", reply_markup=markup)
+        async with typing(context, chat_id):
+            reply = await deps.engine.ask(text, chat_id=str(chat_id))
+        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+
+
+async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """The "Save as note" button: the transcript goes into the inbox as a Markdown note, once."""
+    deps, query = deps_of(context), update.callback_query
+    chat_id = update.effective_chat.id
+    note = deps.notes.take(chat_id, query.data or "")
+    if note is None:
+        already = deps.notes.is_saved(chat_id, query.data or "")
+        await query.answer("already saved" if already else "this note has expired", show_alert=not already)
+        return
+    await query.answer("saving…")
+    heard = datetime.fromtimestamp(note.heard_at, UTC)
+    name = f"voice-note-{heard:%Y%m%d-%H%M%S}.md"
+    body = f"# Voice note, {heard:%Y-%m-%d %H:%M} UTC\n\n{note.text}\n".encode()
+    sidecar = {
+        "source": "telegram voice note",
+        "file_name": name,
+        "telegram_user_id": update.effective_user.id,
+    }
+    try:
+        path = await asyncio.to_thread(
+            hand_off, deps.settings.inbox, name, body, sidecar, staging=deps.settings.staging
+        )
+    except OSError as exc:
+        note.saved = False  # nothing was written: the button may be tapped again
+        log.error("voice.note_failed", error=str(exc))
+        await say(context, chat_id, f"The note could not be saved: {esc(exc.strerror or str(exc))}")
+        return
+    log.info("voice.note_saved", file=path.name)
+    message = query.message if isinstance(query.message, Message) else None
+    head = message.text_html if message is not None and message.text else ""
+    record = await wait_for_ingest(
+        deps.settings, path, sha256_hex(body), timeout_s=deps.settings.import_wait_s
+    )
+    state = outcome_text(deps.settings, path.name, record)
+    if message is not None:
+        with contextlib.suppress(Exception):
+            await edit(context, message, (head + "\n\n" if head else "") + f"<i>Saved as a note: {state}</i>")
+    else:
+        await say(context, chat_id, f"<i>Saved as a note: {state}</i>")
