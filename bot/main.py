@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 
 from telegram import Update
 from telegram.error import InvalidToken
@@ -11,6 +12,7 @@ from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
 from knowledge.config import Settings
 from knowledge.errors import ConfigError
+from knowledge.speech import Transcript
 from knowledge.wiring import build_engine, candidate_store, http_session, load_language, make_fetcher
 
 FIND_YOUR_ID = (
@@ -29,8 +31,13 @@ def check_settings(settings: Settings) -> None:
         raise ConfigError("KB_TELEGRAM_ALLOWED_USERS is empty: " + FIND_YOUR_ID)
 
 
-def create(settings: Settings, **fetch_test_only: object):
-    """The application, with the engine and its HTTP session made at start-up and closed at shutdown."""
+def create(
+    settings: Settings, *, transcribe: Callable[[bytes], Transcript] | None = None, **fetch_test_only: object
+):
+    """The application, with the engine and its HTTP session made at start-up and closed at shutdown.
+
+    ``transcribe`` replaces the speech-to-text model (tests script it: no Whisper weights there).
+    """
     check_settings(settings)
     counter, template, _ = load_language(settings)
     session_box: dict[str, object] = {}
@@ -52,6 +59,7 @@ def create(settings: Settings, **fetch_test_only: object):
             store=candidate_store(settings),
             fetch=make_fetcher(settings, **fetch_test_only).fetch,
             allowed_users=frozenset(settings.telegram_allowed_users),
+            transcribe=transcribe,
         )
         if register is not None:
             await register(application)

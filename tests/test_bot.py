@@ -7,91 +7,13 @@ import pytest
 import structlog
 
 from bot.main import create
-from daemon.main import background
-from knowledge.tokenizer import ApproxCounter
+from tests import bot_env
+from tests.bot_env import OWNER, STRANGER, TOKEN, drop_note, valid_html, wait_indexed
 from tests.conftest import make_settings, subprocess_env
-from tests.fake_llm import FakeLLM, Step, answer, free_port, start
-from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
-from tests.fake_telegram import start_fake_telegram
+from tests.fake_llm import Step, answer, free_port
+from tests.fake_search import Result, ddg_results
 
-TOKEN = "123456:TEST-token"
-OWNER = 42
-STRANGER = 77
-ALLOWED_TAGS = {"b", "i", "a", "code", "pre"}
-
-
-class Env:
-    """Everything a bot test touches."""
-
-    def __init__(self, telegram, llm, search, settings):
-        self.telegram, self.llm, self.search, self.settings = telegram, llm, search, settings
-
-    async def say(self, text: str, *, user: int = OWNER, chat: int | None = None, **kw) -> int:
-        return self.telegram.push_message(chat if chat is not None else user, user, text, **kw)
-
-    async def bot_said(self, predicate, timeout_s: float = 15.0):
-        return await self.telegram.wait_for(
-            lambda c: c.method in ("sendMessage", "editMessageText") and c.ok and predicate(c), timeout_s
-        )
-
-
-@pytest.fixture
-async def env(tmp_path, varn_site):
-    base, port, _ = varn_site
-    telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
-    llm = FakeLLM()
-    llm_runner = await start(llm)
-    search = FakeSearch()
-    search_runner, _ = await start_fake_search(search)
-    settings = make_settings(
-        tmp_path / "kb", KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER), KB_TELEGRAM_API_URL=tg_url,
-        KB_LLM_URL=llm.base_url, KB_DDG_URL=search.ddg_url, KB_SETTLE_S="0.1", KB_IMPORT_WAIT_S="20",
-        KB_FETCH_PORTS=str(port), KB_LLM_TIMEOUT_S="5",
-    )  # fmt: skip
-    app = create(settings, allow_hosts=[("127.0.0.1", port)])  # the test web server only
-    with background(settings, ApproxCounter()):
-        await app.initialize()
-        await app.post_init(app)
-        await app.start()
-        await app.updater.start_polling(poll_interval=0, timeout=1)
-        try:
-            yield Env(telegram, llm, search, settings), base
-        finally:
-            await app.updater.stop()
-            await app.stop()
-            await app.post_shutdown(app)
-            await app.shutdown()
-    await search_runner.cleanup()
-    await llm_runner.cleanup()
-    await tg_runner.cleanup()
-    assert telegram.errors == []
-
-
-def valid_html(call) -> bool:
-    text = call.params["text"]
-    tags = re.findall(r"</?([a-z-]+)", text)
-    return (
-        call.params.get("parse_mode") == "HTML"
-        and set(tags) <= ALLOWED_TAGS
-        and call.params.get("link_preview_options", {}).get("is_disabled") is True
-    )
-
-
-def drop_note(env, name: str, text: str) -> None:
-    (env.settings.inbox / name).write_text(text, encoding="utf-8")
-
-
-async def wait_indexed(env, count: int) -> None:
-    from knowledge.retrieval.index import Index
-
-    def ready() -> bool:
-        try:
-            with Index(env.settings.index_path, readonly=True) as index:
-                return index.document_count() >= count
-        except Exception:
-            return False
-
-    await env.telegram.wait_until(ready, timeout_s=15)
+env = bot_env.env  # the fixture
 
 
 async def test_commands_are_registered_and_start_explains(env):
@@ -238,8 +160,10 @@ async def test_an_uploaded_file_is_indexed_and_reported(env):
     )
     sidecar = json.loads((env.settings.processed / "zorblat.md.source.json").read_text())
     assert sidecar["source"] == "telegram upload" and sidecar["telegram_user_id"] == OWNER
-    env.telegram.push_document(OWNER, OWNER, "photo.png", b"\x89PNG\r\n\x1a\n" + bytes(10), "image/png")
-    await env.bot_said(lambda c: "photo.png: kb accepts" in c.params["text"])
+    docx = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    env.telegram.push_document(OWNER, OWNER, "report.docx", b"PK\x03\x04" + bytes(10), docx)
+    refused = await env.bot_said(lambda c: "report.docx: kb accepts" in c.params["text"])
+    assert "PNG" in refused.params["text"] and ".pdf" in refused.params["text"]
 
 
 async def test_a_dead_model_server_degrades_never_silence(env, tmp_path):

@@ -1,0 +1,113 @@
+"""The bot under test: real HTTP to a local Bot API stand-in, the scripted model, web search
+stand-in, the daemon on a real inbox, and a scripted transcriber standing in for Whisper."""
+
+import re
+
+import pytest
+
+from bot.main import create
+from daemon.main import background
+from knowledge.tokenizer import ApproxCounter
+from tests.conftest import make_settings
+from tests.fake_llm import FakeLLM, start
+from tests.fake_search import FakeSearch, start_fake_search
+from tests.fake_telegram import start_fake_telegram
+
+TOKEN = "123456:TEST-token"
+OWNER = 42
+STRANGER = 77
+ALLOWED_TAGS = {"b", "i", "a", "code", "pre"}
+
+
+class ScriptedTranscriber:
+    """Hears what the test scripts (no Whisper weights can be had here); records the audio it got.
+
+    Each script entry is a Transcript to return or an exception to raise.
+    """
+
+    def __init__(self) -> None:
+        self.script: list[object] = []
+        self.heard: list[bytes] = []
+
+    def __call__(self, data: bytes):
+        self.heard.append(data)
+        step = self.script.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+
+class Env:
+    """Everything a bot test touches."""
+
+    def __init__(self, telegram, llm, search, settings, voice):
+        self.telegram, self.llm, self.search, self.settings = telegram, llm, search, settings
+        self.voice = voice
+
+    async def say(self, text: str, *, user: int = OWNER, chat: int | None = None, **kw) -> int:
+        return self.telegram.push_message(chat if chat is not None else user, user, text, **kw)
+
+    async def bot_said(self, predicate, timeout_s: float = 15.0):
+        return await self.telegram.wait_for(
+            lambda c: c.method in ("sendMessage", "editMessageText") and c.ok and predicate(c), timeout_s
+        )
+
+
+@pytest.fixture
+async def env(tmp_path, varn_site):
+    base, port, _ = varn_site
+    telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
+    llm = FakeLLM()
+    llm_runner = await start(llm)
+    search = FakeSearch()
+    search_runner, _ = await start_fake_search(search)
+    settings = make_settings(
+        tmp_path / "kb", KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER), KB_TELEGRAM_API_URL=tg_url,
+        KB_LLM_URL=llm.base_url, KB_DDG_URL=search.ddg_url, KB_SETTLE_S="0.1", KB_IMPORT_WAIT_S="20",
+        KB_FETCH_PORTS=str(port), KB_LLM_TIMEOUT_S="5",
+    )  # fmt: skip
+    voice = ScriptedTranscriber()
+    app = create(settings, transcribe=voice, allow_hosts=[("127.0.0.1", port)])  # the test web server only
+    with background(settings, ApproxCounter()):
+        await app.initialize()
+        await app.post_init(app)
+        await app.start()
+        await app.updater.start_polling(poll_interval=0, timeout=1)
+        try:
+            yield Env(telegram, llm, search, settings, voice), base
+        finally:
+            await app.updater.stop()
+            await app.stop()
+            await app.post_shutdown(app)
+            await app.shutdown()
+    await search_runner.cleanup()
+    await llm_runner.cleanup()
+    await tg_runner.cleanup()
+    assert telegram.errors == []
+
+
+def valid_html(call) -> bool:
+    text = call.params["text"]
+    tags = re.findall(r"</?([a-z-]+)", text)
+    return (
+        call.params.get("parse_mode") == "HTML"
+        and set(tags) <= ALLOWED_TAGS
+        and call.params.get("link_preview_options", {}).get("is_disabled") is True
+    )
+
+
+def drop_note(env, name: str, text: str) -> None:
+    (env.settings.inbox / name).write_text(text, encoding="utf-8")
+
+
+async def wait_indexed(env, count: int) -> None:
+    from knowledge.retrieval.index import Index
+
+    def ready() -> bool:
+        try:
+            with Index(env.settings.index_path, readonly=True) as index:
+                return index.document_count() >= count
+        except Exception:
+            return False
+
+    await env.telegram.wait_until(ready, timeout_s=15)
