@@ -10,7 +10,6 @@ about that photo. A voice note or audio file is transcribed, echoed ("I heard: �
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -197,7 +196,8 @@ def reading_text(reading: Reading) -> str:
     confidence = f" (confidence {reading.confidence:.0%})" if reading.confidence is not None else ""
     text = f"Read {count}{confidence}: “{esc(reading.first_line)}”"
     if reading.illegible_pages:
-        text += f"\nNothing legible on page {esc(reading.illegible_pages)}."
+        several = any(mark in reading.illegible_pages for mark in ",-")
+        text += f"\nNothing legible on page{'s' if several else ''} {esc(reading.illegible_pages)}."
     return text + "\nAsk me about it."
 
 
@@ -284,7 +284,6 @@ async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     )
     state = outcome_text(deps.settings, path.name, record)
     if message is not None:
-        with contextlib.suppress(Exception):
-            await edit(context, message, (head + "\n\n" if head else "") + f"<i>Saved as a note: {state}</i>")
+        await edit(context, message, (head + "\n\n" if head else "") + f"<i>Saved as a note: {state}</i>")
     else:
         await say(context, chat_id, f"<i>Saved as a note: {state}</i>")
