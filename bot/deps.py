@@ -17,7 +17,7 @@ from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.store import CandidateStore
 
 if TYPE_CHECKING:
-    from knowledge.speech import Transcript
+    from knowledge.speech.transcribe import Transcript
 
 
 @dataclass

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import signal
 from collections.abc import Callable
+from functools import partial
 
 from telegram import Update
 from telegram.error import InvalidToken
@@ -12,7 +15,7 @@ from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
 from knowledge.config import Settings
 from knowledge.errors import ConfigError
-from knowledge.speech import Transcript
+from knowledge.speech.transcribe import Transcript, speech_runner, transcribe_audio
 from knowledge.wiring import build_engine, candidate_store, http_session, load_language, make_fetcher
 
 FIND_YOUR_ID = (
@@ -36,11 +39,16 @@ def create(
 ):
     """The application, with the engine and its HTTP session made at start-up and closed at shutdown.
 
-    ``transcribe`` replaces the speech-to-text model (tests script it: no Whisper weights there).
+    ``transcribe`` replaces the speech-to-text model (tests script it: no Whisper weights there); by
+    default voice notes are transcribed with KB_WHISPER_MODEL in a worker process started on the first
+    one, or refused with a sentence when mlx-whisper is not installed.
     """
     check_settings(settings)
     counter, template, _ = load_language(settings)
     session_box: dict[str, object] = {}
+    runner = speech_runner()
+    if transcribe is None and importlib.util.find_spec("mlx_whisper") is not None:
+        transcribe = partial(transcribe_audio, settings=settings, runner=runner)
 
     app = build_application(
         None,  # type: ignore[arg-type] - filled in post_init, inside the running loop
@@ -68,6 +76,7 @@ def create(
         session = session_box.pop("session", None)
         if session is not None:
             await session.close()
+        await asyncio.to_thread(runner.close)
 
     app.post_init = start
     app.post_shutdown = stop

@@ -30,6 +30,7 @@ from knowledge.ingest import working
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
 from knowledge.retrieval.index import Index
+from knowledge.speech.transcribe import model_notice
 from knowledge.websearch.importer import hand_off, wait_for_ingest
 
 log = structlog.get_logger()
@@ -224,7 +225,8 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await say(context, chat_id, "That recording is over 20 MB, the most a bot can download.")
         return
     async with deps.locks[chat_id]:
-        status = await say(context, chat_id, "<i>listening…</i>")
+        notice = await asyncio.to_thread(model_notice, deps.settings.whisper_model)
+        status = await say(context, chat_id, "<i>listening…</i>" + (f"\n{esc(notice)}" if notice else ""))
         telegram_file = await audio.get_file()
         data = bytes(await telegram_file.download_as_bytearray())
         try:

@@ -9,7 +9,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from knowledge.errors import SpeechError
 from knowledge.retrieval.index import Index
-from knowledge.speech import Transcript
+from knowledge.speech.transcribe import Transcript
 from tests import bot_env
 from tests.bot_env import OWNER, drop_note, valid_html, wait_indexed
 from tests.fake_llm import answer
