@@ -213,7 +213,7 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if deps.transcribe is None:
         await say(context, chat_id, "Voice questions are not available here: mlx-whisper is not installed.")
         return
-    duration = getattr(audio, "duration", None)
+    duration = audio.to_dict().get("duration")  # seconds as sent (the attribute warns of a future type)
     if duration and duration > deps.settings.voice_max_s:
         await say(
             context, chat_id,

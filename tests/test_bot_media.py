@@ -137,6 +137,8 @@ async def test_a_voice_question_is_heard_answered_and_saved_once(env):
 
 async def test_audio_files_are_questions_too(env):
     env, _ = env
+    drop_note(env, "thailand.md", "# Thailand\n\nThe capital of Thailand is Bangkok.\n")
+    await wait_indexed(env, 1)
     env.voice.script = [Transcript(text="What is the capital of Thailand?", language="en", duration_s=3.0)]
     env.llm.script = [answer("Bangkok.")]
     env.telegram.push_audio(OWNER, OWNER, b"\x00\x00\x00 ftypM4A audio", file_name="q.m4a", mime_type="audio/mp4",
