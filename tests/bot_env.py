@@ -2,6 +2,9 @@
 stand-in, the daemon on a real inbox, and a scripted transcriber standing in for Whisper."""
 
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
@@ -53,8 +56,14 @@ class Env:
         )
 
 
-@pytest.fixture
-async def env(tmp_path, varn_site):
+@asynccontextmanager
+async def running_bot(
+    home: Path, varn_site, *, transcribe=None, **env: str
+) -> AsyncIterator[tuple[Env, str]]:
+    """The bot and the daemon on a knowledge base in ``home``, with every stand-in; (Env, web base URL).
+
+    ``transcribe`` None: the bot's own transcriber (mlx-whisper on KB_WHISPER_MODEL, given in ``env``).
+    """
     base, port, _ = varn_site
     telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
     llm = FakeLLM()
@@ -62,19 +71,20 @@ async def env(tmp_path, varn_site):
     search = FakeSearch()
     search_runner, _ = await start_fake_search(search)
     settings = make_settings(
-        tmp_path / "kb", KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER), KB_TELEGRAM_API_URL=tg_url,
+        home, KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER), KB_TELEGRAM_API_URL=tg_url,
         KB_LLM_URL=llm.base_url, KB_DDG_URL=search.ddg_url, KB_SETTLE_S="0.1", KB_IMPORT_WAIT_S="20",
-        KB_FETCH_PORTS=str(port), KB_LLM_TIMEOUT_S="5",
+        KB_FETCH_PORTS=str(port), KB_LLM_TIMEOUT_S="5", **env,
     )  # fmt: skip
-    voice = ScriptedTranscriber()
-    app = create(settings, transcribe=voice, allow_hosts=[("127.0.0.1", port)])  # the test web server only
+    app = create(
+        settings, transcribe=transcribe, allow_hosts=[("127.0.0.1", port)]
+    )  # the test web server only
     with background(settings, ApproxCounter()):
         await app.initialize()
         await app.post_init(app)
         await app.start()
         await app.updater.start_polling(poll_interval=0, timeout=1)
         try:
-            yield Env(telegram, llm, search, settings, voice), base
+            yield Env(telegram, llm, search, settings, transcribe), base
         finally:
             await app.updater.stop()
             await app.stop()
@@ -84,6 +94,12 @@ async def env(tmp_path, varn_site):
     await llm_runner.cleanup()
     await tg_runner.cleanup()
     assert telegram.errors == []
+
+
+@pytest.fixture
+async def env(tmp_path, varn_site):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber()) as running:
+        yield running
 
 
 def valid_html(call) -> bool:

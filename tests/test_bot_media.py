@@ -11,7 +11,8 @@ from knowledge.errors import SpeechError
 from knowledge.retrieval.index import Index
 from knowledge.speech.transcribe import Transcript
 from tests import bot_env
-from tests.bot_env import OWNER, drop_note, valid_html, wait_indexed
+from tests.audio_fixtures import voice_note
+from tests.bot_env import OWNER, drop_note, running_bot, valid_html, wait_indexed
 from tests.fake_llm import answer
 
 env = bot_env.env  # the fixture
@@ -162,3 +163,20 @@ async def test_a_recording_over_the_limit_is_refused_before_download(env):
     refused = await env.bot_said(lambda c: "KB_VOICE_MAX_S" in c.params["text"])
     assert "3600 s" in refused.params["text"]
     assert env.voice.heard == [] and not [p for p in env.telegram.downloads if p.startswith("voice/")]
+
+
+async def test_a_voice_note_through_the_real_transcriber(tmp_path, varn_site, whisper_en, whisper_phantom):
+    """A real OGG/Opus note decoded by PyAV and transcribed by mlx-whisper in its worker (a tiny model
+    that hears one question whatever is said); a model that hears only Whisper's phantom phrase gets a
+    sentence back, not silence."""
+    async with running_bot(tmp_path / "kb", varn_site, KB_WHISPER_MODEL=str(whisper_en)) as (env, _):
+        drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+        await wait_indexed(env, 1)
+        env.llm.script = [answer("It is 317 metres deep [1].")]
+        env.telegram.push_voice(OWNER, OWNER, voice_note(2.0), duration=2)
+        await env.bot_said(lambda c: "I heard: “How deep is Lake Quillan?”" in c.params["text"], timeout_s=90)
+        await env.bot_said(lambda c: "317 metres deep" in c.params["text"], timeout_s=30)
+    async with running_bot(tmp_path / "kb2", varn_site, KB_WHISPER_MODEL=str(whisper_phantom)) as (env, _):
+        env.telegram.push_voice(OWNER, OWNER, voice_note(2.0), duration=2)
+        said = await env.bot_said(lambda c: "could not hear any words" in c.params["text"], timeout_s=90)
+        assert valid_html(said) and env.llm.requests == []
