@@ -1,0 +1,1 @@
+"""Voice questions: audio bytes → decoded samples → text (see decode.py and transcribe.py)."""
