@@ -10,6 +10,7 @@ import pytest
 
 from tests.audio_fixtures import voice_note
 from tests.conftest import ingest_texts, make_settings, subprocess_env
+from tests.fake_hub import FakeHub, ThreadedFakeHub
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
 from tests.whisper_fixtures import HEARD_EN, HEARD_ZH_TRADITIONAL
 
@@ -123,3 +124,49 @@ def test_usage_mistakes_exit_2_with_a_sentence(tmp_path, note, args, says):
         capture_output=True, text=True, env=subprocess_env(), timeout=60, cwd=tmp_path,
     )  # fmt: skip
     assert out.returncode == 2 and out.stderr.strip() == says
+
+
+def test_the_first_voice_question_downloads_the_model_once_and_says_so(tmp_path, note, whisper_en):
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, {"quillan.md": QUILLAN})
+    files = {name: (whisper_en / name).read_bytes() for name in ("config.json", "weights.safetensors")}
+    hub = FakeHub(repo="kb-tests/tiny-whisper", files=files)
+    fake = FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])
+    with ThreadedFakeHub(hub), ThreadedFakeLLM(fake):
+        env = {
+            "KB_LLM_URL": fake.base_url,
+            "KB_WHISPER_MODEL": hub.repo,
+            "HF_ENDPOINT": hub.base_url,
+            "HF_HOME": str(tmp_path / "hf"),
+            "HF_HUB_OFFLINE": "0",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        }
+        first = kb(settings.home, "ask", "--json", "--audio", str(note), **env)
+        fetched = hub.downloads()
+        second = kb(settings.home, "ask", "--json", "--audio", str(note), **env)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.startswith(
+        "kb: Downloading the speech model kb-tests/tiny-whisper for the first voice note"
+    )
+    assert sorted(fetched) == ["config.json", "weights.safetensors"]
+    assert json.loads(first.stdout)["heard"]["text"] == HEARD_EN
+    events = [json.loads(line) for line in settings.log_path.read_text().splitlines()]
+    assert any(e["event"] == "speech.model_download" and e["model"] == hub.repo for e in events)
+    # The second question finds the model in the cache: no notice, nothing fetched again.
+    assert second.returncode == 0, second.stderr
+    assert "Downloading" not in second.stderr and hub.downloads() == fetched
+    assert json.loads(second.stdout)["heard"]["text"] == HEARD_EN
+
+
+def test_a_model_that_cannot_be_downloaded_is_explained(tmp_path, note):
+    hub = FakeHub(repo="kb-tests/tiny-whisper", files={})
+    with ThreadedFakeHub(hub):
+        out = kb(
+            tmp_path / "kb", "ask", "--audio", str(note),
+            KB_WHISPER_MODEL="kb-tests/gone", HF_ENDPOINT=hub.base_url, HF_HOME=str(tmp_path / "hf"),
+            HF_HUB_OFFLINE="0",
+        )  # fmt: skip
+    assert out.returncode == 1 and out.stdout == ""
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("kb: The speech model kb-tests/gone could not be downloaded (")
+    assert last.endswith("check the network or KB_WHISPER_MODEL, or set it to a model folder.")

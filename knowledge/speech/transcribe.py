@@ -50,6 +50,11 @@ log = structlog.get_logger()
 # large-v3-turbo needs ~4 GiB of address space, large-v3 ~6 GiB (weights, activations, the libraries).
 SPEECH_MEMORY_BYTES = 8 * 1024**3
 MODEL_FILES = ("config.json", "weights.safetensors", "weights.npz")
+# float16 weights: 809 M and 1.55 G parameters
+MODEL_SIZES = {
+    "mlx-community/whisper-large-v3-turbo": "about 1.6 GB",
+    "mlx-community/whisper-large-v3-mlx": "about 3.1 GB",
+}
 
 NO_SPEECH = (
     "I could not hear any words in that voice note; speak a little closer to the microphone and try again."
@@ -207,9 +212,10 @@ def model_notice(spec: str, *, is_offline: bool | None = None) -> str | None:
             return None
     except SpeechError:
         return None  # transcribe_audio will say what is wrong
+    size = f" ({MODEL_SIZES[spec]})" if spec in MODEL_SIZES else ""
     return (
-        f"Downloading the speech model {spec} for the first voice note (large-v3-turbo is about 1.6 GB); "
-        "this happens once and can take several minutes."
+        f"Downloading the speech model {spec}{size} for the first voice note; this happens once and can take "
+        "several minutes."
     )
 
 
