@@ -25,6 +25,13 @@ def kb(home, *args, **env):
     )  # fmt: skip
 
 
+def knowledge_base(tmp_path, name, text):
+    """A knowledge base in tmp_path/kb holding one document."""
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, {name: text})
+    return settings
+
+
 @pytest.fixture
 def note(tmp_path):
     path = tmp_path / "voice.ogg"
@@ -33,8 +40,7 @@ def note(tmp_path):
 
 
 def test_a_spoken_question_is_heard_and_answered_from_the_knowledge_base(tmp_path, note, whisper_en):
-    settings = make_settings(tmp_path / "kb")
-    ingest_texts(settings, {"quillan.md": QUILLAN})
+    settings = knowledge_base(tmp_path, "quillan.md", QUILLAN)
     fake = FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])
     with ThreadedFakeLLM(fake):
         out = kb(
@@ -53,8 +59,7 @@ def test_a_spoken_question_is_heard_and_answered_from_the_knowledge_base(tmp_pat
 
 
 def test_a_chinese_voice_note_is_echoed_in_traditional_characters_then_answered(tmp_path, note, whisper_zh):
-    settings = make_settings(tmp_path / "kb")
-    ingest_texts(settings, {"spec.md": SPEC})
+    settings = knowledge_base(tmp_path, "spec.md", SPEC)
     fake = FakeLLM(script=[answer("這個軟體的記憶體有 16 GB [1]。")])
     with ThreadedFakeLLM(fake):
         out = kb(
@@ -127,8 +132,7 @@ def test_usage_mistakes_exit_2_with_a_sentence(tmp_path, note, args, says):
 
 
 def test_the_first_voice_question_downloads_the_model_once_and_says_so(tmp_path, note, whisper_en):
-    settings = make_settings(tmp_path / "kb")
-    ingest_texts(settings, {"quillan.md": QUILLAN})
+    settings = knowledge_base(tmp_path, "quillan.md", QUILLAN)
     files = {name: (whisper_en / name).read_bytes() for name in ("config.json", "weights.safetensors")}
     hub = FakeHub(repo="kb-tests/tiny-whisper", files=files)
     fake = FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])

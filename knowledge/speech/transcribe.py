@@ -296,9 +296,11 @@ def transcribe_audio(
 ) -> Transcript:
     """The words said in ``data`` (a voice note or audio file); raises SpeechError with a sentence for the owner.
 
-    Uses ``settings.whisper_model`` (downloaded on first use; see :func:`model_notice`),
-    ``settings.voice_max_s`` and ``settings.transcribe_timeout_s``; ``transcriber`` replaces Whisper.
-    A transcript always has words: nothing heard is SpeechError ``no-speech``.
+    Uses ``settings.whisper_model``, ``settings.voice_max_s`` and ``settings.transcribe_timeout_s``;
+    ``transcriber`` replaces Whisper (the model is then not looked for). Blocking: call it from a
+    thread in async code. On first use a hub model is downloaded here, in the calling thread and
+    before the timeout starts: show :func:`model_notice` to the owner first. A transcript always has
+    words: nothing heard is SpeechError ``no-speech``.
     """
     t0 = time.perf_counter()
     try:
@@ -364,7 +366,7 @@ def _worker_failure(exc: ConversionError, timeout_s: float) -> SpeechError:
     if exc.reason == "converter-crashed":
         why = "the speech worker stopped unexpectedly, out of memory or on damaged audio"
     elif exc.reason == "converter-error":
-        why = f"the speech worker ran out of memory (limit {SPEECH_MEMORY_BYTES // 1024**3} GiB)"
+        why = "the speech worker ran out of memory"
     else:
         why = f"a bug in kb: {_shorten(str(exc))}"
     return SpeechError(
