@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import structlog
 
@@ -40,6 +40,9 @@ from knowledge.status import (
 )
 from knowledge.terminal import SafeStream, neutralise
 from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
+
+if TYPE_CHECKING:
+    from knowledge.speech.transcribe import Transcript
 
 log = structlog.get_logger()
 
@@ -76,9 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_daemon)
 
-    p = sub.add_parser("ask", help="answer one question from the knowledge base with the model")
-    p.add_argument("question", nargs="+")
-    p.add_argument("--json", action="store_true", help='print {"text","mode","citations":[...],"note"}')
+    p = sub.add_parser(
+        "ask",
+        help="answer one question from the knowledge base with the model",
+        description="Answer a typed QUESTION, or the question spoken in an audio file (--audio: a voice note or "
+        "MP3, M4A, OGG, WAV, FLAC; transcribed with KB_WHISPER_MODEL, then answered like a typed question). "
+        "Exit status: 0 answered, 1 the audio could not be transcribed (nothing heard, too long, unreadable, "
+        "timed out: the reason on stderr) or another failure, 2 usage.",
+    )
+    p.add_argument("question", nargs="*")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"text","mode","citations":[...],"note"} (with --audio also "heard": {"text","language","duration_s"})',
+    )
+    p.add_argument("--audio", type=Path, metavar="FILE", help="ask the question spoken in this audio file")
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("chat", help="a terminal chat with the knowledge base (/help inside)")
@@ -570,12 +585,28 @@ def _sources_text(settings: Settings) -> str:
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
-    """kb ask QUESTION"""
+    """kb ask QUESTION  |  kb ask --audio FILE"""
     from knowledge.wiring import open_engine
+
+    heard = None
+    if args.audio is not None:
+        if args.question:
+            print("kb: ask takes a QUESTION or --audio FILE, not both", file=sys.stderr)
+            return EXIT_USAGE
+        if not args.audio.is_file():
+            print(f"kb: no such file: {args.audio}", file=sys.stderr)
+            return EXIT_USAGE
+        heard = hear(args.audio, settings)
+        if not args.json:
+            print(f"I heard: {heard.text}\n", flush=True)
+    elif not args.question:
+        print("kb: ask needs a QUESTION or --audio FILE", file=sys.stderr)
+        return EXIT_USAGE
+    question = heard.text if heard is not None else " ".join(args.question)
 
     async def ask() -> object:
         async with open_engine(settings) as engine:
-            return await engine.ask(" ".join(args.question))
+            return await engine.ask(question)
 
     if settings.index_path.exists():
         with contextlib.suppress(KbError), Index(settings.index_path, readonly=True) as index:
@@ -588,10 +619,30 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             "citations": [c.__dict__ for c in reply.citations],
             "note": reply.note,
         }
+        if heard is not None:
+            payload["heard"] = {
+                "text": heard.text,
+                "language": heard.language,
+                "duration_s": heard.duration_s,
+            }
         print(json.dumps(payload, ensure_ascii=False, indent=2))
     else:
         print(reply.render())
     return EXIT_OK
+
+
+def hear(path: Path, settings: Settings) -> Transcript:
+    """The question spoken in an audio file; SpeechError (a KbError: exit 1 with its sentence) otherwise."""
+    from knowledge.speech.decode import MAX_AUDIO_BYTES, too_large
+    from knowledge.speech.transcribe import model_notice, speech_runner, transcribe_audio
+
+    if (size := path.stat().st_size) > MAX_AUDIO_BYTES:
+        raise too_large(size)
+    data = path.read_bytes()
+    if notice := model_notice(settings.whisper_model):
+        print(f"kb: {notice}", file=sys.stderr, flush=True)
+    with speech_runner() as runner:
+        return transcribe_audio(data, settings=settings, runner=runner)
 
 
 def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:

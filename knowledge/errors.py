@@ -9,7 +9,8 @@
     ├── TokenizerError       the configured tokenizer cannot be loaded
     ├── ModelError           the model server failed or is unreachable
     ├── FetchRefused         the web-import guard refused a URL (reason code)
-    └── SearchError          a web search provider failed
+    ├── SearchError          a web search provider failed
+    └── SpeechError          a voice note could not be turned into text (reason code + sentence)
 
 Foreign exceptions are translated once, at the boundary, with ``raise ... from exc``.
 Every message names the object and, where there is one, the fix.
@@ -68,3 +69,17 @@ class FetchRefused(KbError):
 
 class SearchError(KbError):
     """A web search provider failed."""
+
+
+class SpeechError(KbError):
+    """A voice note or audio file could not be turned into text; ``reason`` is a stable code.
+
+    Reasons: ``audio-unreadable``, ``audio-too-large``, ``audio-too-long``, ``no-speech``,
+    ``model-missing``, ``model-unusable``, ``model-download-failed``, ``timeout``, ``transcriber-failed``,
+    ``interrupted``.
+    The message is one sentence that can be shown to the owner as it is.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason

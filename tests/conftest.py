@@ -9,7 +9,7 @@ import pytest
 
 from knowledge.config import Settings, load_settings
 
-pytest_plugins = ["tests.model_fixtures"]
+pytest_plugins = ["tests.model_fixtures", "tests.whisper_fixtures"]
 
 # Two XQuAD articles per language (CC BY-SA 4.0, see data/XQUAD-LICENSE): real English, Chinese and Thai.
 XQUAD_SAMPLE = Path(__file__).resolve().parent / "data" / "xquad_sample.json"
