@@ -33,7 +33,7 @@ class Finding:
 async def doctor(settings: Settings) -> list[Finding]:
     """Check the model server, tokenizer, index, inbox and Telegram settings."""
     findings = [await _check_model(settings), *_check_tokenizer(settings), _check_index(settings)]
-    findings += [_check_inbox(settings), _check_telegram(settings)]
+    findings += [_check_inbox(settings), _check_telegram(settings), _check_voice(settings)]
     return findings
 
 
@@ -132,6 +132,32 @@ def _check_telegram(settings: Settings) -> Finding:
             "set KB_TELEGRAM_ALLOWED_USERS to your numeric user id (message @userinfobot to find it)",
         )
     return Finding("telegram", True, f"token set; {len(settings.telegram_allowed_users)} allowed user(s)")
+
+
+def _check_voice(settings: Settings) -> Finding:
+    """Voice questions need mlx-whisper and the KB_WHISPER_MODEL weights (downloaded on first use)."""
+    import importlib.util
+
+    from knowledge.errors import SpeechError
+    from knowledge.speech.transcribe import find_model
+
+    if importlib.util.find_spec("mlx_whisper") is None:
+        return Finding(
+            "voice", False, "mlx-whisper is not installed: voice notes are refused",
+            "run make (it installs mlx-whisper without torch), or: pip install --no-deps mlx-whisper",
+            is_warning=True,
+        )  # fmt: skip
+    try:
+        folder = find_model(settings.whisper_model)
+    except SpeechError as exc:
+        return Finding("voice", False, str(exc), "set KB_WHISPER_MODEL (kb config shows it)")
+    if folder is None:
+        return Finding(
+            "voice", False, f"{settings.whisper_model} is not downloaded yet",
+            f"the first voice note downloads it (or now: hf download {settings.whisper_model})", is_warning=True,
+        )  # fmt: skip
+    where = "" if Path(settings.whisper_model).expanduser() == folder else f" ({folder})"
+    return Finding("voice", True, f"{settings.whisper_model}{where}")
 
 
 # -- checkpoint -----------------------------------------------------------------------------

@@ -279,7 +279,7 @@ def test_ask_and_measure_against_a_model_server(tmp_path, sources):
     assert len(rows) == 2 and rows[0].split()[4] == "10"  # the scripted server reports 10 prompt tokens
 
 
-def test_doctor_reports_what_is_wrong_and_how_to_fix_it(tmp_path):
+def test_doctor_reports_what_is_wrong_and_how_to_fix_it(tmp_path, whisper_en):
     port = free_port()
     out = kb(
         tmp_path, "doctor", env={"KB_LLM_URL": f"http://127.0.0.1:{port}/v1", "KB_TELEGRAM_TOKEN": "123:abc"}
@@ -288,9 +288,12 @@ def test_doctor_reports_what_is_wrong_and_how_to_fix_it(tmp_path):
     assert "FAIL  model server" in out.stdout and "mlx_lm.server --model" in out.stdout
     assert "warn  tokenizer" in out.stdout and "KB_TOKENIZER" in out.stdout
     assert "FAIL  telegram" in out.stdout and "KB_TELEGRAM_ALLOWED_USERS" in out.stdout
+    assert "warn  voice          mlx-community/whisper-large-v3-turbo is not downloaded yet" in out.stdout
+    assert "hf download mlx-community/whisper-large-v3-turbo" in out.stdout
     with ThreadedFakeLLM(FakeLLM()) as fake:
-        ok = kb(tmp_path, "doctor", env={"KB_LLM_URL": fake.base_url})
+        ok = kb(tmp_path, "doctor", env={"KB_LLM_URL": fake.base_url, "KB_WHISPER_MODEL": str(whisper_en)})
     assert ok.returncode == 0 and "ok    model server" in ok.stdout and "ok    telegram" in ok.stdout
+    assert f"ok    voice          {whisper_en}" in ok.stdout
 
 
 def test_checkpoint_reports_failures_cleanly(tmp_path):
