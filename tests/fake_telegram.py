@@ -870,44 +870,21 @@ class FakeTelegram:
         without making 20 MB)."""
         if chat_type == "private" and chat_id != user_id:
             raise ValueError("in a private chat the chat id is the user's id")
+        ext = mimetypes.guess_extension(mime_type) or ""
+        if "." in file_name:
+            ext = "." + file_name.rsplit(".", 1)[1]
         with self._lock:
-            user = self._user(user_id, username, None)
-            chat = self._ensure_chat(chat_id, chat_type, user)
-            self._next_file += 1
-            n = self._next_file
-            ext = mimetypes.guess_extension(mime_type) or ""
-            if "." in file_name:
-                ext = "." + file_name.rsplit(".", 1)[1]
-            stored = StoredFile(
-                file_id=f"BQACAgIAAxkBAAI{n:06d}fakeDocument",
-                file_unique_id=f"AgAD{n:06d}",
-                file_path=f"documents/file_{n}{ext}",
-                data=bytes(data),
-                file_size=len(data) if file_size is None else file_size,
-            )
-            self._files[stored.file_id] = stored
-            self._files_by_path[stored.file_path] = stored
-            document = {
-                "file_name": file_name,
-                "mime_type": mime_type,
-                "file_id": stored.file_id,
-                "file_unique_id": stored.file_unique_id,
-                "file_size": stored.file_size,
-            }
-            extra = {"caption": caption} if caption else {}
-            msg = StoredMessage(
-                chat_id=chat_id,
-                message_id=self._new_message_id(chat_id),
-                date=int(time.time()),
-                from_bot=False,
-                sender=user,
-                text=None,
-                document=document,
-                extra=extra,
-            )
-            self._messages[chat_id][msg.message_id] = msg
-            payload = self._message_dict(msg, chat)
-        return self._enqueue({"message": payload})
+            stored = self._store_file(data, "documents", ext, "Document", file_size)
+        document = {
+            "file_name": file_name,
+            "mime_type": mime_type,
+            "file_id": stored.file_id,
+            "file_unique_id": stored.file_unique_id,
+            "file_size": stored.file_size,
+        }
+        return self._push_media(
+            chat_id, user_id, "document", document, caption, username, chat_type=chat_type
+        )
 
     def _store_file(self, data: bytes, folder: str, ext: str, kind: str, file_size: int | None) -> StoredFile:
         """Keep ``data`` for getFile and the download URL (call with the lock held)."""
@@ -925,12 +902,20 @@ class FakeTelegram:
         return stored
 
     def _push_media(
-        self, chat_id: int, user_id: int, field_name: str, value: object, caption: str | None, username: str | None
+        self,
+        chat_id: int,
+        user_id: int,
+        field_name: str,
+        value: object,
+        caption: str | None,
+        username: str | None,
+        *,
+        chat_type: str = "private",
     ) -> int:
-        """A user message carrying one media field (photo, voice, audio); returns the update_id."""
+        """A user message carrying one media field (document, photo, voice, audio); returns the update_id."""
         with self._lock:
             user = self._user(user_id, username, None)
-            chat = self._ensure_chat(chat_id, "private", user)
+            chat = self._ensure_chat(chat_id, chat_type, user)
             extra: dict[str, Any] = {field_name: value}
             if caption:
                 extra["caption"] = caption
