@@ -125,11 +125,8 @@ async def test_a_voice_question_is_heard_answered_and_saved_once(env):
     forged = env.telegram.push_callback(OWNER, OWNER, heard.params["message_id"], "note:forged-token")
     await env.telegram.wait_until(lambda: env.telegram.callback_answer(forged) is not None)
     assert env.telegram.callback_answer(again)["text"] == "already saved"
-    assert env.telegram.callback_answer(forged) == {
-        **env.telegram.callback_answer(forged),
-        "show_alert": True,
-    }
-    assert "expired" in env.telegram.callback_answer(forged)["text"]
+    refused = env.telegram.callback_answer(forged)
+    assert refused["show_alert"] is True and "expired" in refused["text"]
     (note,) = env.settings.processed.glob("voice-note-*.md")
     assert "How deep is Lake Quillan?" in note.read_text(encoding="utf-8")
     sidecar = json.loads(note.with_name(note.name + ".source.json").read_text())
