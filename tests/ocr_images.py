@@ -15,7 +15,9 @@ import mplfonts
 from PIL import Image, ImageDraw, ImageFont
 
 # A Chinese character or full-width sign alone; a run of other characters with its trailing spaces.
-_UNITS = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+\s*|\s+")
+_UNITS = re.compile(
+    r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+\s*|\s+"
+)
 FONT = Path(mplfonts.__file__).parent / "fonts" / "NotoSansCJKsc-Regular.otf"
 A4_INCHES = (8.27, 11.69)
 
@@ -24,7 +26,9 @@ def font(size_px: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(str(FONT), size_px)
 
 
-def text_image(lines: list[str], *, size_px: int = 28, margin_px: int = 24, spacing: float = 1.6) -> Image.Image:
+def text_image(
+    lines: list[str], *, size_px: int = 28, margin_px: int = 24, spacing: float = 1.6
+) -> Image.Image:
     """Black lines of text on white, each on its own line, the picture just large enough."""
     face = font(size_px)
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
@@ -133,4 +137,19 @@ def blank_page(dpi: int = 150) -> Image.Image:
     width, height = int(A4_INCHES[0] * dpi), int(A4_INCHES[1] * dpi)
     image = Image.new("RGB", (width, height), "white")
     ImageDraw.Draw(image).ellipse((300, 400, 340, 430), fill=(225, 225, 225))
+    return image
+
+
+def two_column_page(title: str, left: list[str], right: list[str], *, size_px: int = 22) -> Image.Image:
+    """A page set in two columns under a title that spans both (a journal page, a newsletter)."""
+    face = font(size_px)
+    margin, gutter, column = 40, 48, 520
+    step = int(size_px * 1.6)
+    rows = max(len(left), len(right))
+    image = Image.new("RGB", (2 * margin + 2 * column + gutter, 2 * margin + step * (rows + 2)), "white")
+    draw = ImageDraw.Draw(image)
+    draw.text((margin, margin), title, font=font(int(size_px * 1.4)), fill="black")
+    for x, lines in ((margin, left), (margin + column + gutter, right)):
+        for i, text in enumerate(lines):
+            draw.text((x, margin + step * (i + 2)), text, font=face, fill="black")
     return image

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import io
 import math
+import re
 import warnings
 from collections.abc import Callable
 
@@ -88,12 +89,7 @@ def load_image(data: bytes, *, name: str = "image", max_pixels: int = MAX_OCR_PI
             image = Image.open(io.BytesIO(data), formats=[fmt])
             width, height = image.size
             if width * height > IMAGE_MAX_PIXELS:
-                raise ConversionError(
-                    "image-too-large",
-                    f"{name} is {width}×{height} pixels, more than kb decodes "
-                    f"({IMAGE_MAX_PIXELS // 1_000_000} megapixels); it was refused undecoded (a decompression "
-                    "bomb, or a huge picture: resize it and drop it in again)",
-                )
+                raise _too_large(name, width * height, f" ({width}×{height})")
             if width * height > max_pixels and fmt == "JPEG":
                 scale = math.sqrt(max_pixels / (width * height))
                 image.draft("RGB", (math.ceil(width * scale), math.ceil(height * scale)))  # decode smaller
@@ -101,11 +97,12 @@ def load_image(data: bytes, *, name: str = "image", max_pixels: int = MAX_OCR_PI
             image = ImageOps.exif_transpose(image)
     except ConversionError:
         raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ConversionError(
-            "image-too-large",
-            f"{name} has more pixels than kb decodes ({exc}); it was refused undecoded",
-        ) from exc
+    except (
+        Image.DecompressionBombError,
+        Image.DecompressionBombWarning,
+    ) as exc:  # Pillow's own, larger limit
+        pixels = re.search(r"\((\d+) pixels\)", str(exc))
+        raise _too_large(name, int(pixels.group(1)) if pixels else 0, "") from exc
     except MemoryError:
         raise
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, IndexError, KeyError) as exc:
@@ -115,6 +112,15 @@ def load_image(data: bytes, *, name: str = "image", max_pixels: int = MAX_OCR_PI
             "save or export it again",
         ) from exc
     return _downscale(_to_rgb(image), max_pixels)
+
+
+def _too_large(name: str, pixels: int, size: str) -> ConversionError:
+    megapixels = f"{pixels / 1e6:.0f} megapixels" if pixels else "more pixels than that"
+    return ConversionError(
+        "image-too-large",
+        f"{name} is {megapixels}{size}, more than kb decodes ({IMAGE_MAX_PIXELS // 1_000_000} megapixels); "
+        "it was refused undecoded (a decompression bomb, or a huge picture: resize it and drop it in again)",
+    )
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:
