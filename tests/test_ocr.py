@@ -1,8 +1,11 @@
 """OCR engines and the pure steps around them: reading order, Markdown, legibility, one script per page."""
 
 import socket
+import subprocess
+import sys
 
 import pytest
+import structlog
 from PIL import Image
 
 from knowledge.config import Settings
@@ -31,8 +34,11 @@ from knowledge.convert.ocr import (
     wants_thai_pass,
 )
 from knowledge.errors import ConversionError
+from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.index import Index
+from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images
-from tests.conftest import make_settings
+from tests.conftest import make_settings, subprocess_env
 
 
 def line(text: str, x0: float, y0: float, x1: float, y1: float, confidence: float = 0.95) -> OcrLine:
@@ -332,3 +338,22 @@ def test_a_two_column_page_is_read_a_column_at_a_time(engine) -> None:
     blocks = texts(read_text(engine, page))
     assert [text for block in blocks for text in block] == ["Notes from the Varn Valley", *left, *right]
     assert blocks[-1] == right  # the second column starts a block of its own
+
+
+def test_thai_asked_for_off_the_mac_is_said_at_start_and_by_kb_doctor(tmp_path) -> None:
+    settings = settings_with(tmp_path, KB_OCR="rapidocr", KB_OCR_LANGS="zh-Hant,en,th")
+    with structlog.testing.capture_logs() as logs, Index(settings.index_path) as index:
+        Ingestor(settings, index, ApproxCounter())
+    [warning] = [entry for entry in logs if entry["event"] == "ocr.limited"]
+    assert warning["log_level"] == "warning" and "no bundled Thai model" in warning["reason"]
+    doctor = subprocess.run(
+        [sys.executable, "-m", "knowledge.cli", "--home", str(settings.home), "doctor"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(
+            KB_OCR="rapidocr", KB_OCR_LANGS="zh-Hant,en,th", KB_LLM_URL="http://127.0.0.1:9/v1"
+        ),
+        timeout=120,
+    )
+    [line] = [text for text in doctor.stdout.splitlines() if "OCR " in text[:12]]
+    assert line.startswith("warn  OCR") and "Thai is not read here" in line

@@ -77,8 +77,9 @@ def publish(
 
 def read(folder: Path, sha256: str) -> Working | None:
     """The progress of a source, or None when it is not being worked on (or the file is unreadable)."""
+    path = _path(folder, sha256)
     try:
-        data = json.loads(_path(folder, sha256).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
         return Working(
             name=str(data["name"]),
             sha256=str(data["sha256"]),
