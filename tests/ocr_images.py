@@ -46,7 +46,7 @@ def wrap(text: str, face: ImageFont.FreeTypeFont, width_px: float) -> list[str]:
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     lines: list[str] = []
     line = ""
-    for unit in _UNITS.findall(text):
+    for unit in _UNITS.findall(" ".join(text.split())):
         trial = line + unit
         if line.strip() and probe.textlength(trial.rstrip(), font=face) > width_px:
             lines.append(line.rstrip())

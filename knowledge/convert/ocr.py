@@ -23,6 +23,7 @@ import functools
 import importlib.metadata
 import io
 import logging
+import os
 import re
 import statistics
 import sys
@@ -258,6 +259,9 @@ class RapidOcrEngine:
                 # One line at a time: a batch is padded to its longest line, which on two cores costs
                 # more time than it saves, and 300 MB more memory on a dense page.
                 "Rec.rec_batch_num": 1,
+                # All cores but one: onnxruntime's threads spin while they wait, and on a machine whose
+                # cores are all busy (the daemon embeds while it converts) a page then takes 1.5× longer.
+                "EngineConfig.onnxruntime.intra_op_num_threads": max(1, (os.cpu_count() or 2) - 1),
             }
         )
         logging.getLogger("RapidOCR").setLevel(logging.CRITICAL)
