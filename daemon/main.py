@@ -14,6 +14,7 @@ from daemon.backfill import Backfill
 from daemon.service import Daemon
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
+from knowledge.ingest import working
 from knowledge.ingest.lock import WriterLock
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.embed import EmbedderError, make_embedder
@@ -27,7 +28,8 @@ log = structlog.get_logger()
 def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
     """A daemon ready to run, holding the writer lock (WriterLockHeld when another process has it).
 
-    Beside it runs the embedding backfill (unless KB_EMBED=off), stopped when the daemon is.
+    Beside it runs the embedding backfill (unless KB_EMBED=off), stopped when the daemon is. The
+    progress of long conversions (pages read by OCR) is published for other processes (ingest/working.py).
     """
     lock = WriterLock(settings.lock_path, role="kb daemon")
     lock.acquire(wait_s=0)
@@ -45,9 +47,10 @@ def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
             if embedder is not None:
                 backfill = Backfill(settings, embedder)
                 backfill.start()
+            progress = working.publisher(working.folder(settings))
             yield Daemon(
                 settings,
-                Ingestor(settings, index, counter, runner=runner),
+                Ingestor(settings, index, counter, runner=runner, progress=progress),
                 after_task=backfill.wake if backfill else (lambda: None),
             )
     finally:

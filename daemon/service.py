@@ -34,6 +34,7 @@ from watchdog.observers import Observer
 from daemon.stability import Signature, StabilityTracker, lstat_signature
 from knowledge.config import Settings
 from knowledge.errors import ConversionInterrupted, IndexVanished
+from knowledge.ingest import working
 from knowledge.ingest.pipeline import (
     ERROR_SUFFIX,
     SIDECAR_SUFFIX,
@@ -250,6 +251,7 @@ class Daemon:
             for leftover in self.settings.staging.iterdir():
                 with contextlib.suppress(OSError):
                     leftover.unlink()
+        working.clear_all(working.folder(self.settings))  # progress a killed writer left behind
 
     # -- scheduler --------------------------------------------------------------------------
 

@@ -324,7 +324,13 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
             Progress(len(paths), label="ingest", unit="files", stream=sys.stderr) as bar,
         ):
             _warn_tokenizer_change(index, counter)
-            ingestor = Ingestor(settings, index, counter, runner=runner)
+
+            def pages_read(*, name: str, sha256: str, stage: str, done: int, total: int) -> None:
+                """Scanned pages read by OCR, shown beside the file's name while it is read."""
+                bar.describe(f"{name} · OCR page {done}/{total}" if stage == "ocr" else name)
+                bar.around(lambda: None)  # redraw now: the bar itself moves only once per file
+
+            ingestor = Ingestor(settings, index, counter, runner=runner, progress=pages_read)
             is_each_line_shown = not (bar.is_on and out.isatty())
             for path in paths:
                 bar.describe(path.name)

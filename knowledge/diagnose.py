@@ -10,6 +10,7 @@ from pathlib import Path
 
 from knowledge.answer.assistant import Reply
 from knowledge.config import Settings, load_settings
+from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_langs
 from knowledge.errors import KbError
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
@@ -31,9 +32,14 @@ class Finding:
 
 
 async def doctor(settings: Settings) -> list[Finding]:
-    """Check the model server, tokenizer, index, inbox and Telegram settings."""
+    """Check the model server, tokenizer, index, inbox, OCR, voice and Telegram settings."""
     findings = [await _check_model(settings), *_check_tokenizer(settings), _check_index(settings)]
-    findings += [_check_inbox(settings), _check_telegram(settings), _check_voice(settings)]
+    findings += [
+        _check_inbox(settings),
+        _check_ocr(settings),
+        _check_voice(settings),
+        _check_telegram(settings),
+    ]
     return findings
 
 
@@ -119,6 +125,13 @@ def _check_inbox(settings: Settings) -> Finding:
     if failed:
         return Finding("inbox", False, detail, f"see the .error.json files in {settings.failed}", True)
     return Finding("inbox", True, detail)
+
+
+def _check_ocr(settings: Settings) -> Finding:
+    langs, unknown = parse_langs(settings.ocr_langs)
+    notes = ocr_warnings(OcrSpec(kind=settings.ocr, langs=langs), unknown)
+    fix = "change KB_OCR or KB_OCR_LANGS (kb config shows them)" if notes else ""
+    return Finding("OCR", not notes, describe_ocr(settings), fix, is_warning=bool(notes))
 
 
 def _check_telegram(settings: Settings) -> Finding:

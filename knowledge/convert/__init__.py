@@ -1,27 +1,32 @@
-"""Converters: any supported source (HTML, PDF, text, Markdown) in, Markdown with a title out.
+"""Converters: any supported source (HTML, PDF, text, Markdown, images) in, Markdown with a title out.
 
 ``convert_source`` decides the type by sniffing the bytes, enforces the size limit and, given a
 runner, converts in an isolated worker process under the conversion timeout, whatever the type:
 pypdf can hang or blow up on hostile files, and a pathological text or HTML file must not hold the
-single worker either. Every failure is a ``ConversionError`` with a stable reason code and a sentence
-for the owner; an unexpected exception in a converter is reason ``internal-error``.
+single worker either. Images and scanned PDF pages are read by OCR (``ocr``, off when None); each page
+OCR reads reports progress, and has ``Limits.ocr_page_timeout_s`` of its own on top of the conversion
+timeout. Every failure is a ``ConversionError`` with a stable reason code and a sentence for the
+owner; an unexpected exception in a converter is reason ``internal-error``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import PurePath
 
-from knowledge.convert.base import Converted, Limits
+from knowledge.convert.base import Converted, Limits, OcrFacts
 from knowledge.convert.html import convert_html_bytes
+from knowledge.convert.image import image_to_markdown
 from knowledge.convert.isolate import IsolatedRunner
+from knowledge.convert.ocr import OcrSpec
 from knowledge.convert.pdf import pdf_to_markdown
 from knowledge.convert.sniff import sniff
 from knowledge.convert.text import shorten, text_to_markdown
 from knowledge.errors import ConversionError
 
-__all__ = ["Converted", "Limits", "convert_source"]
+__all__ = ["Converted", "Limits", "OcrFacts", "OcrSpec", "convert_source"]
 
 
 def convert_source(
@@ -32,8 +37,13 @@ def convert_source(
     declared_charset: str | None = None,
     source_url: str | None = None,
     runner: IsolatedRunner | None = None,
+    ocr: OcrSpec | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Converted:
-    """Convert a source's bytes to Markdown; the title falls back to the file name."""
+    """Convert a source's bytes to Markdown; the title falls back to the file name.
+
+    ``progress(done, total)`` hears about pages read by OCR.
+    """
     if not data:
         raise ConversionError("empty", "the file is empty")
     if len(data) > limits.max_source_bytes:
@@ -44,16 +54,34 @@ def convert_source(
         )
     kind = sniff(data, name)
     timeout_s = limits.convert_timeout_s
-    convert: Callable[[bytes], Converted]
+    page_timeout_s: float | None = None  # converters that read pages by OCR report progress
+    convert: Callable[..., Converted]
     if kind == "pdf":
-        convert = partial(pdf_to_markdown, max_pages=limits.pdf_max_pages, timeout_s=timeout_s)
+        convert = partial(
+            pdf_to_markdown,
+            max_pages=limits.pdf_max_pages,
+            timeout_s=timeout_s,
+            ocr=ocr,
+            page_timeout_s=limits.ocr_page_timeout_s,
+        )
         timeout_s += 5.0  # the PDF converter's own deadline fires first; the runner's kill is the backstop
+        page_timeout_s = limits.ocr_page_timeout_s + 5.0
+    elif kind == "image":
+        if ocr is None or not ocr.is_on:  # refused here: no worker needs to start for it
+            return image_to_markdown(data, name=name, ocr=None)
+        convert = partial(image_to_markdown, name=name, ocr=ocr)
+        page_timeout_s = limits.ocr_page_timeout_s + 5.0
     elif kind == "html":
         convert = partial(convert_html_bytes, declared=declared_charset, base_url=source_url)
     else:
         convert = partial(text_to_markdown, markdown=kind == "markdown", declared=declared_charset)
-    converted = convert(data) if runner is None else runner.call(convert, data, timeout_s=timeout_s)
+    if runner is not None:
+        converted = runner.call(
+            convert, data, timeout_s=timeout_s, progress_timeout_s=page_timeout_s, on_progress=progress
+        )
+    elif page_timeout_s is not None:
+        converted = convert(data, progress=progress)
+    else:
+        converted = convert(data)
     title = shorten(converted.title) if converted.title.strip() else PurePath(name).stem
-    return Converted(
-        title=title, markdown=converted.markdown, converter=converted.converter, encoding=converted.encoding
-    )
+    return replace(converted, title=title)

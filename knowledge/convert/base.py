@@ -8,6 +8,21 @@ MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
+class OcrFacts:
+    """How OCR contributed to a conversion: the engine, its mean line confidence, the pages it read.
+
+    ``pages`` are the pages whose text came from OCR and ``illegible_pages`` those it found nothing
+    legible on (both numbered from 1; empty for a single image). ``confidence`` is None when OCR
+    read no line at all (every scanned page of a PDF with text pages was illegible).
+    """
+
+    engine: str
+    confidence: float | None
+    pages: tuple[int, ...] = ()
+    illegible_pages: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Converted:
     """A source turned into Markdown: the body (no front matter), its title and the converter's name."""
 
@@ -15,6 +30,7 @@ class Converted:
     markdown: str
     converter: str
     encoding: str | None = None
+    ocr: OcrFacts | None = None
 
 
 @dataclass(frozen=True)
@@ -24,3 +40,4 @@ class Limits:
     max_source_bytes: int = 20 * MIB
     pdf_max_pages: int = 2000
     convert_timeout_s: float = 30.0
+    ocr_page_timeout_s: float = 20.0

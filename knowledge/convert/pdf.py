@@ -4,26 +4,42 @@ Text comes from pypdf's layout mode (characters on a grid, so columns, indentati
 survive) and is turned into reading text by pdf_text.py: running headers, footers and page numbers
 dropped, columns in order, paragraphs on one line, hyphenated words joined, ligatures spelled out.
 
+Pages without a text layer (a scan; or a scan carrying only a stamp of text, such as a scanning app's
+watermark, over a full-page picture) are rendered with pypdfium2 at the OCR resolution and read by OCR
+when it is on: one line per recognised line, in reading order. A scanned page with nothing legible is
+listed in the result (``OcrFacts.illegible_pages``); a PDF with nothing legible at all is ``pdf-no-text``.
+
 Every way a hostile or broken PDF can fail inside pypdf ends as a ``ConversionError`` with a stable
 reason: ``empty``, ``pdf-malformed``, ``pdf-encrypted``, ``pdf-unsupported``, ``pdf-too-many-pages``,
 ``pdf-no-text``, ``pdf-limit`` or ``timeout``. pypdf's own limits are per stream, and one page can still
 hang or eat memory, so callers run this through ``knowledge.convert.isolate.IsolatedRunner``; here the
-deadline is only checked between pages.
+deadline is only checked between pages. Text pages share ``timeout_s``; each page read by OCR has
+``page_timeout_s`` of its own, and ``progress(done, total)`` is told before the first and after each.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 
-from knowledge.convert.base import Converted
+from knowledge.convert.base import Converted, OcrFacts
+from knowledge.convert.ocr import (
+    MAX_OCR_PIXELS,
+    OcrLine,
+    OcrSpec,
+    engine_for,
+    lines_markdown,
+    mean_confidence,
+    read_text,
+)
 from knowledge.convert.pdf_text import drop_running_lines, reading_text
 from knowledge.errors import ConversionError
 
@@ -41,10 +57,25 @@ _JUNK_TITLE = re.compile(
     re.IGNORECASE,
 )
 _BLANK_RUNS = re.compile(r"\n{3,}")
+# A page whose text layer is shorter than this (letters and digits) and that a picture mostly covers is
+# a scan with a stamp on it: OCR reads the picture.
+STAMP_MAX_CHARS = 40
+SCAN_COVER_SHARE = 0.5
 
 
-def pdf_to_markdown(data: bytes, *, max_pages: int = 2000, timeout_s: float = 30.0) -> Converted:
-    """Convert PDF bytes to Markdown, one section per page with text; raise ConversionError otherwise."""
+def pdf_to_markdown(
+    data: bytes,
+    *,
+    max_pages: int = 2000,
+    timeout_s: float = 30.0,
+    ocr: OcrSpec | None = None,
+    page_timeout_s: float = 20.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Converted:
+    """Convert PDF bytes to Markdown, one section per page with text; raise ConversionError otherwise.
+
+    With ``ocr`` on, pages without a text layer are read by OCR.
+    """
     if not data:
         raise ConversionError("empty", "the file is empty (0 bytes); nothing to convert")
     deadline = time.monotonic() + timeout_s
@@ -68,17 +99,133 @@ def pdf_to_markdown(data: bytes, *, max_pages: int = 2000, timeout_s: float = 30
                 )
             texts.append(clean_text(_layout_text(page)))
         info_title = _info_title(reader)
+    scans = [n for n, text in enumerate(texts, start=1) if not text.strip()]
+    stamped = [
+        n for n, text in enumerate(texts, start=1) if text.strip() and _word_chars(text) < STAMP_MAX_CHARS
+    ]
+    read: dict[int, list[list[OcrLine]]] = {}
+    engine_name = ""
+    if ocr is not None and ocr.is_on and (scans or stamped):
+        with _pdfium_errors():
+            engine_name, read = _read_scans(
+                data, scans, stamped, spec=ocr, page_timeout_s=page_timeout_s, progress=progress
+            )
+        for number in read:
+            texts[number - 1] = ""  # the picture's text replaces a stamp's
     # The title comes from the visual lines (a heading is its own line there), the body is reflowed.
     firsts = ["\n".join(lines) for lines in drop_running_lines([text.split("\n") for text in texts])]
     texts = reading_text(texts)
+    for number, blocks in read.items():
+        texts[number - 1] = firsts[number - 1] = lines_markdown(blocks)
     sections = [f"## Page {number}\n\n{text}\n" for number, text in enumerate(texts, start=1) if text]
+    illegible = tuple(n for n in scans if n not in read) if engine_name else ()
     if not sections:
+        if engine_name:
+            raise ConversionError(
+                "pdf-no-text",
+                f"nothing legible: the PDF has no text layer and OCR found no readable text on its "
+                f"{page_count} scanned page(s) (blank, blurred or too small?); scan it again at a higher "
+                "resolution and drop it in again",
+            )
         raise ConversionError(
             "pdf-no-text",
-            f"no extractable text (scanned or image-only PDF?) in {page_count} page(s); run OCR on it "
-            "(for example ocrmypdf) and drop the result in again",
+            f"no extractable text (scanned or image-only PDF?) in {page_count} page(s); set KB_OCR=auto so kb "
+            "reads scans by OCR (or run OCR on it, for example ocrmypdf) and drop it in again",
         )
-    return Converted(title=choose_title(info_title, firsts), markdown="\n".join(sections), converter="pdf")
+    facts = None
+    if engine_name:
+        lines = [line for blocks in read.values() for block in blocks for line in block]
+        facts = OcrFacts(
+            engine=engine_name,
+            confidence=mean_confidence(lines),
+            pages=tuple(sorted(read)),
+            illegible_pages=illegible,
+        )
+    return Converted(
+        title=choose_title(info_title, firsts), markdown="\n".join(sections), converter="pdf", ocr=facts
+    )
+
+
+def _word_chars(text: str) -> int:
+    """How many letters and digits a text holds."""
+    return sum(1 for ch in text if ch.isalnum())
+
+
+def _read_scans(
+    data: bytes,
+    scans: list[int],
+    stamped: list[int],
+    *,
+    spec: OcrSpec,
+    page_timeout_s: float,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[str, dict[int, list[list[OcrLine]]]]:
+    """OCR of the scanned pages (and of stamped pages a picture covers): the engine's name, legible pages."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(data)
+    try:
+        pages = sorted(scans + [n for n in stamped if _picture_cover(pdf[n - 1]) >= SCAN_COVER_SHARE])
+        if not pages:
+            return "", {}
+        engine = engine_for(spec)
+        if engine is None:  # pragma: no cover - spec.is_on was checked by the caller
+            return "", {}
+        read: dict[int, list[list[OcrLine]]] = {}
+        if progress:
+            progress(0, len(pages))
+        for done, number in enumerate(pages, start=1):
+            started = time.monotonic()
+            blocks = read_text(engine, render_page(pdf, number, dpi=spec.dpi))
+            took_s = time.monotonic() - started
+            if took_s > page_timeout_s:
+                raise ConversionError(
+                    "timeout",
+                    f"OCR of page {number} took {took_s:.0f} s, longer than the {page_timeout_s:g} s allowed per "
+                    "scanned page; raise KB_OCR_PAGE_TIMEOUT_S or lower KB_OCR_DPI",
+                )
+            if blocks:
+                read[number] = blocks
+            if progress:
+                progress(done, len(pages))
+        return engine.name, read
+    finally:
+        pdf.close()
+
+
+def render_page(pdf, number: int, *, dpi: int):  # pypdfium2 objects: untyped library
+    """Page ``number`` (from 1) as an RGB picture at ``dpi``, or smaller when that exceeds MAX_OCR_PIXELS."""
+    page = pdf[number - 1]
+    try:
+        width_pt, height_pt = page.get_size()
+        scale = dpi / 72
+        area = max(1.0, width_pt * height_pt)
+        scale = min(scale, math.sqrt(MAX_OCR_PIXELS / area))
+        bitmap = page.render(scale=scale, may_draw_forms=False)
+        try:
+            return bitmap.to_pil().convert("RGB")
+        finally:
+            bitmap.close()
+    finally:
+        page.close()
+
+
+def _picture_cover(page) -> float:  # a pypdfium2 page
+    """The share of the page that its largest picture covers (0 when it has none)."""
+    import pypdfium2.raw as pdfium_c
+
+    try:
+        width_pt, height_pt = page.get_size()
+        best = 0.0
+        for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=1):
+            left, bottom, right, top = obj.get_bounds()
+            visible = max(0.0, min(right, width_pt) - max(left, 0.0)) * max(
+                0.0, min(top, height_pt) - max(bottom, 0.0)
+            )
+            best = max(best, visible / max(1.0, width_pt * height_pt))
+        return best
+    finally:
+        page.close()
 
 
 def _layout_text(page: PageObject) -> str:
@@ -168,6 +315,23 @@ def _pypdf_errors() -> Iterator[None]:
             "pdf-malformed",
             f"not a readable PDF ({_describe(exc)}); the file is damaged, truncated or not a PDF; "
             "re-export or download it again",
+        ) from exc
+
+
+@contextmanager
+def _pdfium_errors() -> Iterator[None]:
+    """Translate what pypdfium2 raises while rendering scanned pages into a ConversionError."""
+    import pypdfium2 as pdfium
+
+    try:
+        yield
+    except (ConversionError, MemoryError):
+        raise
+    except pdfium.PdfiumError as exc:
+        raise ConversionError(
+            "pdf-malformed",
+            f"the scanned pages of this PDF cannot be rendered for OCR ({_describe(exc)}); the file is "
+            "damaged: re-export or download it again",
         ) from exc
 
 

@@ -14,10 +14,6 @@ MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn"})
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"PK\x03\x04", "a ZIP archive or an Office document (.docx/.xlsx/.odt): export it to PDF first"),
     (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "a legacy Office document (.doc/.xls): export it to PDF first"),
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"GIF87a", "a GIF image"),
-    (b"GIF89a", "a GIF image"),
     (b"\x1f\x8b", "gzip-compressed data"),
     (b"\x7fELF", "an executable (ELF)"),
     (b"Rar!\x1a\x07", "a RAR archive"),
@@ -27,16 +23,23 @@ _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\xfd7zXZ\x00", "xz-compressed data"),
 )
 
+# Brands of the ISO media ("ftyp") files that are still images: HEIC/HEIF from phones, and AVIF.
+_IMAGE_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs", b"mif1",
+                           b"msf1", b"mif2", b"avif", b"avis"})  # fmt: skip
+_BMP_HEADER_SIZES = frozenset({12, 40, 52, 56, 64, 108, 124})
+
 _HTML_START = re.compile(
     rb"^\s*(?:<!--.*?-->\s*|<\?xml[^>]*>\s*)*<(?:!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL
 )
 
 
 def sniff(data: bytes, name: str) -> str:
-    """'pdf', 'html', 'markdown' or 'text'; raises ConversionError('binary') for known binary formats."""
+    """'pdf', 'image', 'html', 'markdown' or 'text'; raises ConversionError('binary') for known binary formats."""
     head = data[:2048]
     if b"%PDF-" in data[:1024]:
         return "pdf"
+    if image_format(head) is not None:
+        return "image"
     for magic, what in _BINARY_MAGIC:
         if head.startswith(magic):
             raise ConversionError("binary", f"{name} is {what}, not a document kb can read")
@@ -57,3 +60,27 @@ def sniff(data: bytes, name: str) -> str:
     if suffix in MARKDOWN_SUFFIXES:
         return "markdown"
     return "text"
+
+
+def image_format(head: bytes) -> str | None:
+    """Pillow's name for the image format the first bytes announce ('PNG', 'JPEG', 'HEIF'…), or None."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "GIF"
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "WEBP"
+    if head[4:8] == b"ftyp" and head[8:12] in _IMAGE_BRANDS:
+        return "AVIF" if head[8:12] in (b"avif", b"avis") else "HEIF"
+    if head.startswith((b"II*\x00", b"MM\x00*")):
+        return "TIFF"
+    # "BM" also begins ordinary words: confirm it by the size of the header that follows.
+    if (
+        head.startswith(b"BM")
+        and len(head) >= 18
+        and int.from_bytes(head[14:18], "little") in _BMP_HEADER_SIZES
+    ):
+        return "BMP"
+    return None

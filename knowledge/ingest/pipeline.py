@@ -13,6 +13,10 @@ the original still in the inbox, or a raw file that is indexed again):
 
 A failure at any step leaves the index as it was, puts the original under ``failed/`` next
 to ``NAME.error.json`` (stage, reason, exception type, time) and is recorded too.
+
+Photos and scanned PDF pages are read by OCR during step 3; a ``progress`` callback given to the
+Ingestor hears about every page read (stage ``ocr``, pages done of total) and, once the file is
+done or failed, a last call with stage ``finished``.
 Originals are moved when they sit in the inbox and copied when they come from elsewhere:
 nothing the owner gave kb is ever deleted.
 """
@@ -31,12 +35,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 import structlog
 
 from knowledge.config import Settings
-from knowledge.convert import Limits, convert_source
+from knowledge.convert import Converted, Limits, convert_source
 from knowledge.convert.isolate import InternalError, IsolatedRunner
+from knowledge.convert.ocr import OcrSpec, ocr_spec, ocr_warnings, parse_langs
 from knowledge.errors import ConversionError, ConversionInterrupted, IndexVanished, KbError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.chunking import chunk_lines
@@ -80,6 +86,12 @@ class Outcome:
         return self.status in ("indexed", "duplicate", "skipped")
 
 
+class IngestProgress(Protocol):
+    """Told how far the file in hand has got: stage ``ocr`` (pages read of total), then ``finished``."""
+
+    def __call__(self, *, name: str, sha256: str, stage: str, done: int, total: int) -> None: ...
+
+
 @dataclass(frozen=True)
 class Sidecar:
     """Trusted fields of a ``NAME.source.json`` written by kb's web import."""
@@ -118,7 +130,11 @@ def utc_now() -> datetime:
 
 
 class Ingestor:
-    """Runs the pipeline for one knowledge base; the caller holds the writer lock."""
+    """Runs the pipeline for one knowledge base; the caller holds the writer lock.
+
+    ``ocr`` overrides the OCR settings (KB_OCR, KB_OCR_LANGS, KB_OCR_DPI); ``progress`` hears how far
+    a file read by OCR has got (see IngestProgress).
+    """
 
     def __init__(
         self,
@@ -128,17 +144,26 @@ class Ingestor:
         *,
         runner: IsolatedRunner | None = None,
         clock: Callable[[], datetime] = utc_now,
+        progress: IngestProgress | None = None,
+        ocr: OcrSpec | None = None,
     ) -> None:
         self.settings = settings
         self.index = index
         self.counter = counter
         self.runner = runner
         self.clock = clock
+        self.progress = progress
         self.limits = Limits(
             max_source_bytes=settings.max_source_bytes,
             pdf_max_pages=settings.pdf_max_pages,
             convert_timeout_s=settings.convert_timeout_s,
+            ocr_page_timeout_s=settings.ocr_page_timeout_s,
         )
+        self.ocr = ocr_spec(settings) if ocr is None else ocr
+        if self.ocr.engine is None:
+            for note in ocr_warnings(self.ocr, parse_langs(settings.ocr_langs)[1]):
+                log.warning("ocr.limited", reason=note)
+        self._reported: tuple[str, str] | None = None  # (name, sha256) of the file whose progress was told
         for folder in (settings.inbox, settings.processed, settings.failed, settings.raw):
             folder.mkdir(parents=True, exist_ok=True)
         self._inbox = settings.inbox.resolve()
@@ -161,6 +186,7 @@ class Ingestor:
         try:
             outcome = self._ingest(path, started)
         except ConversionInterrupted:
+            self._finish_progress()
             raise  # kb is stopping: the file stays where it is and is taken again on the next start
         except Exception as exc:
             if isinstance(exc, _Failure):
@@ -176,6 +202,7 @@ class Ingestor:
                 outcome = self._fail(path, failure, started)
         finally:
             structlog.contextvars.unbind_contextvars("file")
+        self._finish_progress()
         ms = round((time.perf_counter() - t0) * 1000, 1)
         outcome = Outcome(**{**outcome.__dict__, "ms": ms})
         _log_outcome(outcome)
@@ -238,6 +265,10 @@ class Ingestor:
                 path, "duplicate", doc_id=dup.id, title=dup.title, kept_at=kept, duplicate_of=dup.id
             )
         sidecar = read_sidecar(sidecar_path(path), root=root)
+
+        def report(done: int, total: int) -> None:
+            self._report(path.name, sha, done, total)
+
         try:
             converted = convert_source(
                 data,
@@ -246,6 +277,8 @@ class Ingestor:
                 declared_charset=sidecar.charset,
                 source_url=sidecar.source_url,
                 runner=self.runner,
+                ocr=self.ocr,
+                progress=report,
             )
         except InternalError as exc:
             log.error("ingest.internal_error", file=path.name, error=str(exc), traceback=exc.details)
@@ -257,10 +290,34 @@ class Ingestor:
         except Exception as exc:  # a converter run in-process (no runner) failed unexpectedly
             log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
             raise _Failure("convert", "internal-error", _internal_message(exc), exc) from exc
+        _log_ocr(path.name, converted)
         return self._store(path, data, sha, converted, sidecar, started)
 
-    def _store(self, path: Path, data: bytes, sha: str, converted, sidecar: Sidecar, started: str) -> Outcome:
+    def _report(self, name: str, sha: str, done: int, total: int) -> None:
+        """Pass OCR progress on; a failure to publish it never fails the file."""
+        if self.progress is None:
+            return
+        self._reported = (name, sha)
+        try:
+            self.progress(name=name, sha256=sha, stage="ocr", done=done, total=total)
+        except OSError as exc:
+            log.warning("ingest.progress_failed", file=name, error=str(exc))
+
+    def _finish_progress(self) -> None:
+        """Tell the progress listener the file it heard about is done (or failed, or put back)."""
+        if self.progress is None or self._reported is None:
+            return
+        (name, sha), self._reported = self._reported, None
+        try:
+            self.progress(name=name, sha256=sha, stage="finished", done=0, total=0)
+        except OSError as exc:
+            log.warning("ingest.progress_failed", file=name, error=str(exc))
+
+    def _store(
+        self, path: Path, data: bytes, sha: str, converted: Converted, sidecar: Sidecar, started: str
+    ) -> Outcome:
         processed_name = unique_name(self.settings.processed, path.name)
+        ocr = converted.ocr
         meta = rawfile.RawMeta(
             title=converted.title,
             source_name=path.name,
@@ -268,6 +325,12 @@ class Ingestor:
             converter=converted.converter,
             source_snapshot=f"inbox/processed/{processed_name}",
             source_url=sidecar.source_url,
+            ocr_engine=ocr.engine if ocr else None,
+            ocr_confidence=f"{ocr.confidence:.2f}" if ocr and ocr.confidence is not None else None,
+            ocr_pages=rawfile.page_ranges(ocr.pages) if ocr and ocr.pages else None,
+            ocr_illegible_pages=rawfile.page_ranges(ocr.illegible_pages)
+            if ocr and ocr.illegible_pages
+            else None,
         )
         text = rawfile.render(meta, converted.markdown)
         try:
@@ -489,6 +552,17 @@ def _internal_message(exc: BaseException) -> str:
 
 
 _PROBLEM_EVENTS = {"retry": "ingest.retry", "failed": "ingest.failed", "skipped": "ingest.skipped"}
+
+
+def _log_ocr(name: str, converted: Converted) -> None:
+    """What OCR read in a converted file, and which scanned pages had nothing legible."""
+    ocr = converted.ocr
+    if ocr is None:
+        return
+    confidence = round(ocr.confidence, 3) if ocr.confidence is not None else None
+    log.info("ocr.read", file=name, engine=ocr.engine, confidence=confidence, pages=len(ocr.pages) or None)
+    if ocr.illegible_pages:
+        log.warning("ocr.illegible", file=name, pages=rawfile.page_ranges(ocr.illegible_pages))
 
 
 def _log_outcome(o: Outcome) -> None:

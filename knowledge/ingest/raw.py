@@ -14,6 +14,11 @@ A raw file is the truth the index is built from::
     # Super Bowl 50
     …
 
+A source read by OCR (a photo, a scanned PDF) also records ``ocr_engine`` ("rapidocr 3.10.0
+PP-OCRv6", "apple-vision"), ``ocr_confidence`` (the mean over its lines, "0.93"), ``ocr_pages`` (the
+pages whose text came from OCR, "1-3,5") and, when there are any, ``ocr_illegible_pages`` (scanned
+pages with nothing legible). Every key but the first four is optional.
+
 Values are JSON strings (valid YAML too). The same source bytes give the same raw bytes:
 nothing time-dependent is written. A raw file's document id depends only on its name, so
 editing the file replaces its own chunks.
@@ -25,12 +30,23 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from knowledge.ingest.names import cut_bytes
 
-FRONT_MATTER_KEYS = ("title", "source_name", "source_snapshot", "source_url", "source_sha256", "converter")
+FRONT_MATTER_KEYS = (
+    "title",
+    "source_name",
+    "source_snapshot",
+    "source_url",
+    "source_sha256",
+    "converter",
+    "ocr_engine",
+    "ocr_confidence",
+    "ocr_pages",
+    "ocr_illegible_pages",
+)
 _SLUG_MAX = 60
 _SLUG_MAX_BYTES = 120  # 40 Thai or Chinese characters: raw names stay far below 255 bytes
 
@@ -45,6 +61,10 @@ class RawMeta:
     converter: str
     source_snapshot: str | None = None
     source_url: str | None = None
+    ocr_engine: str | None = None
+    ocr_confidence: str | None = None
+    ocr_pages: str | None = None
+    ocr_illegible_pages: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,8 +154,37 @@ def parse(text: str, *, fallback_name: str, sha256: str) -> RawFile:
         converter=values.get("converter") or "markdown",
         source_snapshot=values.get("source_snapshot"),
         source_url=values.get("source_url"),
+        ocr_engine=values.get("ocr_engine"),
+        ocr_confidence=values.get("ocr_confidence"),
+        ocr_pages=values.get("ocr_pages"),
+        ocr_illegible_pages=values.get("ocr_illegible_pages"),
     )
     return RawFile(meta=meta, body_lines=body, first_body_line=first_body)
+
+
+def page_ranges(pages: Iterable[int]) -> str:
+    """Page numbers as ranges: [1, 2, 3, 5] → "1-3,5"."""
+    numbers = sorted(set(pages))
+    parts: list[str] = []
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        parts.append(str(numbers[i]) if i == j else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def pages_of(ranges: str) -> list[int]:
+    """The page numbers of "1-3,5" → [1, 2, 3, 5]; parts that are not numbers or ranges are skipped."""
+    pages: set[int] = set()
+    for part in ranges.split(","):
+        first, sep, last = part.strip().partition("-")
+        if first.isdigit() and (not sep or last.isdigit()):
+            low, high = int(first), int(last) if sep else int(first)
+            pages.update(range(low, min(high, low + 100_000) + 1))
+    return sorted(pages)
 
 
 def _value(raw: str) -> str:

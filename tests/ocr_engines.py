@@ -1,0 +1,50 @@
+"""Stand-in OCR engines (the OcrEngine protocol) for what the real one cannot show here.
+
+Thai has no RapidOCR model off the Mac, so a scripted engine "reads" Thai lines; slow and stuck
+engines show the per-page timeout and the progress heartbeat. They are plain top-level classes, so
+they pickle and run inside the conversion worker like the real engine.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PIL import Image
+
+from knowledge.convert.ocr import OcrLine
+
+
+class ScriptedEngine:
+    """Reads the given lines, one under the other, from any picture (after ``delay_s``)."""
+
+    def __init__(self, lines: list[str], *, confidence: float = 0.9, delay_s: float = 0.0) -> None:
+        self.name = "scripted"
+        self.lines = lines
+        self.confidence = confidence
+        self.delay_s = delay_s
+
+    def read(self, image: Image.Image) -> list[OcrLine]:
+        time.sleep(self.delay_s)
+        return [
+            OcrLine(text, self.confidence, (10.0, 10.0 + 40 * i, 10.0 + 20 * len(text), 40.0 + 40 * i))
+            for i, text in enumerate(self.lines)
+        ]
+
+
+class StuckEngine:
+    """Never finishes reading (a page that hangs the recogniser)."""
+
+    name = "stuck"
+
+    def read(self, image: Image.Image) -> list[OcrLine]:
+        time.sleep(3600)
+        return []
+
+
+def counted_steps(data: bytes, *, steps: int, step_s: float, progress) -> int:
+    """A job of ``steps`` steps of ``step_s`` each, reporting progress after each; returns the steps done."""
+    progress(0, steps)
+    for done in range(1, steps + 1):
+        time.sleep(step_s)
+        progress(done, steps)
+    return steps

@@ -1,0 +1,166 @@
+"""Scanned PDFs: pages without a text layer read by real RapidOCR, page by page, within time limits."""
+
+import time
+
+import pytest
+import structlog
+
+from knowledge.convert import Limits, convert_source
+from knowledge.convert.isolate import IsolatedRunner
+from knowledge.convert.ocr import OcrSpec
+from knowledge.convert.pdf import pdf_to_markdown
+from knowledge.errors import ConversionError
+from knowledge.ingest import raw as rawfile
+from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
+from knowledge.tokenizer import ApproxCounter
+from tests import ocr_images
+from tests.conftest import subprocess_env
+from tests.ocr_engines import ScriptedEngine, StuckEngine
+from tests.terminal import Terminal
+
+RAPIDOCR = OcrSpec(kind="rapidocr")
+PAGE_1 = ["The harbour of Quillan opens at nine.", "臺北的港口九點開放，渡輪每小時一班。"]
+PAGE_2 = ["Lake Quillan is 317 metres deep.", "It never freezes in winter."]
+
+
+def page(lines: list[str]):
+    return ocr_images.a4_page(lines, size_pt=14)[0]
+
+
+@pytest.fixture(scope="module")
+def scan() -> bytes:
+    return ocr_images.scanned_pdf([page(PAGE_1), page(PAGE_2)])
+
+
+def test_each_scanned_page_is_a_section_with_a_line_per_text_line(scan) -> None:
+    told = []
+    converted = pdf_to_markdown(scan, ocr=RAPIDOCR, progress=lambda done, total: told.append((done, total)))
+    assert (
+        converted.markdown
+        == "## Page 1\n\n" + "\n".join(PAGE_1) + "\n\n## Page 2\n\n" + "\n".join(PAGE_2) + "\n"
+    )
+    assert converted.title == PAGE_1[0]
+    assert converted.ocr.pages == (1, 2) and converted.ocr.illegible_pages == ()
+    assert converted.ocr.confidence > 0.9
+    assert told == [(0, 2), (1, 2), (2, 2)]
+
+
+def test_a_mixed_pdf_keeps_the_text_layer_and_reads_only_the_scanned_page() -> None:
+    typed = ["Minutes of the harbour board, 3 May.", "Present: the harbour master and two pilots."]
+    pdf = ocr_images.mixed_pdf(typed, page(PAGE_2))
+    converted = pdf_to_markdown(pdf, ocr=RAPIDOCR)
+    assert (
+        converted.markdown
+        == "## Page 1\n\n" + " ".join(typed) + "\n\n## Page 2\n\n" + "\n".join(PAGE_2) + "\n"
+    )
+    assert converted.ocr.pages == (2,)
+
+
+def test_a_scan_with_a_scanning_apps_stamp_is_read_from_the_picture() -> None:
+    pdf = ocr_images.mixed_pdf(["A typed first page."], page(PAGE_2), stamp="Scanned with PocketScan")
+    converted = pdf_to_markdown(pdf, ocr=RAPIDOCR)
+    assert converted.markdown.split("## Page 2\n\n")[1].splitlines()[:2] == PAGE_2
+    assert converted.ocr.pages == (2,)
+
+
+def test_a_blank_page_is_reported_and_the_rest_is_indexed(settings) -> None:
+    settings.inbox.mkdir(parents=True)
+    path = settings.inbox / "board-minutes.pdf"
+    path.write_bytes(ocr_images.scanned_pdf([page(PAGE_1), ocr_images.blank_page(), page(PAGE_2)]))
+    with structlog.testing.capture_logs() as logs, Index(settings.index_path) as index:
+        outcome = Ingestor(settings, index, ApproxCounter(), ocr=RAPIDOCR).ingest(path)
+        assert outcome.status == "indexed", outcome.message
+        [hit] = search(index, "how deep is Lake Quillan", k=1)
+    raw = settings.raw / outcome.raw_path.removeprefix("raw/")
+    text = raw.read_text(encoding="utf-8")
+    meta = rawfile.parse(text, fallback_name="x", sha256="").meta
+    assert (meta.ocr_pages, meta.ocr_illegible_pages) == ("1,3", "2")
+    assert meta.ocr_engine.startswith("rapidocr") and 0.9 < float(meta.ocr_confidence) <= 1
+    assert "## Page 2" not in text and "## Page 3\n\n" + "\n".join(PAGE_2) in text
+    lines = text.split("\n")
+    assert hit.citation.endswith(f"{outcome.raw_path}:{hit.start_line}-{hit.end_line}")
+    assert PAGE_2[0] in lines[hit.start_line - 1 : hit.end_line]
+    [illegible] = [entry for entry in logs if entry["event"] == "ocr.illegible"]
+    assert illegible["pages"] == "2" and illegible["file"] == "board-minutes.pdf"
+
+
+def test_a_scan_with_nothing_legible_at_all_fails_as_no_text() -> None:
+    with pytest.raises(ConversionError) as caught:
+        pdf_to_markdown(ocr_images.scanned_pdf([ocr_images.blank_page()] * 2), ocr=RAPIDOCR)
+    assert caught.value.reason == "pdf-no-text"
+    assert "OCR found no readable text on its 2 scanned page(s)" in str(caught.value)
+
+
+def test_with_ocr_off_a_scan_fails_as_before_and_says_how_to_read_it(scan) -> None:
+    for off in (None, OcrSpec(kind="off")):
+        with pytest.raises(ConversionError) as caught:
+            pdf_to_markdown(scan, ocr=off)
+        assert caught.value.reason == "pdf-no-text" and "KB_OCR=auto" in str(caught.value)
+
+
+def test_the_page_limit_is_checked_before_any_page_is_read(scan) -> None:
+    with pytest.raises(ConversionError) as caught:
+        pdf_to_markdown(scan, ocr=OcrSpec(engine=StuckEngine()), max_pages=1)
+    assert caught.value.reason == "pdf-too-many-pages"
+
+
+def test_a_page_that_takes_too_long_stops_the_conversion(scan) -> None:
+    slow = OcrSpec(engine=ScriptedEngine(["slow"], delay_s=0.3))
+    with pytest.raises(ConversionError) as caught:
+        pdf_to_markdown(scan, ocr=slow, page_timeout_s=0.1)
+    assert caught.value.reason == "timeout" and "KB_OCR_PAGE_TIMEOUT_S" in str(caught.value)
+
+
+# -- in the conversion worker -----------------------------------------------------------------
+
+
+def test_a_long_scan_keeps_going_past_the_conversion_timeout_while_pages_are_read() -> None:
+    pdf = ocr_images.scanned_pdf([page([f"Page {n} of the scan."]) for n in range(1, 7)])
+    slow = OcrSpec(engine=ScriptedEngine(["A page read slowly."], delay_s=1.0))
+    told = []
+    with IsolatedRunner() as runner:
+        started = time.monotonic()
+        converted = convert_source(
+            pdf,
+            name="scan.pdf",
+            limits=Limits(convert_timeout_s=0.5, ocr_page_timeout_s=3),  # 6 pages × 1 s > 0.5 + 5 s
+            ocr=slow,
+            runner=runner,
+            progress=lambda done, total: told.append((done, total)),
+        )
+        assert time.monotonic() - started > 5.5
+    assert converted.ocr.pages == (1, 2, 3, 4, 5, 6)
+    assert told == [(n, 6) for n in range(7)]
+
+
+def test_a_stuck_page_is_stopped_by_the_worker_timeout() -> None:
+    pdf = ocr_images.scanned_pdf([page(PAGE_1), page(PAGE_2)])
+    with IsolatedRunner() as runner:
+        started = time.monotonic()
+        with pytest.raises(ConversionError) as caught:
+            convert_source(
+                pdf,
+                name="scan.pdf",
+                limits=Limits(convert_timeout_s=1, ocr_page_timeout_s=1),
+                ocr=OcrSpec(engine=StuckEngine()),
+                runner=runner,
+            )
+        took_s = time.monotonic() - started
+    assert caught.value.reason == "timeout"
+    assert "reading a scanned page took longer than 6 s" in str(
+        caught.value
+    ) and "(0 of 2 pages read)" in str(caught.value)
+    assert took_s < 15
+
+
+def test_kb_ingest_on_a_terminal_shows_the_scanned_pages_being_read(tmp_path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "scan.pdf").write_bytes(ocr_images.scanned_pdf([page(PAGE_1), page(PAGE_2), page(PAGE_1)]))
+    with Terminal(tmp_path / "kb", "ingest", str(src), env=subprocess_env(KB_OCR="rapidocr")) as term:
+        assert term.finish(timeout_s=180) == 0, term.screen
+        drawn, screen = term.drawn, term.screen
+    assert all(f"scan.pdf · OCR page {n}/3" in drawn for n in (1, 2))
+    assert "1 indexed" in screen and "OCR page" not in screen.splitlines()[-1]
