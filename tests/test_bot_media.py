@@ -5,13 +5,13 @@ import io
 import json
 import re
 
-from knowledge.speech.transcribe import Transcript
 from PIL import Image, ImageDraw, ImageFont
-from tests.audio_fixtures import voice_note
 
 from knowledge.errors import SpeechError
 from knowledge.retrieval.index import Index
+from knowledge.speech.transcribe import Transcript
 from tests import bot_env
+from tests.audio_fixtures import voice_note
 from tests.bot_env import OWNER, drop_note, running_bot, valid_html, wait_indexed
 from tests.fake_llm import answer
 
