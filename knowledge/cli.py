@@ -150,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_import_url)
 
-    p = sub.add_parser("doctor", help="check the model server, tokenizer, index, inbox and Telegram settings")
+    p = sub.add_parser(
+        "doctor", help="check the model server, tokenizer, index, inbox, OCR, voice and Telegram settings"
+    )
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser(
@@ -164,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "bot",
-        help="the Telegram bot (long polling): answers, web candidates as buttons, file uploads",
+        help="the Telegram bot (long polling): answers, web candidates as buttons, files, photos and voice notes",
         description="Serve the owner's Telegram chats. Needs KB_TELEGRAM_TOKEN and KB_TELEGRAM_ALLOWED_USERS "
         "(numeric user ids); KB_TELEGRAM_API_URL points at another Bot API server. Stops cleanly on SIGTERM.",
     )
