@@ -22,7 +22,7 @@ from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images
 from tests.conftest import make_settings, subprocess_env
-from tests.ocr_engines import ScriptedEngine
+from tests.ocr_stand_ins import ScriptedEngine
 
 RAPIDOCR = OcrSpec(kind="rapidocr")
 NOTE = ["Quillan harbour opens at nine.", "臺北的港口九點開放。"]

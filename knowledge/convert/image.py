@@ -22,14 +22,8 @@ from collections.abc import Callable
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from knowledge.convert.base import Converted, OcrFacts
-from knowledge.convert.ocr import (
-    MAX_OCR_PIXELS,
-    OcrSpec,
-    engine_for,
-    lines_markdown,
-    mean_confidence,
-    read_text,
-)
+from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
+from knowledge.convert.ocr_text import lines_markdown, mean_confidence
 from knowledge.convert.sniff import image_format
 from knowledge.convert.text import shorten
 from knowledge.errors import ConversionError
