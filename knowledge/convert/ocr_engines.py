@@ -155,7 +155,10 @@ class VisionEngine:
                 raise ConversionError("ocr-failed", f"Apple Vision could not read the image ({error})")
             lines = []
             for result in request.results() or ():
-                candidate = result.topCandidates_(1)[0]
+                candidates = result.topCandidates_(1)
+                if not candidates:
+                    continue
+                candidate = candidates[0]
                 box = result.boundingBox()
                 bbox = (box.origin.x, box.origin.y, box.size.width, box.size.height)
                 lines.append(
@@ -170,7 +173,10 @@ def _vision_supported(vision: object) -> list[str]:
     """The recognition languages this macOS offers for the accurate level (asked at run time)."""
     request = vision.VNRecognizeTextRequest.alloc().init()  # type: ignore[attr-defined]
     request.setRecognitionLevel_(0)
-    languages, _ = request.supportedRecognitionLanguagesAndReturnError_(None)
+    try:
+        languages, _ = request.supportedRecognitionLanguagesAndReturnError_(None)
+    except AttributeError:  # before macOS 12: the languages of Vision's second revision
+        return ["en-US", "zh-Hans", "zh-Hant"]
     return [str(code) for code in languages or ()]
 
 

@@ -162,7 +162,7 @@ def _read_scans(
         if not pages:
             return "", {}
         engine = engine_for(spec)
-        if engine is None:  # pragma: no cover - spec.is_on was checked by the caller
+        if engine is None:  # OCR is off
             return "", {}
         read: dict[int, list[list[OcrLine]]] = {}
         if progress:
