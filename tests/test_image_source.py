@@ -61,6 +61,16 @@ def test_sound_and_video_in_the_same_containers_are_still_refused(data, kind) ->
     assert caught.value.reason == "binary" and kind in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("fmt", "what"), [("WEBP", "a WebP image"), ("HEIF", "a HEIC/HEIF image"), ("PNG", "a PNG image")]
+)
+def test_a_web_import_still_takes_documents_only(fmt, what) -> None:
+    data = ocr_images.encode(Image.new("RGB", (8, 8), "white"), fmt)
+    with pytest.raises(ConversionError) as caught:
+        sniff(data, "the content", images=False)
+    assert caught.value.reason == "binary" and str(caught.value).startswith(f"the content is {what},")
+
+
 def test_text_that_starts_like_a_bitmap_is_still_text() -> None:
     assert sniff(b"BMW and Audi sales rose in 2023.\n", "cars.txt") == "text"
 
