@@ -36,13 +36,9 @@ import opencc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the page drawing is shared with the tests
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.convert.isolate import IsolatedRunner  # noqa: E402
-from knowledge.convert.ocr import (  # noqa: E402
-    RapidOcrEngine,
-    keep_script,
-    legible_lines,
-    read_lines,
-    reading_order,
-)
+from knowledge.convert.ocr import read_lines  # noqa: E402
+from knowledge.convert.ocr_engines import RapidOcrEngine  # noqa: E402
+from knowledge.convert.ocr_text import keep_script, legible_lines, reading_order  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.retrieval.index import Index  # noqa: E402
 from knowledge.retrieval.search import search  # noqa: E402

@@ -22,7 +22,7 @@ from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images
 from tests.conftest import make_settings, subprocess_env
-from tests.ocr_engines import ScriptedEngine
+from tests.ocr_stand_ins import ScriptedEngine
 
 RAPIDOCR = OcrSpec(kind="rapidocr")
 NOTE = ["Quillan harbour opens at nine.", "臺北的港口九點開放。"]
@@ -59,6 +59,16 @@ def test_sound_and_video_in_the_same_containers_are_still_refused(data, kind) ->
     with pytest.raises(ConversionError) as caught:
         sniff(data + bytes(64), "clip.bin")
     assert caught.value.reason == "binary" and kind in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "what"), [("WEBP", "a WebP image"), ("HEIF", "a HEIC/HEIF image"), ("PNG", "a PNG image")]
+)
+def test_a_web_import_still_takes_documents_only(fmt, what) -> None:
+    data = ocr_images.encode(Image.new("RGB", (8, 8), "white"), fmt)
+    with pytest.raises(ConversionError) as caught:
+        sniff(data, "the content", images=False)
+    assert caught.value.reason == "binary" and str(caught.value).startswith(f"the content is {what},")
 
 
 def test_text_that_starts_like_a_bitmap_is_still_text() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError
-from tests.ocr_engines import counted_steps
+from tests.ocr_stand_ins import counted_steps
 
 
 def test_progress_reaches_the_caller_and_each_report_moves_the_deadline() -> None:

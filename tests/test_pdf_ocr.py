@@ -17,7 +17,7 @@ from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images
 from tests.conftest import subprocess_env
-from tests.ocr_engines import ScriptedEngine, StuckEngine
+from tests.ocr_stand_ins import ScriptedEngine, StuckEngine
 from tests.terminal import Terminal
 
 RAPIDOCR = OcrSpec(kind="rapidocr")

@@ -15,7 +15,7 @@ from knowledge.retrieval.index import Index
 from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images
 from tests.conftest import make_settings
-from tests.ocr_engines import ScriptedEngine
+from tests.ocr_stand_ins import ScriptedEngine
 
 SHA = hashlib.sha256(b"scan").hexdigest()
 

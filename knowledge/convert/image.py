@@ -22,14 +22,8 @@ from collections.abc import Callable
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from knowledge.convert.base import Converted, OcrFacts
-from knowledge.convert.ocr import (
-    MAX_OCR_PIXELS,
-    OcrSpec,
-    engine_for,
-    lines_markdown,
-    mean_confidence,
-    read_text,
-)
+from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
+from knowledge.convert.ocr_text import lines_markdown, mean_confidence
 from knowledge.convert.sniff import image_format
 from knowledge.convert.text import shorten
 from knowledge.errors import ConversionError
@@ -47,16 +41,14 @@ def image_to_markdown(
     progress: Callable[[int, int], None] | None = None,
 ) -> Converted:
     """Read the text of an image; ConversionError ``no-text`` when nothing is legible, ``ocr-off`` when off."""
-    if ocr is None or not ocr.is_on:
+    engine = engine_for(ocr) if ocr is not None else None  # loaded once per process
+    if engine is None:
         raise ConversionError(
             "ocr-off",
             f"{name} is an image and OCR is off (KB_OCR=off), so kb cannot read it; "
             "set KB_OCR=auto to read text from photos and scans",
         )
     image = load_image(data, name=name)
-    engine = engine_for(ocr)
-    if engine is None:  # pragma: no cover - is_on was checked above
-        raise ConversionError("ocr-off", "OCR is off (KB_OCR=off)")
     if progress:
         progress(0, 1)
     blocks = read_text(engine, image)
@@ -97,10 +89,7 @@ def load_image(data: bytes, *, name: str = "image", max_pixels: int = MAX_OCR_PI
             image = ImageOps.exif_transpose(image)
     except ConversionError:
         raise
-    except (
-        Image.DecompressionBombError,
-        Image.DecompressionBombWarning,
-    ) as exc:  # Pillow's own, larger limit
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # Pillow's own limit
         pixels = re.search(r"\((\d+) pixels\)", str(exc))
         raise _too_large(name, int(pixels.group(1)) if pixels else 0, "") from exc
     except MemoryError:

@@ -31,15 +31,8 @@ from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 
 from knowledge.convert.base import Converted, OcrFacts
-from knowledge.convert.ocr import (
-    MAX_OCR_PIXELS,
-    OcrLine,
-    OcrSpec,
-    engine_for,
-    lines_markdown,
-    mean_confidence,
-    read_text,
-)
+from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
+from knowledge.convert.ocr_text import OcrLine, lines_markdown, mean_confidence
 from knowledge.convert.pdf_text import drop_running_lines, reading_text
 from knowledge.errors import ConversionError
 
@@ -169,7 +162,7 @@ def _read_scans(
         if not pages:
             return "", {}
         engine = engine_for(spec)
-        if engine is None:  # pragma: no cover - spec.is_on was checked by the caller
+        if engine is None:  # OCR is off
             return "", {}
         read: dict[int, list[list[OcrLine]]] = {}
         if progress:

@@ -33,13 +33,19 @@ _HTML_START = re.compile(
 )
 
 
-def sniff(data: bytes, name: str) -> str:
-    """'pdf', 'image', 'html', 'markdown' or 'text'; raises ConversionError('binary') for known binary formats."""
+def sniff(data: bytes, name: str, *, images: bool = True) -> str:
+    """'pdf', 'image', 'html', 'markdown' or 'text'; raises ConversionError('binary') for known binary formats.
+
+    With ``images=False`` (a web import, which takes documents only) an image is refused as binary too.
+    """
     head = data[:2048]
     if b"%PDF-" in data[:1024]:
         return "pdf"
-    if image_format(head) is not None:
-        return "image"
+    if (fmt := image_format(head)) is not None:
+        if images:
+            return "image"
+        what = {"WEBP": "a WebP", "AVIF": "an AVIF", "HEIF": "a HEIC/HEIF"}.get(fmt, f"a {fmt}")
+        raise ConversionError("binary", f"{name} is {what} image, not a document kb can read")
     for magic, what in _BINARY_MAGIC:
         if head.startswith(magic):
             raise ConversionError("binary", f"{name} is {what}, not a document kb can read")

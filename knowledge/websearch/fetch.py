@@ -300,7 +300,7 @@ def decide_kind(content_type: str, has_header: bool, data: bytes, name: str, url
     declared = _DECLARED.get(content_type)
     served = f"served as {content_type}" if has_header else "served without a type"
     try:
-        sniffed = sniff(data, "the content")
+        sniffed = sniff(data, "the content", images=False)
     except ConversionError as exc:
         raise FetchRefused("type", f"{url} was {served} but {exc}; {_KINDS}") from exc
     if sniffed == "pdf":

@@ -11,7 +11,7 @@ import time
 
 from PIL import Image
 
-from knowledge.convert.ocr import OcrLine
+from knowledge.convert.ocr_text import OcrLine
 
 
 class ScriptedEngine:
