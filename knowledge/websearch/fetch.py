@@ -306,8 +306,7 @@ def decide_kind(content_type: str, has_header: bool, data: bytes, name: str, url
     if sniffed == "pdf":
         return "pdf"  # a PDF is a PDF whatever the server called it (text/html, octet-stream)
     if sniffed == "image":  # a web import takes pages and PDFs; a photo comes through the inbox or the bot
-        what = image_format(data[:2048]) or "an"
-        raise FetchRefused("type", f"{url} was {served} but the content is a {what} image; {_KINDS}")
+        raise FetchRefused("type", f"{url} was {served} but the content is a {image_format(data)} image; {_KINDS}")
     if declared == "pdf":
         raise FetchRefused("type", f"{url} was {served} but the content is not a PDF")
     if declared is None:
