@@ -28,7 +28,7 @@ from aiohappyeyeballs import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from knowledge.convert.sniff import image_format, sniff
+from knowledge.convert.sniff import sniff
 from knowledge.errors import ConversionError, FetchRefused
 
 log = structlog.get_logger()
@@ -305,8 +305,6 @@ def decide_kind(content_type: str, has_header: bool, data: bytes, name: str, url
         raise FetchRefused("type", f"{url} was {served} but {exc}; {_KINDS}") from exc
     if sniffed == "pdf":
         return "pdf"  # a PDF is a PDF whatever the server called it (text/html, octet-stream)
-    if sniffed == "image":  # a web import takes pages and PDFs; a photo comes through the inbox or the bot
-        raise FetchRefused("type", f"{url} was {served} but the content is a {image_format(data)} image; {_KINDS}")
     if declared == "pdf":
         raise FetchRefused("type", f"{url} was {served} but the content is not a PDF")
     if declared is None:
