@@ -111,7 +111,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_MAX_SOURCE_MB", "20", _float(0.001, 1024), "largest source file accepted, in MiB"),
     Setting("KB_PDF_MAX_PAGES", "2000", _int(1, 100000), "PDFs with more pages are refused"),
     Setting("KB_CONVERT_TIMEOUT_S", "30", _float(0.1, 3600), "a conversion taking longer is stopped and refused"),
-    Setting("KB_CONVERT_MEMORY_MB", "2048", _int(64, 1048576), "address-space limit of the conversion worker (PDFs, images, OCR)"),
+    Setting("KB_CONVERT_MEMORY_MB", "2048", _int(64, 1048576), "address-space limit of the conversion worker"),
     Setting("KB_OCR", "auto", _choice("auto", "vision", "rapidocr", "off"),
             "text from images and scanned pages: auto (Apple Vision on macOS, else RapidOCR), vision, rapidocr, off"),
     Setting("KB_OCR_LANGS", "zh-Hant,zh-Hans,en", _text,
