@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from knowledge.answer.llm import ModelBadResponse, ModelClient
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
+from knowledge.ingest import working
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import is_candidate_name
 from knowledge.retrieval.embed import EmbedderError, make_embedder
@@ -58,6 +60,7 @@ def status_report(settings: Settings, *, model: dict[str, object] | None = None)
         "failed": count_files(settings.failed),
         "last_ingests": [],
         "writer": holder(settings.lock_path),
+        "working": [asdict(w) for w in working.in_hand(working.folder(settings))],
         "vectors": {"model": embed_model_name(settings), "vectors": 0, "chunks": 0},
         "inbox_path": str(settings.inbox),
         "model_server": model,
@@ -139,10 +142,15 @@ def summary_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
 def activity_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(label, fact) for what is waiting in the inbox, what failed, and whether a daemon is indexing."""
     writer = report["writer"]
-    return [
+    facts = [
         ("files", f"{report['inbox']} waiting, {report['processed']} processed, {report['failed']} failed"),
         ("daemon", f"running ({writer})" if writer else "not running"),
     ]
+    if writer:  # a file left by a killed daemon is not work in progress
+        facts += [
+            ("reading", f"{w['name']}: page {w['done']} of {w['total']}") for w in report.get("working", [])
+        ]
+    return facts
 
 
 def aligned(facts: list[tuple[str, str]]) -> list[str]:

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 import time
 from datetime import UTC, datetime
 
@@ -12,6 +13,7 @@ from knowledge.convert.ocr import OcrSpec
 from knowledge.ingest import working
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.index import Index
+from knowledge.status import activity_facts, status_report
 from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images
 from tests.conftest import make_settings
@@ -97,7 +99,7 @@ def test_the_daemon_publishes_a_long_scans_progress_and_clears_it(tmp_path) -> N
     ]
     data = ocr_images.scanned_pdf(pages)
     sha = hashlib.sha256(data).hexdigest()
-    seen = []
+    seen, shown = [], []  # (done, total) as read here; what kb status said meanwhile
     with background(settings, ApproxCounter()) as daemon:
         assert working.read(folder, stale) is None  # a new daemon starts with nothing in hand
         (settings.inbox / "report.pdf.part").write_bytes(data)
@@ -106,9 +108,12 @@ def test_the_daemon_publishes_a_long_scans_progress_and_clears_it(tmp_path) -> N
         while time.monotonic() < deadline and not (settings.processed / "report.pdf").exists():
             if (now := working.read(folder, sha)) is not None and (now.done, now.total) not in seen:
                 seen.append((now.done, now.total))
+                shown += [fact for fact in activity_facts(status_report(settings)) if fact[0] == "reading"]
             time.sleep(0.02)
         assert daemon.wait_idle(30)
         assert working.read(folder, sha) is None and not list(folder.glob("*.json"))
     assert (settings.processed / "report.pdf").exists()
     assert seen and all(total == 4 for _, total in seen) and seen == sorted(seen)
     assert len(seen) >= 2  # the file moved on while it was watched
+    assert shown and all(re.fullmatch(r"report\.pdf: page [0-4] of 4", fact) for _, fact in shown), shown
+    assert "old.pdf" not in str(shown)

@@ -92,6 +92,14 @@ def read(folder: Path, sha256: str) -> Working | None:
         return None
 
 
+def in_hand(folder: Path) -> list[Working]:
+    """Every source being worked on, oldest report first (``kb status``, the bot's /status)."""
+    if not folder.is_dir():
+        return []
+    found = [read(folder, path.stem) for path in folder.glob("*.json") if _SHA256.fullmatch(path.stem)]
+    return sorted((w for w in found if w is not None), key=lambda w: w.updated)
+
+
 def clear(folder: Path, sha256: str) -> None:
     """Remove a source's progress file (nothing happens when there is none)."""
     _path(folder, sha256).unlink(missing_ok=True)
