@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,12 @@ def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = folder / "tokenizer.json"
     tok.save(str(path))
     return path
+
+
+def is_reaped(pid: int) -> bool:
+    """True when no process (not even a zombie) has this id any more."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False

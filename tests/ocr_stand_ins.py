@@ -14,6 +14,16 @@ from PIL import Image
 from knowledge.convert.ocr_text import OcrLine
 
 
+def line(text: str, x0: float, y0: float, x1: float, y1: float, confidence: float = 0.95) -> OcrLine:
+    """A recognised line at this box, as an engine reports it."""
+    return OcrLine(text, confidence, (x0, y0, x1, y1))
+
+
+def texts(blocks: list[list[OcrLine]]) -> list[list[str]]:
+    """The text of lines grouped in blocks (what reading order returns)."""
+    return [[item.text for item in block] for block in blocks]
+
+
 class ScriptedEngine:
     """Reads the given lines, one under the other, from any picture (after ``delay_s``)."""
 

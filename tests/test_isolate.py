@@ -14,21 +14,13 @@ import pytest
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, ConversionInterrupted
 from tests import isolate_targets as targets
+from tests.conftest import is_reaped
 
 
 @pytest.fixture
 def runner() -> Iterator[IsolatedRunner]:
     with IsolatedRunner(memory_bytes=256 * 1024**2) as r:
         yield r
-
-
-def is_reaped(pid: int) -> bool:
-    """True when no process (not even a zombie) has this id any more."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_call_returns_the_value_computed_in_another_process(runner):

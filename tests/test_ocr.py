@@ -24,22 +24,13 @@ from knowledge.convert.ocr_engines import (
     vision_languages,
     wants_thai_pass,
 )
-from knowledge.convert.ocr_text import OcrLine
 from knowledge.errors import ConversionError
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.index import Index
 from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images
 from tests.conftest import make_settings, subprocess_env
-
-
-def line(text: str, x0: float, y0: float, x1: float, y1: float, confidence: float = 0.95) -> OcrLine:
-    return OcrLine(text, confidence, (x0, y0, x1, y1))
-
-
-def texts(blocks: list[list[OcrLine]]) -> list[list[str]]:
-    return [[item.text for item in block] for block in blocks]
-
+from tests.ocr_stand_ins import line, texts
 
 # -- languages and engines --------------------------------------------------------------------
 

@@ -15,15 +15,7 @@ from knowledge.convert.ocr_text import (
     mean_confidence,
     reading_order,
 )
-
-
-def line(text: str, x0: float, y0: float, x1: float, y1: float, confidence: float = 0.95) -> OcrLine:
-    return OcrLine(text, confidence, (x0, y0, x1, y1))
-
-
-def texts(blocks: list[list[OcrLine]]) -> list[list[str]]:
-    return [[item.text for item in block] for block in blocks]
-
+from tests.ocr_stand_ins import line, texts
 
 # -- reading order ----------------------------------------------------------------------------
 

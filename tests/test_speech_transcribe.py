@@ -24,7 +24,7 @@ from knowledge.speech.transcribe import (
     whisper_transcriber,
 )
 from tests.audio_fixtures import encode, noise, voice_note
-from tests.conftest import make_settings
+from tests.conftest import is_reaped, make_settings
 from tests.whisper_fixtures import HEARD_EN, HEARD_ZH_TRADITIONAL
 
 NOT_CACHED = "kb-tests/no-such-whisper"
@@ -39,14 +39,6 @@ def runner() -> Iterator[IsolatedRunner]:
 
 def settings_for(tmp_path, model, **env):
     return make_settings(tmp_path / "kb", KB_WHISPER_MODEL=str(model), **env)
-
-
-def is_reaped(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_a_voice_note_is_heard(tmp_path, runner, whisper_en):
