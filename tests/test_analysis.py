@@ -3,6 +3,9 @@ import sqlite3
 import pytest
 
 from knowledge.retrieval.analysis import index_body, match_expression, normalize, query_terms, terms
+from knowledge.retrieval.index import Index
+from knowledge.retrieval.search import search
+from tests.conftest import ingest_texts
 
 
 @pytest.mark.parametrize(
@@ -39,6 +42,32 @@ def test_query_terms_drop_question_words_and_repeats():
 def test_index_body_marks_sentences_without_making_them_terms():
     body = index_body("First sentence here. Second one!\n第三句。第四句")
     assert body.split(" | ") == ["first sentenc here", "second on", "第三 三句", "第四 四句"]
+
+
+# Thai writers differ on where (and whether) to put spaces between words: "ข้าวมันไก่" (chicken
+# rice) is one dish to a dictionary, three words (rice, fat, chicken) to someone typing
+# "ข้าว มัน ไก่" on a phone. Each of the three words alone leads to another document.
+THAI_DISTRACTORS = {
+    "rice.md": "# การปลูกข้าว\n\nชาวนาปลูกข้าวในฤดูฝนและเก็บเกี่ยวในเดือนพฤศจิกายน\n",
+    "oil.md": "# น้ำมัน\n\nราคาน้ำมันเพิ่มขึ้นในเดือนนี้เพราะความต้องการสูง\n",
+    "chicken.md": "# ไก่ทอด\n\nไก่ทอดหาดใหญ่ขายดีที่สุดในภาคใต้\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("passage", "question"),
+    [
+        ("ร้านข้าวมันไก่ของป้าแดงอยู่ในตลาดบางรัก", "ข้าว มัน ไก่"),
+        ("ร้าน ข้าว มัน ไก่ ของ ป้าแดง อยู่ ใน ตลาดบางรัก", "ข้าวมันไก่"),
+    ],
+    ids=["question-spaced", "passage-spaced"],
+)
+def test_a_thai_question_finds_its_passage_however_the_words_are_spaced(settings, passage, question):
+    ingest_texts(settings, {**THAI_DISTRACTORS, "aunt-daeng.md": f"# ร้านอาหาร\n\n{passage}\n"})
+    with Index(settings.index_path) as index:
+        results = search(index, question, k=3)
+    assert results[0].source_name == "aunt-daeng.md"
+    assert "ป้าแดง" in results[0].text
 
 
 HOSTILE = [
