@@ -403,9 +403,15 @@ def _rel(path: Path | None) -> str:
 
 
 def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
+    """Log when the index was built with another tokenizer or another version of kb's text analysis."""
+    from knowledge.retrieval.analysis import ANALYZER_VERSION
+
     built_with = index.meta("tokenizer")
     if built_with is not None and built_with != counter.name:
         log.warning("index.tokenizer_changed", index=built_with, current=counter.name, fix="kb reindex")
+    analyzer = index.meta("analyzer")
+    if analyzer is not None and analyzer != ANALYZER_VERSION:
+        log.warning("index.analyzer_changed", index=analyzer, current=ANALYZER_VERSION, fix="kb reindex")
 
 
 # -- search ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_lan
 from knowledge.errors import KbError
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.analysis import ANALYZER_VERSION
 from knowledge.retrieval.index import Index
 from knowledge.status import count_files
 from knowledge.tokenizer import find_tokenizer_file, hf_cache_dir, load_counter
@@ -101,10 +102,16 @@ def _check_index(settings: Settings) -> Finding:
             docs, chunks = index.document_count(), index.chunk_count()
             problems = [r[0] for r in index.conn.execute("PRAGMA quick_check") if r[0] != "ok"]
             built_with = index.meta("tokenizer")
+            analyzer = index.meta("analyzer")
     except (KbError, OSError) as exc:
         return Finding("index", False, str(exc), "delete knowledge/index/ and run: kb reindex")
     if problems:
         return Finding("index", False, "; ".join(problems[:3]), "delete knowledge/index/ and run: kb reindex")
+    if analyzer and analyzer != ANALYZER_VERSION:  # questions are analysed one way, the index another
+        return Finding(
+            "index", False, f"terms made by text analysis {analyzer}, kb now uses {ANALYZER_VERSION}",
+            "run: kb reindex", True,
+        )  # fmt: skip
     counter, _ = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
     if built_with and built_with != counter.name:
         return Finding(

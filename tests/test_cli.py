@@ -346,3 +346,24 @@ def test_websearch_exit_3_when_rate_limited(tmp_path):
         out = kb(tmp_path, "websearch", "latest news", env={"KB_DDG_URL": s.ddg_url,
                                                             "KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"})  # fmt: skip
     assert out.returncode == 3 and "rate-limit" in out.stderr.lower()
+
+
+def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp_path):
+    from knowledge.retrieval.analysis import ANALYZER_VERSION
+    from knowledge.retrieval.index import Index
+
+    home, sources = tmp_path / "kb", tmp_path / "src"
+    sources.mkdir()
+    (sources / "note.md").write_text("# Varn\n\nThe Varn valley holds Lake Quillan.\n", encoding="utf-8")
+    assert kb(home, "ingest", str(sources)).returncode == 0
+    with Index(home / "knowledge" / "index" / "kb.sqlite3") as index:
+        assert index.meta("analyzer") == ANALYZER_VERSION
+        index.set_meta("analyzer", "ml-0")  # as an index made by an older kb
+    doctor = kb(home, "doctor")
+    assert f"warn  index          terms made by text analysis ml-0, kb now uses {ANALYZER_VERSION}" in doctor.stdout
+    assert "fix: run: kb reindex" in doctor.stdout
+    assert kb(home, "ingest", str(sources)).returncode == 0
+    logged = [json.loads(line) for line in (home / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
+    assert [e["current"] for e in logged if e["event"] == "index.analyzer_changed"] == [ANALYZER_VERSION]
+    assert kb(home, "reindex").returncode == 0
+    assert "ok    index          1 documents" in kb(home, "doctor").stdout

@@ -55,6 +55,7 @@ from knowledge.ingest.safepath import (
     parts_below,
     walk_files,
 )
+from knowledge.retrieval.analysis import ANALYZER_VERSION
 from knowledge.retrieval.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 from knowledge.tokenizer import TokenCounter
 
@@ -536,6 +537,7 @@ class Ingestor:
                 progress(n, len(names))
         self.index.replace_all(rows)
         self.index.set_meta("tokenizer", self.counter.name)
+        self.index.set_meta("analyzer", ANALYZER_VERSION)  # every term is now this analyzer's
         return len(rows), sum(len(c) for _, c in rows)
 
     def _now(self) -> str:
