@@ -360,7 +360,10 @@ def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp
         assert index.meta("analyzer") == ANALYZER_VERSION
         index.set_meta("analyzer", "ml-0")  # as an index made by an older kb
     doctor = kb(home, "doctor")
-    assert f"warn  index          terms made by text analysis ml-0, kb now uses {ANALYZER_VERSION}" in doctor.stdout
+    assert (
+        f"warn  index          terms made by text analysis ml-0, kb now uses {ANALYZER_VERSION}"
+        in doctor.stdout
+    )
     assert "fix: run: kb reindex" in doctor.stdout
     assert kb(home, "ingest", str(sources)).returncode == 0
     logged = [json.loads(line) for line in (home / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
