@@ -19,6 +19,13 @@ Every message names the object and, where there is one, the fix.
 from __future__ import annotations
 
 
+def one_line(message: str, limit: int = 200) -> str:
+    """A foreign error's text as one line of at most ``limit`` characters, for a sentence to the owner
+    (one bad file or server cannot flood a reason file or a chat)."""
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
 class KbError(Exception):
     """Base class of every error kb reports to a user."""
 

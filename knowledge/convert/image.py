@@ -26,7 +26,7 @@ from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
 from knowledge.convert.ocr_text import lines_markdown, mean_confidence
 from knowledge.convert.sniff import image_format
 from knowledge.convert.text import shorten
-from knowledge.errors import ConversionError
+from knowledge.errors import ConversionError, one_line
 
 # Larger pictures are refused undecoded: a 50-megapixel phone photo passes, a bomb does not.
 IMAGE_MAX_PIXELS = 80_000_000
@@ -97,7 +97,7 @@ def load_image(data: bytes, *, name: str = "image", max_pixels: int = MAX_OCR_PI
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, IndexError, KeyError) as exc:
         raise ConversionError(
             "image-corrupt",
-            f"{name} is a damaged or truncated {fmt} image ({type(exc).__name__}: {_shorten(str(exc))}); "
+            f"{name} is a damaged or truncated {fmt} image ({type(exc).__name__}: {one_line(str(exc), 160)}); "
             "save or export it again",
         ) from exc
     return _downscale(_to_rgb(image), max_pixels)
@@ -144,8 +144,3 @@ def _register_heif() -> None:
     import pillow_heif
 
     pillow_heif.register_heif_opener()
-
-
-def _shorten(message: str, limit: int = 160) -> str:
-    message = " ".join(message.split())
-    return message if len(message) <= limit else message[: limit - 1] + "…"

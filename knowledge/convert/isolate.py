@@ -31,7 +31,7 @@ from multiprocessing.process import BaseProcess
 from types import TracebackType
 from typing import Any, TypeVar
 
-from knowledge.errors import ConversionError, ConversionInterrupted
+from knowledge.errors import ConversionError, ConversionInterrupted, one_line
 
 T = TypeVar("T")
 
@@ -226,16 +226,10 @@ def _unwrap(reply: tuple[Any, ...], memory_bytes: int) -> Any:
             "or a decompression bomb and was not converted",
         )
     raise InternalError(
-        f"kb's converter failed on this file ({payload[0]}: {_shorten(payload[1])}); this is a bug in kb, "
+        f"kb's converter failed on this file ({payload[0]}: {one_line(payload[1])}); this is a bug in kb, "
         "please report it with the log (kb logs --event ingest.)",
         payload[2] if len(payload) > 2 else "",
     )
-
-
-def _shorten(message: str, limit: int = 200) -> str:
-    """One line, at most ``limit`` characters, so one bad file cannot flood a reason file."""
-    message = " ".join(message.split())
-    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 def _serve(conn: Connection, memory_bytes: int) -> None:

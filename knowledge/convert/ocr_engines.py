@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from knowledge.convert.ocr_text import OcrLine, mean_confidence
-from knowledge.errors import ConversionError
+from knowledge.errors import ConversionError, one_line
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -93,7 +93,7 @@ class RapidOcrEngine:
             if "alloc" in str(exc).lower():  # onnxruntime out of memory under the worker's cap
                 raise MemoryError(str(exc)) from exc
             raise ConversionError(
-                "ocr-failed", f"RapidOCR failed on this image ({type(exc).__name__}: {_shorten(str(exc))})"
+                "ocr-failed", f"RapidOCR failed on this image ({type(exc).__name__}: {one_line(str(exc))})"
             ) from exc
         if out.boxes is None or out.txts is None or out.scores is None:
             return []
@@ -108,11 +108,6 @@ def _version(package: str) -> str:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return "?"
-
-
-def _shorten(message: str, limit: int = 200) -> str:
-    message = " ".join(message.split())
-    return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
 def _quad_box(points: Sequence[Sequence[float]]) -> tuple[float, float, float, float]:

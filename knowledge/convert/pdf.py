@@ -34,7 +34,7 @@ from knowledge.convert.base import Converted, OcrFacts
 from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
 from knowledge.convert.ocr_text import OcrLine, lines_markdown, mean_confidence
 from knowledge.convert.pdf_text import drop_running_lines, reading_text
-from knowledge.errors import ConversionError
+from knowledge.errors import ConversionError, one_line
 
 # pypdf logs a warning for every robustness fix on a broken file ("EOF marker not found", …) and an
 # error for fonts it cannot map; the outcome that matters reaches the user as a ConversionError, so
@@ -330,7 +330,5 @@ def _pdfium_errors() -> Iterator[None]:
 
 def _describe(exc: BaseException) -> str:
     """``Type: message``, shortened so one bad file cannot flood a reason file."""
-    message = " ".join(str(exc).split())
-    if len(message) > 200:
-        message = message[:199] + "…"
+    message = one_line(str(exc))
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

@@ -31,7 +31,7 @@ import numpy as np
 import structlog
 
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConversionError, ConversionInterrupted, SpeechError
+from knowledge.errors import ConversionError, ConversionInterrupted, SpeechError, one_line
 from knowledge.speech.decode import SAMPLE_RATE, check_size, decode_audio, describe_length, is_silent
 from knowledge.speech.filters import (
     ZH_PROMPT,
@@ -236,7 +236,7 @@ def download_model(spec: str, *, is_offline: bool | None = None) -> Path:
     except Exception as exc:  # network, 404, gated, disk: the hub library raises many types
         raise SpeechError(
             "model-download-failed",
-            f"The speech model {spec} could not be downloaded ({type(exc).__name__}: {_shorten(str(exc))}); "
+            f"The speech model {spec} could not be downloaded ({type(exc).__name__}: {one_line(str(exc), 160)}); "
             "check the network or KB_WHISPER_MODEL, or set it to a model folder.",
         ) from exc
     if not is_model_folder(folder):
@@ -368,14 +368,9 @@ def _worker_failure(exc: ConversionError, timeout_s: float) -> SpeechError:
     elif exc.reason == "converter-error":
         why = "the speech worker ran out of memory"
     else:
-        why = f"a bug in kb: {_shorten(str(exc))}"
+        why = f"a bug in kb: {one_line(str(exc), 160)}"
     return SpeechError(
         "transcriber-failed",
         f"I could not transcribe that recording ({why}); send it again, and if it keeps failing see: "
         "kb logs --event speech.",
     )
-
-
-def _shorten(message: str, limit: int = 160) -> str:
-    message = " ".join(message.split())
-    return message if len(message) <= limit else message[: limit - 1] + "…"
