@@ -24,12 +24,12 @@ from bot.deps import BotDeps, deps_of
 from bot.render import esc
 from bot.send import edit, say, send_reply, typing
 from knowledge.config import Settings
-from knowledge.errors import KbError, SpeechError
+from knowledge.convert.text import shorten
+from knowledge.errors import SpeechError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest import working
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
-from knowledge.retrieval.index import Index
 from knowledge.speech.transcribe import model_notice
 from knowledge.websearch.importer import hand_off, wait_for_ingest
 
@@ -162,21 +162,17 @@ def outcome_text(settings: Settings, name: str, record: dict | None) -> str:
         text = f"{esc(name)}: already in the knowledge base — {esc(record['title'] or '')}"
     else:
         return f"{esc(name)}: not added — {esc(record['error'] or 'conversion failed')}"
-    reading = read_back(settings, record["doc_id"]) if record.get("doc_id") else None
+    reading = read_back(settings.raw.parent / record["raw_path"]) if record.get("raw_path") else None
     return text if reading is None else text + "\n" + reading_text(reading)
 
 
-def read_back(settings: Settings, doc_id: str) -> Reading | None:
-    """What OCR read into a document, or None when its text did not come from OCR."""
+def read_back(raw_file: Path) -> Reading | None:
+    """What OCR read into a document (from its raw file), or None when its text did not come from OCR."""
     try:
-        with Index(settings.index_path, readonly=True) as index:
-            doc = index.document(doc_id)
-        if doc is None:
-            return None
-        text = (settings.raw.parent / doc.raw_path).read_text(encoding="utf-8")
-    except (KbError, OSError):
+        text = raw_file.read_text(encoding="utf-8")
+    except OSError:
         return None
-    parsed = rawfile.parse(text, fallback_name=doc.source_name, sha256=doc.source_sha256)
+    parsed = rawfile.parse(text, fallback_name=raw_file.name, sha256="")
     meta = parsed.meta
     if not meta.ocr_engine:
         return None
@@ -185,9 +181,7 @@ def read_back(settings: Settings, doc_id: str) -> Reading | None:
         confidence = float(meta.ocr_confidence) if meta.ocr_confidence else None
     except ValueError:
         confidence = None
-    first = lines[0] if lines else ""
-    if len(first) > FIRST_LINE_CHARS:
-        first = first[: FIRST_LINE_CHARS - 1] + "…"
+    first = shorten(lines[0], FIRST_LINE_CHARS) if lines else ""
     return Reading(len(lines), first, confidence, meta.ocr_illegible_pages)
 
 

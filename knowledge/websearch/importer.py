@@ -161,7 +161,6 @@ def _ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
                 return None
             status, doc_id, chunks, error, stage = row
             doc = index.document(doc_id) if doc_id else None
-            title = doc.title if doc else None
     except IndexError_:
         return None
     return {
@@ -170,7 +169,8 @@ def _ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
         "chunks": chunks,
         "error": error,
         "stage": stage,
-        "title": title,
+        "title": doc.title if doc else None,
+        "raw_path": doc.raw_path if doc else None,  # e.g. raw/photo-….md, to read what was indexed
     }
 
 
