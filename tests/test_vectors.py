@@ -550,3 +550,20 @@ def test_an_index_made_before_vector_stamps_is_read_then_upgraded_in_place(tmp_p
         assert_as_a_full_load(cache, index, question_vectors(embedder))
     with Index(settings.index_path) as index:
         assert index.integrity_errors() == []
+
+
+def test_centring_rows_a_block_at_a_time_gives_what_centring_each_row_gives():
+    from knowledge.retrieval.vectors import centre_rows, centred
+
+    rng = np.random.default_rng(2)
+    raw = decode([encode(v) for v in rng.standard_normal((10_000, 24))])
+    shifts = rng.standard_normal((3, 24)).astype(np.float32)
+    shift_of = rng.integers(0, 3, len(raw)).astype(np.int16)
+    raw[7] = shifts[shift_of[7]]  # a row equal to its language's mean: length 0, left at 0
+    matrix, norms = centre_rows(raw, shifts, shift_of)
+    one_by_one = [centred(raw[i : i + 1], shifts[shift_of[i : i + 1]]) for i in (0, 7, 4095, 4096, 9999)]
+    assert all(
+        np.array_equal(matrix[i], m[0]) and norms[i] == n[0]
+        for i, (m, n) in zip((0, 7, 4095, 4096, 9999), one_by_one, strict=True)
+    )
+    assert norms[7] == 0 and not matrix[7].any()
