@@ -291,6 +291,17 @@ QUESTIONS = [
 ]
 
 
+@pytest.fixture
+def corpus(tmp_path, fake) -> tuple:
+    """CORPUS ingested in small chunks, every chunk embedded: (settings, embedder)."""
+    settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
+    ingest_texts(settings, CORPUS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    with Index(settings.index_path) as index:
+        embed_missing(index, embedder)
+    return settings, embedder
+
+
 def assert_as_a_full_load(cache: VectorCache, index: Index, queries: list[tuple[np.ndarray, str]]) -> None:
     """Everything the cache answers is what a cache loaded from scratch answers, bit for bit."""
     fresh = VectorCache(cache.model, exact_max=cache.exact_max, prefilter=cache.prefilter)
@@ -360,12 +371,9 @@ def reindex(settings, ingestor: Ingestor) -> None:
     [add_flood, delete_herons, rewrite_tea, reuse_the_last_rowids, reindex],
     ids=lambda f: f.__name__,
 )
-def test_a_refresh_reads_only_what_changed_and_equals_a_full_load(tmp_path, fake, change):
-    settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
-    ingest_texts(settings, CORPUS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+def test_a_refresh_reads_only_what_changed_and_equals_a_full_load(corpus, change):
+    settings, embedder = corpus
     with Index(settings.index_path) as index:
-        embed_missing(index, embedder)
         queries = question_vectors(embedder)
         cache = VectorCache(embedder.name, full_share=1.0)  # even a reindex is read as changes
         assert cache.refresh(index) == "full" and cache.size == 42
@@ -380,12 +388,9 @@ def test_a_refresh_reads_only_what_changed_and_equals_a_full_load(tmp_path, fake
         assert vector_rows(index) != before  # the change reached the vectors
 
 
-def test_a_reindex_reloads_in_full_by_default_and_a_refresh_with_no_change_does_nothing(tmp_path, fake):
-    settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
-    ingest_texts(settings, CORPUS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+def test_a_reindex_reloads_in_full_by_default_and_a_refresh_with_no_change_does_nothing(corpus):
+    settings, embedder = corpus
     with Index(settings.index_path) as index:
-        embed_missing(index, embedder)
         cache = VectorCache(embedder.name)
         cache.refresh(index)
         ingestor = Ingestor(settings, index, ApproxCounter())
@@ -403,12 +408,10 @@ def test_a_reindex_reloads_in_full_by_default_and_a_refresh_with_no_change_does_
     assert reloads[1]["vectors"] == 50
 
 
-def test_a_model_change_is_followed_by_the_caches_of_both_models(tmp_path, fake):
-    settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
-    ingest_texts(settings, CORPUS)
-    old, new = UrlEmbedder(fake.base_url, "model-a"), UrlEmbedder(fake.base_url, "model-b")
+def test_a_model_change_is_followed_by_the_caches_of_both_models(corpus, fake):
+    settings, old = corpus
+    new = UrlEmbedder(fake.base_url, "model-b")
     with Index(settings.index_path) as index:
-        embed_missing(index, old)
         queries = question_vectors(old)
         old_cache, new_cache = VectorCache(old.name), VectorCache(new.name)
         assert (old_cache.refresh(index), new_cache.refresh(index)) == ("full", "full")
@@ -422,13 +425,10 @@ def test_a_model_change_is_followed_by_the_caches_of_both_models(tmp_path, fake)
         assert (old_cache.size, new_cache.size) == (42 - 32, 32)
 
 
-def test_a_vector_of_another_dimension_means_a_full_load(tmp_path, fake):
-    settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
-    ingest_texts(settings, CORPUS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+def test_a_vector_of_another_dimension_means_a_full_load(corpus):
+    settings, embedder = corpus
     cache = VectorCache(embedder.name)
     with Index(settings.index_path) as index:
-        embed_missing(index, embedder)
         cache.refresh(index)
         add_flood(settings, Ingestor(settings, index, ApproxCounter()))
         rowid, sha, _, _ = index.chunks_without_vectors(embedder.name, limit=1)[0]
@@ -438,13 +438,10 @@ def test_a_vector_of_another_dimension_means_a_full_load(tmp_path, fake):
         assert_as_a_full_load(cache, index, [(np.ones(32, dtype=np.float32) / np.sqrt(32), "น้ำท่วม")])
 
 
-def test_another_index_file_in_the_same_place_means_a_full_load(tmp_path, fake):
-    settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
-    ingest_texts(settings, CORPUS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+def test_another_index_file_in_the_same_place_means_a_full_load(corpus):
+    settings, embedder = corpus
     cache = VectorCache(embedder.name)
     with Index(settings.index_path) as index:
-        embed_missing(index, embedder)
         cache.refresh(index)
         first, epoch = vector_rows(index), index.vector_epoch()
     for path in settings.index_path.parent.glob(settings.index_path.name + "*"):
@@ -511,12 +508,8 @@ def test_a_big_cache_refreshed_after_changes_ranks_through_sign_codes_as_a_fresh
         assert cache.typical(cache.query_vector(*queries[0])) != 0.0  # enough rows for the sample
 
 
-def test_an_index_made_before_vector_stamps_is_read_then_upgraded_in_place(tmp_path, fake):
-    settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
-    ingest_texts(settings, CORPUS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
-    with Index(settings.index_path) as index:
-        embed_missing(index, embedder)
+def test_an_index_made_before_vector_stamps_is_read_then_upgraded_in_place(corpus):
+    settings, embedder = corpus
     with closing(sqlite3.connect(settings.index_path)) as conn:  # as kb wrote it before stamps
         conn.executescript(
             "DROP TRIGGER chunk_vectors_stamp_insert; DROP TRIGGER chunk_vectors_stamp_update;"
