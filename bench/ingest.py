@@ -11,7 +11,8 @@ Figures printed (medians and ratios; the machine is shared and noisy, so nothing
 3. search latency at 100,000 chunks over the XQuAD questions: median and p95 (target p95
    under 10 ms);
 4. vectors at 100,000 chunks: their size on disk (target <= 200 MB), the time the in-memory
-   VectorCache takes to (re)load them, and a hybrid search with the real local embedder:
+   VectorCache takes to load them, the refresh a question pays right after one new document
+   (incremental, against a full load), and a hybrid search with the real local embedder:
    query embedding + vector search, p95 (target < 60 ms). Embedding 100,000 real chunks takes
    hours here, so the stored vectors are SYNTHETIC random unit vectors of the local model's
    dimension: only their size and the cost of searching them are measured, not their ranking;
@@ -40,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -190,8 +192,36 @@ def store_synthetic_vectors(index: Index, model: str, dim: int, *, seed: int = 7
     return stored
 
 
-def bench_vectors(index: Index, questions: list[str], rounds: int) -> None:
-    """Size, cache load time and hybrid query latency with a vector for every chunk (synthetic)."""
+def bench_refresh(
+    index: Index, cache: vectors.VectorCache, add_document: Callable[[int], None], dim: int, runs: int
+) -> None:
+    """The refresh after one new document and its vectors: incremental, and a full load of the same index."""
+    incremental, full, added = [], [], []
+    for n in range(runs):
+        add_document(n)
+        added.append(store_synthetic_vectors(index, cache.model, dim, seed=100 + n))
+        t0 = time.perf_counter()
+        mode = cache.refresh(index)
+        incremental.append(time.perf_counter() - t0)
+        assert mode == "incremental", mode
+        fresh = vectors.VectorCache(cache.model)
+        t0 = time.perf_counter()
+        fresh.refresh(index)
+        full.append(time.perf_counter() - t0)
+        assert fresh.size == cache.size
+        del fresh
+    print(
+        f"  refresh after one new document (median {statistics.median(added):.0f} new vectors) at {cache.size}"
+        f" vectors, {runs} runs: incremental median {statistics.median(incremental) * 1000:.0f} ms"
+        f" ({', '.join(f'{t * 1000:.0f}' for t in incremental)}), full load median"
+        f" {statistics.median(full) * 1000:.0f} ms ({', '.join(f'{t * 1000:.0f}' for t in full)})"
+    )
+
+
+def bench_vectors(
+    index: Index, questions: list[str], rounds: int, add_document: Callable[[int], None]
+) -> None:
+    """Size, cache load and refresh times and hybrid query latency with a vector for every chunk (synthetic)."""
     embedder = LocalEmbedder()
     dim = embedder.embed(["dimension probe"], "query").shape[1]
     added = store_synthetic_vectors(index, embedder.name, dim)
@@ -217,6 +247,7 @@ def bench_vectors(index: Index, questions: list[str], rounds: int) -> None:
         f"  VectorCache (re)load of {cache.size} vectors: median {statistics.median(loads) * 1000:.0f} ms"
         f" over {len(loads)} loads"
     )
+    bench_refresh(index, cache, add_document, dim, max(rounds, 5))
     timed = TimedEmbedder(embedder)
     meaning = Meaning(timed, cache)
     sample = questions[::7]
@@ -377,7 +408,13 @@ def main() -> int:
             f" (target p95 < 10 ms)"
         )
         if not args.no_vectors:
-            bench_vectors(index, questions, args.rounds)
+
+            def add_document(n: int) -> None:
+                path = settings.inbox / f"refresh-{n}-{time.time_ns()}.md"
+                path.write_text(synthetic_doc(rng, sentences, 20_000_000 + n), encoding="utf-8")
+                assert ingestor.ingest(path).status == "indexed"
+
+            bench_vectors(index, questions, args.rounds, add_document)
     if not args.no_vectors:
         bench_page_embedding(paragraphs, counter)
     if args.keep is None:
