@@ -129,7 +129,7 @@ class Loaded:
     index_id: str | None = None  # the file it was read from (see Index.vector_version)
     epoch: int = -1  # the vector epoch of the snapshot it reflects
     rowids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # ascending
-    raw: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))  # as stored
+    raw: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=DTYPE))  # as stored (float16)
     groups: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))  # each row's language
     sums: dict[str, tuple[int, np.ndarray]] = field(default_factory=dict)  # see group_sums
     languages: list[str] = field(default_factory=list)  # groups with a mean of their own ("" = overall)
@@ -161,12 +161,13 @@ class VectorCache:
 
     A refresh after a change reads only the vector rows written since the last one (their stamps
     are later than its epoch) and the list of rowids (to drop the deleted), and rebuilds the rest
-    from what it keeps: the stored vectors, uncentred, beside the centred matrix (twice the memory:
-    about 300 MB per 100,000 x 384), and each language's exact sum. The result is the same, bit for
-    bit, as a full load of that snapshot. A full load is made on the first refresh, for another
-    file, when the epoch went back, when more than ``full_share`` of the rows changed, and
-    when the rows do not add up (a vector of another dimension under the same model name, or an
-    index file without stamps: made by an older kb and not yet opened by a writer of this one).
+    from what it keeps: the stored vectors, uncentred and as stored (float16), beside the centred
+    float32 matrix (half as much again: 225 MB per 100,000 x 384 in all), and each language's
+    exact sum. The result is the same, bit for bit, as a full load of that snapshot. A full load
+    is made on the first refresh, for another file, when the epoch went back, when more than
+    ``full_share`` of the rows changed, and when the rows do not add up (a vector of another
+    dimension under the same model name, or an index file without stamps: made by an older kb
+    and not yet opened by a writer of this one).
     A copy of the file put back in its place keeps the file's id: only its epoch going back
     tells, so a refresh must come between that and new writes passing the cached epoch.
     """
@@ -293,7 +294,7 @@ def load(read: VectorRows, *, exact_max: int) -> Loaded:
         size = len(rows[-1][2])
         rows = [r for r in rows if len(r[2]) == size]
     rowids = np.fromiter((r for r, _, _ in rows), dtype=np.int64, count=len(rows))
-    raw = decode([v for _, _, v in rows])
+    raw = decode([v for _, _, v in rows]).astype(DTYPE)  # exact: the values are stored as DTYPE
     groups = np.array([g for _, g, _ in rows], dtype=object)
     return built(read, rowids, raw, groups, group_sums(raw, groups), exact_max=exact_max)
 
@@ -325,7 +326,7 @@ def updated(
         return None  # a row without a stamp, or of a dimension not loaded: only a full load can tell
     kept = np.flatnonzero(stays)  # rows of previous, and where they go
     kept_at, new_at = np.searchsorted(rowids, previous.rowids[kept]), np.searchsorted(rowids, changed)
-    raw = np.empty((len(rowids), dim), dtype=np.float32)
+    raw = np.empty((len(rowids), dim), dtype=DTYPE)
     copy_rows(raw, kept_at, previous.raw, kept)
     raw[new_at] = decode([v for _, _, v in read.rows]).reshape(len(changed), dim)
     groups = np.empty(len(rowids), dtype=object)
@@ -496,7 +497,7 @@ def centred(matrix: np.ndarray, shifts: np.ndarray) -> tuple[np.ndarray, np.ndar
 def centre_rows(raw: np.ndarray, shifts: np.ndarray, shift_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What ``centred`` gives for every row, each by its own shift, computed in place a block at a
     time: small temporaries, and 2-3 times faster than whole-matrix ones on a busy machine."""
-    matrix = np.empty_like(raw)
+    matrix = np.empty(raw.shape, dtype=np.float32)
     norms = np.empty(len(raw), dtype=np.float32)
     for start in range(0, len(raw), CENTRE_BLOCK):
         at = slice(start, start + CENTRE_BLOCK)
