@@ -11,7 +11,9 @@ gold article that contains an answer text.
    (three rotations, so every article is asked about in every pair): recall for each
    question language × document language.
 3. The evidence pack: how often an answer text is inside the passages the model would see
-   (KB_EVIDENCE_TOKENS, exact counts with the tokenizer), with and without neighbours.
+   (KB_EVIDENCE_TOKENS, exact counts with the tokenizer): the results in rank order while they
+   fit, the results packed (touching chunks joined, what does not fit skipped), and kb's pack
+   (knowledge.answer.evidence: the best chunk's neighbours too).
 4. Embedding throughput (chunks/s) and the size of the index and of its vectors.
 
 Vectors are cached by text in ``--cache`` (default runs/bench/xquad-vectors.npz) so that a
@@ -34,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.answer.assistant import widen_best
-from knowledge.answer.prompt import build_prompt, load_template
+from knowledge.answer.evidence import pack
+from knowledge.answer.prompt import build_prompt, evidence_fits, load_template
 from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
@@ -166,11 +168,12 @@ def run_questions(
     return out
 
 
-def evidence_pack(index, question, results, settings, counter, template, widen):
-    """The prompt the engine would build from relevant results, optionally the best one widened."""
-    results = widen_best(
-        index, results, counter=counter, evidence_tokens=settings.evidence_tokens, widen=widen
-    )
+def evidence_pack(index, question, results, settings, counter, template, packing):
+    """The prompt the engine would build from relevant results: packed as kb packs them
+    (``packing`` "kb"), packed without neighbours ("results"), or taken in rank order while they fit (None)."""
+    if packing is not None:
+        fits = evidence_fits(counter, settings.evidence_tokens)
+        results = pack(results, chunks_of=index.chunks_of, fits=fits, neighbours=packing == "kb")
     return build_prompt(
         question, results, counter=counter, template=template, evidence_tokens=settings.evidence_tokens,
         context_tokens=settings.context_tokens, max_output_tokens=settings.max_output_tokens,
@@ -275,17 +278,17 @@ def main() -> int:
                 " answer inside the passages the model sees"
             )
             variants = {
-                "ranked passages": None,
-                "best widened ±1 chunk": (1, 1),
-                "best widened +1 chunk": (0, 1),
+                "results in rank order": None,
+                "results packed": "results",
+                "kb's pack (+ neighbours)": "kb",
             }
             inside = {label: dict.fromkeys(LANGS, 0) for label in variants}
             sizes: dict[str, list[int]] = {label: [] for label in variants}
             for q in questions:
                 results = search(index, q[2], k=8, meaning=meaning)
                 results = [r for r in results if r.relevance >= settings.min_relevance]
-                for label, widen in variants.items():
-                    prompt = evidence_pack(index, q[2], results, settings, counter, template, widen)
+                for label, packing in variants.items():
+                    prompt = evidence_pack(index, q[2], results, settings, counter, template, packing)
                     sizes[label].append(len(prompt.passages))
                     inside[label][q[0]] += any(
                         p.document_id == own_doc(q) and any(a in p.text for a in q[3])

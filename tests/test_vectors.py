@@ -215,30 +215,6 @@ def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
     assert first.title == "Lake Quillan" and first.rank == 1
 
 
-def test_the_best_passage_is_widened_by_its_neighbours_when_they_fit(tmp_path):
-    from knowledge.retrieval.search import join_overlapping, widen_top
-
-    settings = make_settings(tmp_path / "kb", KB_CHUNK_MAX_TOKENS="24", KB_CHUNK_OVERLAP_TOKENS="6")
-    lines = [f"Line {n}: the heron count at pond {n} was {n * 7} birds." for n in range(1, 13)]
-    ingest_texts(settings, {"herons.md": "# Herons\n\n" + "\n".join(lines) + "\n"})
-    with Index(settings.index_path) as index:
-        results = search(index, "heron count pond 6 was 42 birds", k=5)
-        top = results[0]
-        assert "pond 6 " in top.text and not top.text.startswith("Line 1:")
-        wide = widen_top(index, results, fits=lambda text: True)
-        same = widen_top(index, results, fits=lambda text: False)
-    assert same == results
-    first = wide[0]
-    assert first.start_line < top.start_line and first.end_line > top.end_line
-    assert top.text in first.text
-    raw = next(settings.raw.iterdir()).read_text().split("\n")
-    assert first.text == "\n".join(raw[first.start_line - 1 : first.end_line])  # overlap counted once
-    inside = [r for r in wide[1:] if first.start_line <= r.start_line and r.end_line <= first.end_line]
-    assert inside == []  # nothing sent twice
-    assert join_overlapping("alpha beta gamma", "beta gamma delta") == "alpha beta gamma delta"
-    assert join_overlapping("alpha", "delta") == "alpha\ndelta"
-
-
 def test_language_groups_and_centring_remove_the_pull_of_a_shared_language():
     from knowledge.retrieval.vectors import centred, language_group, language_shifts
 

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from knowledge.answer.evidence import pack
 from knowledge.answer.llm import Completion, ModelClient
-from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt
+from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt, evidence_fits
 from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.retrieval.index import Index
-from knowledge.retrieval.search import Meaning, SearchResult, get_document_chunks, search, widen_top
-from knowledge.tokenizer import TokenCounter, count
+from knowledge.retrieval.search import Meaning, SearchResult, get_document_chunks, search
+from knowledge.tokenizer import TokenCounter
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited
 from knowledge.websearch.search import WebAnswer
@@ -39,8 +40,6 @@ WebSearcher = Callable[[str, str, bool], Awaitable[WebAnswer]]
 log = structlog.get_logger()
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
-# Room a widened passage leaves in the evidence budget for its numbered title line and the block's tags.
-EVIDENCE_HEADER_TOKENS = 64
 _DONT_KNOW = re.compile(
     r"^\W*(i\s+don'?t\s+know|i\s+do\s+not\s+know|不知道|我不知道|ไม่ทราบ|ไม่รู้)", re.IGNORECASE
 )
@@ -102,9 +101,6 @@ class EngineSettings:
     max_output_tokens: int = 512
     min_relevance: float = 0.25
     candidates: int = 8
-    # Chunks before and after the best passage added to it when they fit (None: passages as ranked);
-    # chosen by bench/retrieval.py's "answer inside the evidence pack".
-    widen: tuple[int, int] | None = (1, 1)
 
 
 def citations_for(text: str, passages: Sequence[SearchResult]) -> tuple[str, list[Citation]]:
@@ -127,24 +123,6 @@ def citations_for(text: str, passages: Sequence[SearchResult]) -> tuple[str, lis
 
 def _citation(n: int, p: SearchResult) -> Citation:
     return Citation(n, p.title, p.raw_path, p.start_line, p.end_line, p.source_url, p.chunk_id)
-
-
-def widen_best(
-    index: Index,
-    results: Sequence[SearchResult],
-    *,
-    counter: TokenCounter,
-    evidence_tokens: int,
-    widen: tuple[int, int] | None,
-) -> list[SearchResult]:
-    """The results with the best one widened by (before, after) neighbouring chunks when that fits
-    the evidence budget (the answer often sits in the next chunk); as they are with ``widen`` None."""
-    if widen is None:
-        return list(results)
-    budget = evidence_tokens - EVIDENCE_HEADER_TOKENS
-    return widen_top(
-        index, results, fits=lambda text: count(counter, text) <= budget, before=widen[0], after=widen[1]
-    )
 
 
 def degraded_reply(passages: Sequence[SearchResult], why: str, *, note: str | None = None) -> Reply:
@@ -221,12 +199,10 @@ class Engine:
                 return get_document_chunks(index, document, question)
             results = search(index, question, k=self.settings.candidates, meaning=self.meaning)
             results = [r for r in results if r.relevance >= self.settings.min_relevance]
-            return widen_best(
-                index,
+            return pack(
                 results,
-                counter=self.counter,
-                evidence_tokens=self.settings.evidence_tokens,
-                widen=self.settings.widen,
+                chunks_of=index.chunks_of,
+                fits=evidence_fits(self.counter, self.settings.evidence_tokens),
             )
 
     def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:

@@ -24,13 +24,12 @@ Any string is a valid query: terms are quoted for FTS5, never parsed as its synt
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import structlog
 
-from knowledge.ingest.raw import chunk_seq
 from knowledge.retrieval import analysis
 from knowledge.retrieval.embed import Embedder, EmbedderError
 from knowledge.retrieval.index import Candidate, Index
@@ -252,59 +251,6 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         relevance = max(lex.relevance if lex else 0.0, meaning_relevance(absolute.get(rowid, COSINE_FLOOR)))
         fused.append(Ranked(rowid, score, relevance))
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
-
-
-def with_neighbours(index: Index, result: SearchResult, *, before: int = 1, after: int = 1) -> SearchResult:
-    """The passage widened by its neighbouring chunks in the same document (their overlap counted once).
-
-    The answer to a question often sits just after (or before) the sentence that matches it best.
-    """
-    seq = chunk_seq(result.chunk_id)
-    around = index.chunks_of(result.document_id, range(seq - before, seq + after + 1))
-    if len(around) < 2 or result.chunk_id not in {c.id for c in around}:  # alone, or rewritten meanwhile
-        return result
-    text = around[0].text
-    for nxt in around[1:]:
-        text = join_overlapping(text, nxt.text)
-    return replace(result, start_line=around[0].start_line, end_line=around[-1].end_line, text=text)
-
-
-def widen_top(
-    index: Index,
-    results: Sequence[SearchResult],
-    *,
-    fits: Callable[[str], bool],
-    before: int = 1,
-    after: int = 1,
-) -> list[SearchResult]:
-    """The results with the best passage widened by its neighbours when the wider text ``fits``.
-
-    Later results that the widened passage now contains are dropped, so nothing is sent twice.
-    """
-    if not results:
-        return []
-    top = results[0]
-    wide = with_neighbours(index, top, before=before, after=after)
-    if wide is top or not fits(wide.text):
-        return list(results)
-    rest = [
-        r
-        for r in results[1:]
-        if not (
-            r.document_id == wide.document_id
-            and wide.start_line <= r.start_line
-            and r.end_line <= wide.end_line
-        )
-    ]
-    return [wide, *rest]
-
-
-def join_overlapping(first: str, second: str) -> str:
-    """``first`` then ``second``, without the text ``second`` repeats from the end of ``first``."""
-    for size in range(min(len(first), len(second)), 1, -1):
-        if first.endswith(second[:size]):
-            return first + second[size:]
-    return first + "\n" + second
 
 
 def get_document_chunks(index: Index, doc_id: str, query: str, *, k: int = 3) -> list[SearchResult]:
