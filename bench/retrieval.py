@@ -33,11 +33,12 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from knowledge.answer.evidence import pack
-from knowledge.answer.prompt import build_prompt, evidence_fits, load_template
+from knowledge.answer.prompt import ChatTemplate, build_prompt, evidence_fits, load_template
 from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
@@ -98,6 +99,35 @@ class CachingEmbedder:
         )
 
 
+class Setup(NamedTuple):
+    """What a benchmark run shares: settings, token counter, embedder (and its cache), chat template."""
+
+    env: dict[str, str]
+    counter: TokenCounter
+    why: str | None  # why the counter is an approximation, when it is
+    inner: Embedder | None
+    embedder: CachingEmbedder | None
+    template: ChatTemplate
+
+
+def setup(tokenizer: str, embed: str, chunk: str, cache: Path) -> Setup:
+    """The run's settings from the command line: tokenizer spec ('' = Qwen3), KB_EMBED, 'max/overlap'."""
+    max_tokens, overlap = chunk.split("/")
+    spec = tokenizer or str(reference_tokenizer())
+    env = {
+        "KB_TOKENIZER": spec,
+        "KB_MODEL": "",
+        "KB_EMBED": embed,
+        "KB_CHUNK_MAX_TOKENS": max_tokens,
+        "KB_CHUNK_OVERLAP_TOKENS": overlap,
+    }
+    counter, why = load_counter(spec, cache_dir=hf_cache_dir())
+    inner = make_embedder(load_settings(env, home=ROOT))
+    embedder = CachingEmbedder(inner, cache) if inner is not None else None
+    template = load_template(Path(spec) if isinstance(counter, HfCounter) else None)
+    return Setup(env, counter, why, inner, embedder, template)
+
+
 def load_xquad(data_dir: Path, *, titles: bool = True) -> tuple[dict[tuple[str, str], str], list[Question]]:
     """Markdown per (language, article) and every question.
 
@@ -121,7 +151,12 @@ def load_xquad(data_dir: Path, *, titles: bool = True) -> tuple[dict[tuple[str, 
 
 
 def build(
-    home: Path, docs: dict[tuple[str, str], str], settings: Settings, counter: TokenCounter
+    home: Path,
+    docs: dict[tuple[str, str], str],
+    settings: Settings,
+    counter: TokenCounter,
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[tuple[str, str], str]:
     """Ingest the documents into home's index; the document id of each (language, article)."""
     src = home / "src"
@@ -129,14 +164,16 @@ def build(
     doc_of: dict[tuple[str, str], str] = {}
     with Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, counter)
-        keys = sorted({key for _, key in docs})
+        number = {key: n for n, key in enumerate(sorted({key for _, key in docs}))}
         for (lang, key), text in docs.items():
-            path = src / f"doc{keys.index(key):03d}.{lang}.md"  # no English title words in the file name
+            path = src / f"doc{number[key]:03d}.{lang}.md"  # no English title words in the file name
             path.write_text(text, encoding="utf-8")
             outcome = ingestor.ingest(path)
             if outcome.status != "indexed":
                 raise SystemExit(f"ingest failed: {path.name}: {outcome.message}")
             doc_of[(lang, key)] = outcome.doc_id or ""
+            if progress:
+                progress(len(doc_of), len(docs))
     return doc_of
 
 
@@ -168,6 +205,42 @@ def run_questions(
     return out
 
 
+EVIDENCE_VARIANTS: dict[str, str | None] = {
+    "results in rank order": None,
+    "results packed": "results",
+    "kb's pack (+ neighbours)": "kb",
+}
+
+
+def evidence_inside(
+    index: Index,
+    questions: list[Question],
+    own_doc: Callable[[Question], str | None],
+    meaning: Meaning | None,
+    settings: Settings,
+    counter: TokenCounter,
+    template: ChatTemplate,
+    variants: dict[str, str | None],
+) -> tuple[dict[str, dict[str, int]], dict[str, list[int]]]:
+    """Per variant: questions per language with an answer inside the evidence pack; passages per pack.
+
+    Inside means a passage of the gold document that contains an answer text, among the
+    passages the engine would put in the prompt from the relevant results of a k=8 search.
+    """
+    inside: dict[str, dict[str, int]] = {label: {} for label in variants}
+    sizes: dict[str, list[int]] = {label: [] for label in variants}
+    for q in questions:
+        results = search(index, q[2], k=8, meaning=meaning)
+        results = [r for r in results if r.relevance >= settings.min_relevance]
+        for label, packing in variants.items():
+            prompt = evidence_pack(index, q[2], results, settings, counter, template, packing)
+            sizes[label].append(len(prompt.passages))
+            inside[label][q[0]] = inside[label].get(q[0], 0) + any(
+                p.document_id == own_doc(q) and any(a in p.text for a in q[3]) for p in prompt.passages
+            )
+    return inside, sizes
+
+
 def evidence_pack(index, question, results, settings, counter, template, packing):
     """The prompt the engine would build from relevant results: packed as kb packs them
     (``packing`` "kb"), packed without neighbours ("results"), or taken in rank order while they fit (None)."""
@@ -196,18 +269,7 @@ def main() -> int:
     configure_logging(None, console=io.StringIO())
     docs, questions = load_xquad(args.data)
     max_tokens, overlap = args.chunk.split("/")
-    spec = args.tokenizer or str(reference_tokenizer())
-    env = {
-        "KB_TOKENIZER": spec,
-        "KB_MODEL": "",
-        "KB_EMBED": args.embed,
-        "KB_CHUNK_MAX_TOKENS": max_tokens,
-        "KB_CHUNK_OVERLAP_TOKENS": overlap,
-    }
-    counter, why = load_counter(spec, cache_dir=hf_cache_dir())
-    inner = make_embedder(load_settings(env, home=ROOT))
-    embedder = CachingEmbedder(inner, args.cache) if inner is not None else None
-    template = load_template(Path(spec) if isinstance(counter, HfCounter) else None)
+    env, counter, why, inner, embedder, template = setup(args.tokenizer, args.embed, args.chunk, args.cache)
 
     if args.only_cross:
         if embedder is None:
@@ -277,26 +339,15 @@ def main() -> int:
                 f"\nevidence pack (KB_EVIDENCE_TOKENS={settings.evidence_tokens}):"
                 " answer inside the passages the model sees"
             )
-            variants = {
-                "results in rank order": None,
-                "results packed": "results",
-                "kb's pack (+ neighbours)": "kb",
-            }
-            inside = {label: dict.fromkeys(LANGS, 0) for label in variants}
-            sizes: dict[str, list[int]] = {label: [] for label in variants}
-            for q in questions:
-                results = search(index, q[2], k=8, meaning=meaning)
-                results = [r for r in results if r.relevance >= settings.min_relevance]
-                for label, packing in variants.items():
-                    prompt = evidence_pack(index, q[2], results, settings, counter, template, packing)
-                    sizes[label].append(len(prompt.passages))
-                    inside[label][q[0]] += any(
-                        p.document_id == own_doc(q) and any(a in p.text for a in q[3])
-                        for p in prompt.passages
-                    )
+            variants = EVIDENCE_VARIANTS
+            inside, sizes = evidence_inside(
+                index, questions, own_doc, meaning, settings, counter, template, variants
+            )
             print(f"  {'':<24}" + "".join(f"{lang:>8}" for lang in LANGS) + f"{'passages':>10}")
             for label in variants:
-                shares = [inside[label][lang] / sum(1 for q in questions if q[0] == lang) for lang in LANGS]
+                shares = [
+                    inside[label].get(lang, 0) / sum(1 for q in questions if q[0] == lang) for lang in LANGS
+                ]
                 print(f"  {label:<24}" + "".join(f"{x:>8.3f}" for x in shares)
                       + f"{statistics.mean(sizes[label]):>10.2f}")  # fmt: skip
 
