@@ -99,7 +99,6 @@ def test_a_neighbour_is_not_taken_from_a_document_rewritten_since_the_search(tmp
     with Index(settings.index_path) as index:
         results = search(index, "heron count pond 6 was 42 birds", k=1)
         stale = replace(results[0], chunk_id=chunk_id(results[0].document_id + "-gone", 3))
-        stale = replace(stale, document_id=results[0].document_id)
         packed = pack([stale], chunks_of=index.chunks_of, fits=always)
     assert packed == [stale]
 

@@ -65,15 +65,21 @@ def pack(
 
     Without ``neighbours`` only the results themselves are packed (still joined when they touch).
     """
+    order = priority(len(results), neighbours=neighbours)
+    near = _neighbourhoods(results, order, chunks_of)
     pieces: dict[tuple[str, int], _Piece] = {}
     passages: list[SearchResult] = []
-    for order, (i, offset) in enumerate(priority(len(results), neighbours=neighbours)):
+    for place, (i, offset) in enumerate(order):
         result = results[i]
         seq = chunk_seq(result.chunk_id) + offset
         if (result.document_id, seq) in pieces:
             continue
-        piece = _piece(result, i, offset, order, chunks_of)
-        if piece is None:
+        if offset == 0:
+            piece = _Piece(result.document_id, seq, result.start_line, result.end_line, result.text, i, place)
+        elif seq in near.get(i, {}):
+            chunk = near[i][seq]
+            piece = _Piece(chunk.document_id, seq, chunk.start_line, chunk.end_line, chunk.text, i, place)
+        else:
             continue
         trial = {**pieces, (piece.document_id, piece.seq): piece}
         joined = passages_of(trial.values(), results)
@@ -82,17 +88,22 @@ def pack(
     return passages
 
 
-def _piece(result: SearchResult, i: int, offset: int, order: int, chunks_of: ChunksOf) -> _Piece | None:
-    """The result's own chunk, or its neighbour at ``offset`` (None: no such chunk, or the document
-    was rewritten since the search)."""
-    seq = chunk_seq(result.chunk_id)
-    if offset == 0:
-        return _Piece(result.document_id, seq, result.start_line, result.end_line, result.text, i, order)
-    found = {c.seq: c for c in chunks_of(result.document_id, sorted((seq, seq + offset)))}
-    middle, other = found.get(seq), found.get(seq + offset)
-    if middle is None or middle.id != result.chunk_id or other is None:
-        return None
-    return _Piece(other.document_id, other.seq, other.start_line, other.end_line, other.text, i, order)
+def _neighbourhoods(
+    results: Sequence[SearchResult], order: Sequence[tuple[int, int]], chunks_of: ChunksOf
+) -> dict[int, dict[int, ChunkRecord]]:
+    """For each result the order takes neighbours of: the chunks around it by seq, read at once
+    (none when its document was rewritten since the search: its own chunk is not there any more)."""
+    out: dict[int, dict[int, ChunkRecord]] = {}
+    for i in sorted({i for i, offset in order if offset}):
+        seq = chunk_seq(results[i].chunk_id)
+        offsets = [offset for j, offset in order if j == i]
+        found = {
+            c.seq: c
+            for c in chunks_of(results[i].document_id, range(seq + min(offsets), seq + max(offsets) + 1))
+        }
+        mine = found.get(seq)
+        out[i] = found if mine is not None and mine.id == results[i].chunk_id else {}
+    return out
 
 
 def passages_of(pieces: Iterable[_Piece], results: Sequence[SearchResult]) -> list[SearchResult]:

@@ -65,9 +65,7 @@ def stored(blobs: list[bytes]) -> np.ndarray:
 
 def decode(blobs: list[bytes]) -> np.ndarray:
     """Stored vectors as a float32 matrix (one row each)."""
-    if not blobs:
-        return np.zeros((0, 0), dtype=np.float32)
-    return np.frombuffer(b"".join(blobs), dtype=DTYPE).reshape(len(blobs), -1).astype(np.float32)
+    return stored(blobs).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -336,7 +334,7 @@ def updated(
     kept_at, new_at = np.searchsorted(rowids, previous.rowids[kept]), np.searchsorted(rowids, changed)
     raw = np.empty((len(rowids), dim), dtype=DTYPE)
     copy_rows(raw, kept_at, previous.raw, kept)
-    raw[new_at] = decode([v for _, _, v in read.rows]).reshape(len(changed), dim)
+    raw[new_at] = stored([v for _, _, v in read.rows]).reshape(len(changed), dim)
     groups = np.empty(len(rowids), dtype=object)
     groups[kept_at] = previous.groups[kept]
     groups[new_at] = np.array([g for _, g, _ in read.rows], dtype=object)
