@@ -42,6 +42,7 @@ from knowledge.answer.prompt import ChatTemplate, build_prompt, evidence_fits, l
 from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
+from knowledge.retrieval import sufficiency
 from knowledge.retrieval.embed import Embedder, Side, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, SearchResult, search
@@ -225,13 +226,13 @@ def evidence_inside(
     """Per variant: questions per language with an answer inside the evidence pack; passages per pack.
 
     Inside means a passage of the gold document that contains an answer text, among the
-    passages the engine would put in the prompt from the relevant results of a k=8 search.
+    passages the engine would put in the prompt from the results of a k=8 search that may be
+    evidence (knowledge.retrieval.sufficiency.evidence).
     """
     inside: dict[str, dict[str, int]] = {label: {} for label in variants}
     sizes: dict[str, list[int]] = {label: [] for label in variants}
     for q in questions:
-        results = search(index, q[2], k=8, meaning=meaning)
-        results = [r for r in results if r.relevance >= settings.min_relevance]
+        results = sufficiency.evidence(search(index, q[2], k=8, meaning=meaning))
         for label, packing in variants.items():
             prompt = evidence_pack(index, q[2], results, settings, counter, template, packing)
             sizes[label].append(len(prompt.passages))

@@ -25,6 +25,8 @@ def render_reply(reply: Reply) -> str:
     text = reply.render()
     if reply.mode == "degraded":
         return "(model unavailable)\n" + text
+    if reply.candidates:
+        text += "\n\nImport one with /import web-N (nothing is imported until you do)."
     return text
 
 

@@ -28,7 +28,8 @@ from knowledge.progress import Progress
 from knowledge.redact import redactor
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
-from knowledge.retrieval.search import Meaning, SearchResult, search
+from knowledge.retrieval.search import Found, Meaning, SearchResult, find
+from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.status import (
     activity_facts,
@@ -91,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--json",
         action="store_true",
-        help='print {"text","mode","citations":[...],"note"} (with --audio also "heard": {"text","language","duration_s"})',
+        help='print {"text","mode","citations":[...],"note","door":{"taken","by","why"},"candidates":[...]} '
+        "(door: local, web or none, decided by retrieval, the model or you; "
+        'with --audio also "heard": {"text","language","duration_s"})',
     )
     p.add_argument("--audio", type=Path, metavar="FILE", help="ask the question spoken in this audio file")
     p.set_defaults(func=cmd_ask)
@@ -194,8 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "search",
         help="find passages for a question",
-        description="Rank passages for a question (any text is a valid query). With --json each result is "
-        '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text"}.',
+        description="Rank passages for a question (any text is a valid query) and say whether they answer it. "
+        "With --json each result is "
+        '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text",'
+        '"relevance","answerable"}: relevance is the probability (0-1) that the passage answers the question, '
+        "answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), the same on every result.",
     )
     p.add_argument("query", nargs="*", help="the question (words are joined with spaces)")
     p.add_argument(
@@ -206,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch",
         type=Path,
         metavar="FILE",
-        help='one query per line; prints one line per query, in order: {"query": ..., "results": [...]}',
+        help='one query per line; prints one line per query, in order: {"query": ..., "results": [...], '
+        '"answerable": ..., "verdict": {"answerable","relevance","threshold","basis","why"}}',
     )
     p.set_defaults(func=cmd_search)
 
@@ -431,20 +438,33 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         if args.batch is not None:
             queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
             for query in queries:
-                results = search(index, query, k=k, meaning=meaning)
+                found = find(index, query, k=k, meaning=meaning, threshold=settings.min_relevance)
                 if args.json:
-                    line = {"query": query, "results": [r.to_json() for r in results]}
+                    line = {
+                        "query": query,
+                        "results": [result_json(r, found.verdict) for r in found.results],
+                        "answerable": found.verdict.answerable,
+                        "verdict": found.verdict.to_json(),
+                    }
                     print(json.dumps(line, ensure_ascii=False), flush=False)
                 else:
                     print(f"## {query}")
-                    print_results(results, sys.stdout)
+                    print_results(found, sys.stdout)
             return EXIT_OK
-        results = search(index, " ".join(args.query), k=k, meaning=meaning)
+        found = find(index, " ".join(args.query), k=k, meaning=meaning, threshold=settings.min_relevance)
     if args.json:
-        print(json.dumps([r.to_json() for r in results], ensure_ascii=False, indent=2))
+        print(
+            json.dumps([result_json(r, found.verdict) for r in found.results], ensure_ascii=False, indent=2)
+        )
     else:
-        print_results(results, sys.stdout)
+        print_results(found, sys.stdout)
     return EXIT_OK
+
+
+def result_json(result: SearchResult, verdict: Verdict) -> dict[str, object]:
+    """One result as ``kb search --json`` prints it: the contract's fields, its relevance, and the
+    query's verdict (``answerable``: whether the documents answer it, the same on every result)."""
+    return {**result.to_json(), "answerable": verdict.answerable}
 
 
 def search_meaning(settings: Settings, index: Index) -> Meaning | None:
@@ -464,17 +484,24 @@ def search_meaning(settings: Settings, index: Index) -> Meaning | None:
     return meaning
 
 
-def print_results(results: list[SearchResult], out: TextIO) -> None:
-    """Readable results: rank, citation, a few lines of text."""
-    if not results:
+def print_results(found: Found, out: TextIO) -> None:
+    """Readable results: rank, citation, relevance, a few lines of text; then the verdict."""
+    if not found.results:
         print("no matching passages", file=out)
         return
-    for r in results:
-        print(f"{r.rank}. {r.citation}  (score {r.score:.3f})", file=out)
+    for r in found.results:
+        print(f"{r.rank}. {r.citation}  (relevance {r.relevance:.2f}, score {r.score:.3f})", file=out)
         if r.source_url:
             print(f"   {r.source_url}", file=out)
         snippet = " ".join(r.text.split())
         print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}", file=out)
+    verdict = found.verdict
+    answer = (
+        "the documents answer it"
+        if verdict.answerable
+        else "the documents do not answer it (kb ask would go to the web)"
+    )
+    print(f"verdict: {answer}: {verdict.why}", file=out)
 
 
 # -- reindex, status, config ----------------------------------------------------------------
@@ -632,6 +659,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             "mode": reply.mode,
             "citations": [c.__dict__ for c in reply.citations],
             "note": reply.note,
+            "door": reply.route.to_json() if reply.route else None,
+            "candidates": [{"id": c.id, "title": c.title, "url": c.url} for c in reply.candidates],
         }
         if heard is not None:
             payload["heard"] = {
@@ -642,6 +671,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(payload, ensure_ascii=False, indent=2))
     else:
         print(reply.render())
+        if reply.candidates:
+            print("\nImport one with: kb import web-N (nothing is imported until you do)")
     return EXIT_OK
 
 

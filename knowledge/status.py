@@ -65,7 +65,11 @@ def status_report(settings: Settings, *, model: dict[str, object] | None = None)
         "inbox_path": str(settings.inbox),
         "model_server": model,
         "token_counter": counter_state(settings),
-        "web_search": {"on": settings.web_search == "on", "providers": providers},
+        "web_search": {
+            "on": settings.web_search == "on",
+            "mode": settings.web_search,
+            "providers": providers,
+        },
     }
     if settings.index_path.exists():
         try:
@@ -134,7 +138,7 @@ def summary_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("knowledge base", f"{report['home']}: {size}"),
         ("model server", model_fact),
         ("tokenizer", tokens),
-        ("web search", f"on ({', '.join(web['providers'])})" if web["on"] else "off (KB_WEB_SEARCH)"),
+        ("web search", web_fact(web)),
         ("inbox", f"{report['inbox_path']} ({waiting}drop files here to add them)"),
     ]
 
@@ -156,6 +160,16 @@ def activity_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
 def aligned(facts: list[tuple[str, str]]) -> list[str]:
     """Facts as terminal lines with the labels in a column."""
     return [f"{label:<15} {fact}" for label, fact in facts]
+
+
+def web_fact(web: dict[str, object]) -> str:
+    """``on (DuckDuckGo Lite)``, ``when asked (/search) …`` or ``off (KB_WEB_SEARCH)``."""
+    providers = ", ".join(web["providers"])
+    if web["on"]:
+        return f"on ({providers})"
+    if web.get("mode") == "ask":
+        return f"when asked: /search, kb websearch ({providers}; KB_WEB_SEARCH=ask)"
+    return "off (KB_WEB_SEARCH)"
 
 
 def summary_lines(report: Mapping[str, Any]) -> list[str]:

@@ -128,7 +128,7 @@ def build_engine(
     """An engine over the knowledge base's index (or another one, for the checkpoint)."""
     path = index_path or settings.index_path
     llm = model_client(settings, session)
-    searcher = web_searcher(settings, session, llm) if web and settings.web_search == "on" else None
+    searcher = web_searcher(settings, session, llm) if web and settings.web_search != "off" else None
     return Engine(
         lambda: Index(path, readonly=True),
         llm,
@@ -136,6 +136,7 @@ def build_engine(
         template,
         engine_settings(settings),
         web=searcher,
+        auto_web=settings.web_search == "on",
         meaning=meaning(settings),
     )
 

@@ -81,11 +81,33 @@ async def test_nothing_relevant_says_so_and_the_model_may_answer_generally(kb, f
         )
 
 
-async def test_the_model_saying_it_does_not_know_is_no_evidence(kb, fake):
+async def test_the_model_saying_it_does_not_know_without_web_search_says_so_and_how_to_search(kb, fake):
     fake.script = [answer("I don't know.")]
     async with aiohttp.ClientSession() as session:
         reply = await engine_for(kb, session, fake.base_url).ask("How deep is Lake Quillan?")
     assert reply.mode == "no-evidence" and reply.citations == []
+    assert reply.text == "Your documents do not answer this." and "/search" in reply.note
+    assert (reply.route.door, reply.route.by) == ("none", "model") and "do not answer" in reply.route.why
+    assert (
+        "Lake Quillan is 317 metres deep" in fake.requests[0]["messages"][-1]["content"]
+    )  # it read the passage
+
+
+@pytest.mark.parametrize(
+    ("text", "refuses"),
+    [
+        ("I don't know.", True), ("I don't know", True), ("i do not know!", True), ("I don’t know.", True),
+        ('"I don\'t know."', True), ("**I don't know.**", True), ("  I don't know. The passages only cover the valley.", True),
+        ("我不知道。", True), ("不知道", True), ("「我不知道」", True), ("我們不清楚。", True),
+        ("ไม่ทราบ", True), ("ไม่ทราบค่ะ", True), ("ฉันไม่รู้ครับ", True), ("Ｉ　ｄｏｎ’ｔ　ｋｎｏｗ．", True),
+        ("I don't know the year, but it was built before 1900 [1].", False), ("Lake Quillan is 317 m deep [1].", False),
+        ("I don't knowledge", False), ("It is unknown.", False), ("知道了：水深 317 公尺 [1]", False), ("", False),
+    ],
+)  # fmt: skip
+def test_the_dont_know_phrase_is_recognised_in_every_language_and_shape(text, refuses):
+    from knowledge.answer.assistant import says_dont_know
+
+    assert says_dont_know(text) is refuses
 
 
 async def test_a_dead_model_server_degrades_to_passages_quickly(kb):
@@ -160,44 +182,134 @@ async def test_an_empty_knowledge_base_is_no_evidence(settings, fake):
 
 
 PAINTED = "Michelangelo painted the Sistine Chapel ceiling"
+PLAN = '{"needsSearch": true, "queries": [{"query": "%s", "freshness": null, "language": "en"}]}'
 
 
-async def test_nothing_local_goes_to_the_web_and_shows_candidates(kb, fake, tmp_path):
-    from datetime import UTC, date, datetime
+@pytest.fixture
+async def web(tmp_path):
+    """The search stand-in and a candidate store: (FakeSearch, store)."""
+    from datetime import UTC, datetime
+
+    from knowledge.websearch.store import CandidateStore
+    from tests.fake_search import FakeSearch, start_fake_search
+
+    search = FakeSearch()
+    runner, _ = await start_fake_search(search)
+    yield (
+        search,
+        CandidateStore(tmp_path / "web-search.json", clock=lambda: datetime(2026, 11, 29, tzinfo=UTC)),
+    )
+    await runner.cleanup()
+
+
+def web_engine(settings, session, llm_url, search, store, **kw) -> Engine:
+    from datetime import date
 
     from knowledge.websearch.providers import DuckDuckGoLite
     from knowledge.websearch.search import web_search
-    from knowledge.websearch.store import CandidateStore
-    from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
 
-    search = FakeSearch()
+    llm = ModelClient(session, llm_url, timeout_s=5)
+
+    async def searcher(question, chat_id, force):
+        return await web_search(question, chat_id=chat_id, today=date(2026, 11, 29),
+                                providers=[DuckDuckGoLite(session, base_url=search.ddg_url)],
+                                store=store, llm=llm, force=force)  # fmt: skip
+
+    return Engine(lambda: Index(settings.index_path, readonly=True), llm, ApproxCounter(),
+                  ChatTemplate(FALLBACK_TEMPLATE, {}), EngineSettings(), web=searcher, **kw)  # fmt: skip
+
+
+async def test_nothing_local_goes_to_the_web_and_shows_candidates(kb, fake, web):
+    from tests.fake_search import Result, ddg_results
+
+    search, store = web
     search.script["ddg"] = [
         ddg_results("q", [Result("Sistine Chapel ceiling — Michelangelo", "https://art.example/sistine", PAINTED)])
     ]  # fmt: skip
-    runner, _ = await start_fake_search(search)
-    plan = '{"needsSearch": true, "queries": [{"query": "sistine chapel ceiling painter", "freshness": null, "language": "en"}]}'
-    fake.script = [answer(plan), answer("1: YES"), answer("[1] Michelangelo painted it.")]
-    store = CandidateStore(tmp_path / "web-search.json", clock=lambda: datetime(2026, 11, 29, tzinfo=UTC))
-    try:
-        async with aiohttp.ClientSession() as session:
-            llm = ModelClient(session, fake.base_url, timeout_s=5)
-
-            async def searcher(question, chat_id, force):
-                return await web_search(question, chat_id=chat_id, today=date(2026, 11, 29),
-                                        providers=[DuckDuckGoLite(session, base_url=search.ddg_url)],
-                                        store=store, llm=llm, force=force)  # fmt: skip
-
-            engine = Engine(lambda: Index(kb.index_path, readonly=True), llm, ApproxCounter(),
-                            ChatTemplate(FALLBACK_TEMPLATE, {}), EngineSettings(), web=searcher)  # fmt: skip
-            reply = await engine.ask("Who painted the Sistine Chapel ceiling?", chat_id="42")
-    finally:
-        await runner.cleanup()
+    fake.script = [
+        answer(PLAN % "sistine chapel ceiling painter"),
+        answer("1: YES"),
+        answer("[1] Michelangelo painted it."),
+    ]
+    async with aiohttp.ClientSession() as session:
+        reply = await web_engine(kb, session, fake.base_url, search, store).ask(
+            "Who painted the Sistine Chapel ceiling?", chat_id="42"
+        )
     assert reply.mode == "web" and [c.id for c in reply.candidates] == ["web-1"]
-    assert reply.text == "Michelangelo painted it. [web-1] [source: https://art.example/sistine]"
+    assert reply.text.splitlines() == [
+        "Your documents do not answer this. From the web (nothing imported; pick one to import it):",
+        "Michelangelo painted it. [web-1] [source: https://art.example/sistine]",
+    ]
+    assert (reply.route.door, reply.route.by) == ("web", "retrieval")
+    assert len(fake.requests) == 3  # plan, check, summary: the documents were never put to the model
     rendered = reply.render()
-    assert "The knowledge base has nothing on this" in rendered
+    assert "nothing on this" not in rendered
     assert "web-1 · art.example — Sistine Chapel ceiling — Michelangelo" in rendered
     assert store.latest("42").candidate("web-1").url == "https://art.example/sistine"
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    ["I don't know.", "我不知道。", "ไม่ทราบค่ะ", '"I don\'t know." The passages only say where the lake is.'],
+)
+async def test_the_model_saying_the_passages_do_not_answer_opens_the_web_in_the_same_turn(
+    kb, fake, web, refusal
+):
+    from tests.fake_search import Result, ddg_results
+
+    search, store = web
+    search.script["ddg"] = [
+        ddg_results("q", [Result("Lake Quillan depth", "https://lakes.example/quillan", "317 m")])
+    ]
+
+    def reply(body):
+        system = body["messages"][0]["content"]
+        if "plan web searches" in system:
+            return answer(PLAN % "lake quillan depth")
+        if "'n: YES'" in system:
+            return answer("1: YES")
+        if "Summarise" in system:
+            return answer("[1] A page on the lake's depth.")
+        return answer(refusal)  # the answer prompt: it read the passages and found no answer
+
+    fake.responder = reply
+    async with aiohttp.ClientSession() as session:
+        reply_ = await web_engine(kb, session, fake.base_url, search, store).ask(
+            "How deep is Lake Quillan?", chat_id="7"
+        )
+    assert reply_.mode == "web" and [c.id for c in reply_.candidates] == ["web-1"]
+    assert reply_.text.startswith("Your documents do not answer this. From the web")
+    assert (reply_.route.door, reply_.route.by) == ("web", "model") and reply_.citations == []
+    asked = [r["messages"][0]["content"] for r in fake.requests]
+    assert "evidence" in asked[0] and "plan web searches" in asked[1]  # answered first, then planned
+    assert store.latest("7").question == "How deep is Lake Quillan?"
+
+
+async def test_with_web_search_only_when_asked_the_reply_points_to_search(kb, fake, web):
+    search, store = web
+    fake.script = [answer("我不知道。")]
+    async with aiohttp.ClientSession() as session:
+        engine = web_engine(kb, session, fake.base_url, search, store, auto_web=False)
+        reply = await engine.ask("How deep is Lake Quillan?", chat_id="7")
+    assert reply.mode == "no-evidence" and reply.text == "Your documents do not answer this."
+    assert "/search QUESTION" in reply.note and reply.route.door == "none"
+    assert search.seen == [] and store.latest("7") is None  # nothing was searched
+
+
+async def test_a_forced_web_search_never_claims_the_documents_have_nothing(kb, fake, web):
+    from tests.fake_search import Result, ddg_results
+
+    search, store = web
+    search.script["ddg"] = [
+        ddg_results("q", [Result("Lake Quillan", "https://lakes.example/quillan", "Lake Quillan depth")])
+    ]
+    fake.script = [answer(PLAN % "lake quillan"), answer("1: YES"), answer("[1] The lake's page.")]
+    async with aiohttp.ClientSession() as session:
+        reply = await web_engine(kb, session, fake.base_url, search, store).search_web(
+            "How deep is Lake Quillan?"
+        )
+    assert reply.mode == "web" and reply.text.startswith("From the web (nothing imported")
+    assert "nothing on this" not in reply.render() and (reply.route.door, reply.route.by) == ("web", "owner")
 
 
 async def test_the_chat_loop_answers_and_runs_commands(kb, fake):

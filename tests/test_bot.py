@@ -105,6 +105,44 @@ async def test_web_candidates_tap_to_import_and_answer_again(env):
     assert len(list(env.settings.processed.glob("the-varn-valley*.html"))) == 1  # imported once
 
 
+async def test_when_the_model_says_the_notes_do_not_answer_the_web_is_offered_then_a_tap_answers(env):
+    env, base = env
+    drop_note(
+        env, "quillan.md", "# Lake Quillan\n\nLake Quillan lies in the Varn valley and is loved by anglers.\n"
+    )
+    await wait_indexed(env, 1)
+    env.search.script["ddg"] = [
+        ddg_results("q", [Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth")])
+    ]
+    plan = '{"needsSearch": true, "queries": [{"query": "lake quillan depth", "freshness": null, "language": "en"}]}'
+
+    def reply(body):
+        system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+        if "plan web searches" in system:
+            return answer(plan)
+        if "'n: YES'" in system:
+            return answer("1: YES")
+        if "Summarise" in system:
+            return answer("[1] The Varn valley page gives the depth.")
+        if "317 metres" in user:  # the imported page is in the evidence now
+            return answer("Lake Quillan is 317 metres deep [1].")
+        return answer("我不知道。")  # the note does not say how deep it is
+
+    env.llm.responder = reply
+    await env.say("How deep is Lake Quillan?")
+    offer = await env.bot_said(lambda c: c.method == "sendMessage" and c.params.get("reply_markup"))
+    assert valid_html(offer) and offer.params["text"].startswith("Your documents do not answer this.")
+    buttons = offer.params["reply_markup"]["inline_keyboard"]
+    assert [row[0]["text"][:5] for row in buttons] == ["web-1"]
+    env.telegram.push_callback(OWNER, OWNER, offer.result["message_id"], buttons[0][0]["callback_data"])
+    answered = await env.bot_said(
+        lambda c: "Lake Quillan is 317 metres deep" in c.params["text"], timeout_s=30
+    )
+    assert (
+        "raw/the-varn-valley-" in answered.params["text"] and f'href="{base}/varn"' in answered.params["text"]
+    )
+
+
 async def test_forged_stale_and_foreign_callbacks_change_nothing(env):
     from knowledge.wiring import candidate_store
 

@@ -56,10 +56,14 @@ def test_ingest_then_search_then_status(tmp_path, sources):
     results = json.loads(found.stdout)
     assert results[0]["source_name"] == "panthers.md" and "308 points" in results[0]["text"]
     assert list(results[0]) == ["rank", "score", "chunk_id", "document_id", "title", "source_name", "source_url",
-                                "start_line", "end_line", "text"]  # fmt: skip
+                                "start_line", "end_line", "text", "relevance", "answerable"]  # fmt: skip
+    assert 0.5 <= results[0]["relevance"] <= 1 and all(r["answerable"] is True for r in results)
+    off_topic = json.loads(kb(home, "search", "--json", "Who painted the Sistine Chapel ceiling?").stdout)
+    assert all(r["answerable"] is False and r["relevance"] < 0.5 for r in off_topic)
 
     human = kb(home, "search", "黑豹队丢了多少分")
     assert human.returncode == 0 and "raw/" in human.stdout and "308分" in human.stdout
+    assert "verdict: the documents answer it: the best passage is relevant" in human.stdout
 
     dead = {"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"}
     status = json.loads(kb(home, "status", "--json", env=dead).stdout)
@@ -94,6 +98,8 @@ def test_batch_search_prints_one_line_per_query_in_order(tmp_path, sources):
     assert [r["query"] for r in rows] == ["Uppsala oxygen", '"', "", "308分", "AND NEAR( *"]
     assert rows[0]["results"][0]["title"] == "Oxygen"
     assert rows[1]["results"] == [] and rows[2]["results"] == []
+    assert rows[0]["answerable"] is True and rows[0]["verdict"]["basis"] == "words"
+    assert rows[1]["answerable"] is False and rows[1]["verdict"]["why"] == "no passage matches the question"
 
 
 def test_a_failed_file_makes_ingest_exit_1_and_is_reported(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.retrieval.background import passages
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
 from knowledge.retrieval.index import ChunkRecord, DocumentRecord, Index
 from knowledge.retrieval.search import Meaning, search
@@ -63,7 +64,11 @@ def test_backfill_fills_every_chunk_once_and_reports_coverage(settings, fake):
         assert embed_missing(index, embedder, batch=2) == 0  # nothing left: no second request
         after = coverage(index, embedder.name)
         assert (after.vectors, after.chunks, after.is_complete) == (3, 3, True)
-    assert len(fake.requests) == 2
+    background = {text for _, text in passages()}
+    chunk_requests = [r for r in fake.requests if not set(r["input"]) <= background]
+    assert len(chunk_requests) == 2  # the 3 chunks, 2 a batch
+    # and the background passages once, before them, for the sufficiency decision
+    assert sorted(t for r in fake.requests[:-2] for t in r["input"]) == sorted(background)
 
 
 def test_a_new_model_counts_as_missing_and_replaces_the_old_vectors(settings, fake):
@@ -185,7 +190,7 @@ def test_search_by_meaning_finds_a_thai_passage_for_an_english_question(settings
         assert all(r.title != "ข้าวหอมมะลิ" for r in lexical)  # no shared word: words alone cannot find it
         hybrid = search(index, question, k=3, meaning=Meaning.of(embedder))
     assert hybrid[0].title == "ข้าวหอมมะลิ" and hybrid[0].raw_path.startswith("raw/rice-")
-    assert hybrid[0].relevance >= settings.min_relevance  # good enough to be evidence for an answer
+    assert hybrid[0].relevance >= settings.min_relevance  # relevant enough: the documents answer it
 
 
 def test_a_dead_embedder_leaves_lexical_results_and_one_warning(settings, fake):
@@ -210,7 +215,7 @@ def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
         [first, *_] = search(index, "Lake Quillan", k=2, meaning=Meaning.of(embedder))
     assert list(first.to_json()) == [
         "rank", "score", "chunk_id", "document_id", "title", "source_name", "source_url",
-        "start_line", "end_line", "text",
+        "start_line", "end_line", "text", "relevance",
     ]  # fmt: skip
     assert first.title == "Lake Quillan" and first.rank == 1
 
@@ -295,8 +300,9 @@ def assert_as_a_full_load(cache: VectorCache, index: Index, queries: list[tuple[
         assert cache.nearest(query, 5) == fresh.nearest(query, 5)
         rowids = sorted(stored) + [max(stored, default=0) + 1]  # and one with no vector
         assert cache.cosines(query, rowids) == fresh.cosines(query, rowids)
-        assert cache.raw_cosines(raw, rowids) == fresh.raw_cosines(raw, rowids)
+        assert cache.groups_of(rowids) == fresh.groups_of(rowids)
         assert cache.typical(query) == fresh.typical(query)
+        assert cache.reference(query) == fresh.reference(query)
 
 
 def question_vectors(embedder: UrlEmbedder) -> list[tuple[np.ndarray, str]]:

@@ -3,12 +3,18 @@
 Modes:
 
 * ``local`` — the model answered from the knowledge base; the sources are appended by code;
-* ``no-evidence`` — nothing in the knowledge base is relevant enough, or the model said the
-  evidence does not answer; the reply says so (the signal for a web search);
+* ``no-evidence`` — the documents do not answer and the web was not searched (web search off,
+  or nothing to search for); the reply says so;
 * ``degraded`` — the model server is down, slow or broken: the reply gives the best passages
   with their citations and says the model is unavailable. kb never hangs on a dead server;
-* ``web`` — nothing local, so the web was searched: up to five candidates ``web-1``…, with a
-  summary whose every line ends in its source link; nothing is imported until the owner picks one.
+* ``web`` — the documents do not answer, so the web was searched: up to five candidates
+  ``web-1``…, with a summary whose every line ends in its source link; nothing is imported
+  until the owner picks one.
+
+"Do the documents answer it?" is asked twice, and either "no" opens the web door in the same
+turn: first by retrieval (the sufficiency verdict, knowledge.retrieval.sufficiency), then by
+the model, which replies a fixed phrase when the passages it was given do not answer. Every
+reply carries its :class:`Route`: which door was taken, who decided, and why.
 
 Citation numbers the model writes that are not in the evidence pack are dropped; documents
 and web pages are data, and nothing in them can change the mode or the sources.
@@ -17,7 +23,9 @@ and web pages are data, and nothing in them can change the mode or the sources.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -27,8 +35,10 @@ from knowledge.answer.evidence import pack
 from knowledge.answer.llm import Completion, ModelClient
 from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt, evidence_fits
 from knowledge.errors import IndexError_, ModelError, SearchError
+from knowledge.retrieval import sufficiency
 from knowledge.retrieval.index import Index
-from knowledge.retrieval.search import Meaning, SearchResult, get_document_chunks, search
+from knowledge.retrieval.search import Meaning, SearchResult, find, get_document_chunks
+from knowledge.retrieval.sufficiency import Verdict, judge
 from knowledge.tokenizer import TokenCounter
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited
@@ -40,15 +50,51 @@ WebSearcher = Callable[[str, str, bool], Awaitable[WebAnswer]]
 log = structlog.get_logger()
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
+# The fixed phrase the prompts ask for, as models write it in kb's languages (after the cleanup
+# in says_dont_know): "I don't know", "我不知道", "ไม่ทราบ"…, with Thai polite particles.
 _DONT_KNOW = re.compile(
-    r"^\W*(i\s+don'?t\s+know|i\s+do\s+not\s+know|不知道|我不知道|ไม่ทราบ|ไม่รู้)", re.IGNORECASE
+    r"(i\s*(?:don'?t|do\s+not)\s+know|(?:我|我們|我们)?(?:不知道|不清楚)|(?:ฉัน|ผม|ดิฉัน)?(?:ไม่ทราบ|ไม่รู้)"
+    r"(?:\s*(?:ค่ะ|ครับ|คะ|จ้ะ|จ้า))?)(?![a-z0-9])"
 )
+_LEADING_MARKUP = re.compile(r"^[\s\"'“”‘’「」『』«»*_`>#~(\[]+")
 NO_EVIDENCE_TEXT = "The knowledge base has nothing on this."
+NOT_ANSWERED_TEXT = "Your documents do not answer this."
 GENERAL_PROMPT = (
     "You are kb, a helpful assistant. The owner's knowledge base has nothing on this question. Answer "
     "briefly from general knowledge if it is arithmetic, a greeting or a well-known fact; otherwise reply "
     "exactly: I don't know. Answer in the language of the question."
 )
+
+
+def says_dont_know(text: str) -> bool:
+    """Whether a reply is the model's "the evidence does not answer" phrase.
+
+    Tolerates what models add around it: quotes, bold, a full stop or none, a trailing sentence
+    ("I don't know. The passages only cover…"), curly apostrophes, full-width characters and
+    Thai polite particles. A reply that cites a passage is an answer, however it starts.
+    """
+    if _CITATION.search(text):
+        return False
+    cleaned = _LEADING_MARKUP.sub("", unicodedata.normalize("NFKC", text).casefold().replace("’", "'"))
+    return _DONT_KNOW.match(cleaned) is not None
+
+
+@dataclass(frozen=True)
+class Route:
+    """Which door a question went through, who decided, and why (``kb ask --json``'s ``door``).
+
+    ``door``: ``local`` (answered from the documents), ``web`` (the web was searched), ``none``
+    (neither: web search off, or nothing to search for). ``by``: ``retrieval`` (the sufficiency
+    verdict), ``model`` (it read the passages and said they do not answer), ``owner`` (/search),
+    ``document`` (a question about one document).
+    """
+
+    door: str
+    by: str
+    why: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"taken": self.door, "by": self.by, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -78,6 +124,7 @@ class Reply:
     citations: list[Citation] = field(default_factory=list)
     candidates: list[object] = field(default_factory=list)
     note: str | None = None
+    route: Route | None = None
 
     def render(self) -> str:
         """Plain text: the answer, then a 'Sources' list, then web candidates."""
@@ -99,7 +146,7 @@ class EngineSettings:
     evidence_tokens: int = 640
     context_tokens: int = 8192
     max_output_tokens: int = 512
-    min_relevance: float = 0.25
+    min_relevance: float = sufficiency.DEFAULT_THRESHOLD  # the best passage's relevance that answers
     candidates: int = 8
 
 
@@ -146,7 +193,11 @@ def empty_answer_note(completion: Completion) -> str:
 
 
 class Engine:
-    """Answers questions from one knowledge base with one model server."""
+    """Answers questions from one knowledge base with one model server.
+
+    ``web`` searches the web (None: never); ``auto_web`` says whether the engine goes there on
+    its own when the documents do not answer (KB_WEB_SEARCH=on) or only when asked (``ask``).
+    """
 
     def __init__(
         self,
@@ -157,6 +208,7 @@ class Engine:
         settings: EngineSettings,
         *,
         web: WebSearcher | None = None,
+        auto_web: bool = True,
         meaning: Meaning | None = None,
     ) -> None:
         self.open_index = open_index
@@ -166,44 +218,65 @@ class Engine:
         self.template = template
         self.settings = settings
         self.web = web
+        self.auto_web = auto_web
 
     async def search_web(self, question: str, *, chat_id: str = "cli", force: bool = True) -> Reply:
-        """Search the web for a chat and store its candidates (``force``: even when no search is planned)."""
+        """The owner forcing the web (/search, kb websearch): candidates stored for the chat, nothing imported."""
+        return await self._web(
+            question, chat_id, force=force, route=Route("web", "owner", "asked for a web search")
+        )
+
+    async def _web(self, question: str, chat_id: str, *, force: bool, route: Route, lead: str = "") -> Reply:
+        """Plan, search, filter and offer candidates; ``lead`` first says why the web was searched."""
+        first = f"{lead} " if lead else ""
         if self.web is None:
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="Web search is off (KB_WEB_SEARCH).")
+            return Reply(lead or "Web search is off.", "no-evidence", note=_web_off_note(), route=route)
         try:
             found = await self.web(question, chat_id, force)
         except SearchRateLimited as exc:
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=f"Web search is rate-limited: {exc}")
+            return Reply(lead or "No web search was made.", "no-evidence",
+                         note=f"Web search is rate-limited: {exc}", route=route)  # fmt: skip
         except SearchError as exc:
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=f"Web search failed: {exc}")
-        if found.record is None:
-            return await self._without_evidence(question)
+            return Reply(lead or "No web search was made.", "no-evidence",
+                         note=f"Web search failed: {exc}", route=route)  # fmt: skip
+        if found.record is None:  # the planner saw nothing to search for (a greeting, arithmetic)
+            return await self._without_evidence(question, dataclasses.replace(route, door="none"))
         candidates = list(found.record.candidates)
         if candidates:
-            text = "\n".join(found.summary) or "The web has these candidates; none was summarised."
+            heading = f"{first}From the web (nothing imported; pick one to import it):"
+            body = "\n".join(found.summary) or "The web has these candidates; none was summarised."
         else:
-            text = "No web result passed the filters."
-        note = " ".join([NO_EVIDENCE_TEXT + " From the web (nothing imported):", *found.notes])
-        return Reply(text, "web", candidates=candidates, note=note)
+            heading, body = f"{first}Searched the web:", "No web result passed the filters."
+        note = " ".join(found.notes) or None
+        return Reply(f"{heading}\n{body}", "web", candidates=candidates, note=note, route=route)
 
     def retrieve(self, question: str, *, document: str | None = None) -> list[SearchResult]:
-        """Passages relevant enough to be evidence, best first; with ``document``, that document's
-        passages best for the question (its opening when none matches): a question about it."""
+        """The evidence for a question (see :meth:`find`); empty when the documents do not answer it."""
+        passages, verdict = self.find(question, document=document)
+        return passages if verdict is None or verdict.answerable else []
+
+    def find(
+        self, question: str, *, document: str | None = None
+    ) -> tuple[list[SearchResult], Verdict | None]:
+        """The evidence pack for a question and retrieval's verdict on it (None for a question about
+        one ``document``: that document's passages best for the question, its opening when none matches)."""
         try:
             index = self.open_index()
         except IndexError_:  # no index yet: an empty knowledge base
-            return []
+            return [], judge([], vectors=self.meaning is not None)
         with index:
             if document is not None:
-                return get_document_chunks(index, document, question)
-            results = search(index, question, k=self.settings.candidates, meaning=self.meaning)
-            results = [r for r in results if r.relevance >= self.settings.min_relevance]
-            return pack(
-                results,
+                return get_document_chunks(index, document, question), None
+            found = find(
+                index, question, k=self.settings.candidates, meaning=self.meaning,
+                threshold=self.settings.min_relevance,
+            )  # fmt: skip
+            packed = pack(
+                sufficiency.evidence(found.results),
                 chunks_of=index.chunks_of,
                 fits=evidence_fits(self.counter, self.settings.evidence_tokens),
             )
+            return packed, found.verdict
 
     def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:
         """The exact prompt for a question and its ranked passages."""
@@ -218,8 +291,8 @@ class Engine:
             max_output_tokens=s.max_output_tokens,
         )
 
-    async def _without_evidence(self, question: str) -> Reply:
-        """Nothing local: say so, with the model's general answer when it has one (arithmetic, greetings)."""
+    async def _without_evidence(self, question: str, route: Route, *, note: str | None = None) -> Reply:
+        """Nothing local and no web: say so, with the model's general answer when it has one (arithmetic, greetings)."""
         messages = [
             {"role": "system", "content": GENERAL_PROMPT},
             {"role": "user", "content": question.strip()},
@@ -227,33 +300,52 @@ class Engine:
         try:
             completion = await self.llm.chat(messages, max_tokens=min(256, self.settings.max_output_tokens))
         except ModelError as exc:
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=f"The model is unavailable: {exc}")
+            unavailable = f"The model is unavailable: {exc}"
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=" ".join(filter(None, [unavailable, note])),
+                         route=route)  # fmt: skip
         text = completion.text.strip()
-        if not text or _DONT_KNOW.match(text):
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence")
-        return Reply(text, "no-evidence", note=f"(Not from your knowledge base: {NO_EVIDENCE_TEXT.lower()})")
+        if not text or says_dont_know(text):
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=note, route=route)
+        return Reply(
+            text,
+            "no-evidence",
+            note=f"(Not from your knowledge base: {NO_EVIDENCE_TEXT.lower()})",
+            route=route,
+        )
+
+    async def _not_answered(self, question: str, chat_id: str, route: Route) -> Reply:
+        """The documents do not answer: the web step in the same turn, or say why there is none."""
+        log.info("ask.not_answered", by=route.by, why=route.why, question_chars=len(question))
+        if self.web is not None and self.auto_web:
+            return await self._web(question, chat_id, force=False, route=route, lead=NOT_ANSWERED_TEXT)
+        route = dataclasses.replace(route, door="none")
+        note = _web_off_note(can_ask=self.web is not None)
+        if route.by == "retrieval":  # nothing local at all: arithmetic and greetings still get an answer
+            return await self._without_evidence(question, route, note=note)
+        return Reply(NOT_ANSWERED_TEXT, "no-evidence", note=note, route=route)
 
     async def ask(self, question: str, *, chat_id: str = "cli", document: str | None = None) -> Reply:
-        """Answer from the knowledge base (or from one ``document`` of it), or say it has nothing,
-        or degrade without the model."""
-        passages = await asyncio.to_thread(self.retrieve, question, document=document)
-        if not passages and document is not None:
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="That document has no text to answer from.")
-        if not passages:
-            log.info("ask.no_evidence", question_chars=len(question))
-            if self.web is not None:
-                return await self.search_web(question, chat_id=chat_id, force=False)
-            return await self._without_evidence(question)
+        """Answer from the knowledge base (or from one ``document`` of it); when the documents do not
+        answer, go on to the web; degrade to the passages without the model."""
+        passages, verdict = await asyncio.to_thread(self.find, question, document=document)
+        if document is not None:
+            route = Route("local", "document", "a question about one document")
+            if not passages:
+                return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="That document has no text to answer from.",
+                             route=dataclasses.replace(route, door="none"))  # fmt: skip
+        elif verdict is not None and not verdict.answerable:
+            return await self._not_answered(question, chat_id, Route("web", "retrieval", verdict.why))
+        else:
+            route = Route("local", "retrieval", verdict.why if verdict else "")
         prompt = await asyncio.to_thread(self.prompt, question, passages)  # tokenising: off the event loop
         if not prompt.passages:
-            return Reply(
-                NO_EVIDENCE_TEXT, "no-evidence", note="(the passages found do not fit the evidence budget)"
-            )
+            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="(the passages found do not fit the evidence budget)",
+                         route=dataclasses.replace(route, door="none"))  # fmt: skip
         try:
             completion = await self.llm.chat(prompt.messages, max_tokens=self.settings.max_output_tokens)
         except ModelError as exc:
             log.warning("ask.degraded", error=str(exc))
-            return degraded_reply(prompt.passages, str(exc))
+            return dataclasses.replace(degraded_reply(prompt.passages, str(exc)), route=route)
         log.info(
             "ask.answered",
             passages=len(prompt.passages),
@@ -270,12 +362,22 @@ class Engine:
                 finish_reason=completion.finish_reason,
                 output_tokens=completion.completion_tokens,
             )
-            return degraded_reply(prompt.passages, "it returned nothing", note=empty_answer_note(completion))
-        if _DONT_KNOW.match(text):
-            return Reply(
-                NO_EVIDENCE_TEXT, "no-evidence", note="The passages found do not answer the question."
-            )
+            reply = degraded_reply(prompt.passages, "it returned nothing", note=empty_answer_note(completion))
+            return dataclasses.replace(reply, route=route)
+        if says_dont_know(text):
+            why = f"the model read {len(prompt.passages)} passage(s) and said they do not answer"
+            if document is not None:
+                return Reply(NOT_ANSWERED_TEXT, "no-evidence", note="That document does not answer it.",
+                             route=Route("none", "model", why))  # fmt: skip
+            return await self._not_answered(question, chat_id, Route("web", "model", why))
         answer, citations = citations_for(text, prompt.passages)
         if not citations:  # an answer that cites nothing still came from this evidence
             citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
-        return Reply(answer, "local", citations)
+        return Reply(answer, "local", citations, route=route)
+
+
+def _web_off_note(*, can_ask: bool = False) -> str:
+    """Why the web was not searched, and how to search it."""
+    if can_ask:
+        return "Web search runs only when asked (KB_WEB_SEARCH=ask): /search QUESTION (or kb websearch) searches it."
+    return "Web search is off (KB_WEB_SEARCH=off): set KB_WEB_SEARCH=on, or ask to use /search QUESTION."

@@ -81,6 +81,16 @@ CREATE TABLE IF NOT EXISTS chunk_vectors (
     vec BLOB NOT NULL,
     stamp INTEGER NOT NULL DEFAULT 0  -- set by the triggers below (see Index.vector_changes)
 );
+-- Vectors of kb's background passages (knowledge.retrieval.background) for each model: never
+-- searched; they stand for unrelated text when the knowledge base is small (see vectors.py).
+CREATE TABLE IF NOT EXISTS background_vectors (
+    model TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    version TEXT NOT NULL,  -- which set of passages (a hash of their texts)
+    lang TEXT NOT NULL,
+    vec BLOB NOT NULL,
+    PRIMARY KEY (model, seq)
+);
 """
 
 # Every vector row written gets a stamp greater than the vector epoch of any snapshot taken
@@ -359,6 +369,30 @@ class Index:
             if stored:
                 _bump_vector_epoch(conn)
             return stored
+
+    def store_background(self, model: str, version: str, rows: Sequence[tuple[str, bytes]]) -> None:
+        """Replace this model's background vectors with (language group, vector) rows of ``version``."""
+        with self.write() as conn:
+            conn.execute("DELETE FROM background_vectors WHERE model = ?", (model,))
+            conn.executemany(
+                "INSERT INTO background_vectors (model, seq, version, lang, vec) VALUES (?, ?, ?, ?, ?)",
+                ((model, n, version, lang, vec) for n, (lang, vec) in enumerate(rows)),
+            )
+            _bump_vector_epoch(conn)
+
+    def background(self, model: str) -> tuple[str | None, list[tuple[str, bytes]]]:
+        """(version, [(language group, vector)]) of this model's background vectors; (None, []) when none
+        are stored (or the file was made by a kb without them and no writer has opened it since)."""
+        try:
+            rows = self.conn.execute(
+                "SELECT version, lang, vec FROM background_vectors WHERE model = ? ORDER BY seq", (model,)
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return None, []
+        versions = {v for v, _, _ in rows}
+        if len(versions) != 1:
+            return None, []
+        return versions.pop(), [(lang, vec) for _, lang, vec in rows]
 
     def chunks_without_vectors(self, model: str, *, limit: int) -> list[tuple[int, str, str, str]]:
         """(rowid, text_sha256, title, text) of chunks with no vector of this model, oldest first."""

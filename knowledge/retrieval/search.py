@@ -18,6 +18,10 @@ chunk in it gets both its lexical score and its cosine, and :func:`fuse` weighs 
 in one language thereby finds a passage written in another. Without vectors (embedder off or
 down, nothing embedded yet) the ranking is the lexical one.
 
+Every result carries its ``relevance``: the probability that it answers the question, from the
+sufficiency model (knowledge.retrieval.sufficiency), which also gives :func:`find`'s verdict on
+whether the documents answer the question at all.
+
 Any string is a valid query: terms are quoted for FTS5, never parsed as its syntax.
 """
 
@@ -30,10 +34,17 @@ from typing import NamedTuple
 
 import structlog
 
-from knowledge.retrieval import analysis
+from knowledge.retrieval import analysis, sufficiency
 from knowledge.retrieval.embed import Embedder, EmbedderError
 from knowledge.retrieval.index import Candidate, Index
-from knowledge.retrieval.vectors import VectorCache
+from knowledge.retrieval.sufficiency import Evidence, Verdict
+from knowledge.retrieval.vectors import (
+    Background,
+    VectorCache,
+    embed_background,
+    language_group,
+    stored_background,
+)
 
 log = structlog.get_logger()
 
@@ -57,11 +68,6 @@ VECTOR_WEIGHT = 0.5
 LEXICAL_FULL_COVERAGE = 0.7
 # A chunk's meaning score is how far its (language-centred) cosine rises above the question's
 # typical cosine with any chunk, relative to the best.
-# Relevance by meaning is read from the question's own, uncentred cosine with the chunk, which
-# is comparable across questions and knowledge bases: unrelated text sits near COSINE_FLOOR,
-# and a chunk at COSINE_RELEVANT counts as fully relevant evidence, whatever its words.
-COSINE_FLOOR = 0.70
-COSINE_RELEVANT = 0.86
 
 
 @dataclass(frozen=True)
@@ -82,10 +88,10 @@ class SearchResult:
     relevance: float = 0.0
 
     def to_json(self) -> dict[str, object]:
-        """The JSON object ``kb search --json`` prints (the contract's fields, in order)."""
+        """The JSON object ``kb search --json`` prints (the contract's fields, in order, then ``relevance``)."""
         out = asdict(self)
         out.pop("raw_path")
-        out.pop("relevance")
+        out["relevance"] = out.pop("relevance")
         return out
 
     @property
@@ -114,11 +120,21 @@ def probe_terms(
 
 
 class Ranked(NamedTuple):
-    """A chunk's place in the ranking: its rowid, score, and the share of the question it covers."""
+    """A chunk's place in the ranking: its rowid, score, and the share of the question it covers
+    (``relevance``; once judged, the probability that it answers the question) and its evidence."""
 
     rowid: int
     score: float
     relevance: float
+    evidence: Evidence | None = None
+
+
+@dataclass(frozen=True)
+class Found:
+    """The best passages for a question and the verdict on whether they answer it."""
+
+    results: list[SearchResult]
+    verdict: Verdict
 
 
 def score_body(body: str, weights: Mapping[str, float], avg_terms: float) -> tuple[float, float, float]:
@@ -174,20 +190,61 @@ class Meaning:
     embedder: Embedder
     cache: VectorCache
     failed: bool = False  # the embedder failed once: logged once, lexical from then on until it works
+    background: Background | None = None  # embedded here when the index has none stored (once)
 
     @classmethod
     def of(cls, embedder: Embedder | None) -> Meaning | None:
         return cls(embedder, VectorCache(embedder.name)) if embedder is not None else None
 
+    def refresh(self, index: Index) -> None:
+        """Bring the vectors up to date, with the background passages (embedding them here, once,
+        when no writer has stored them yet for this model)."""
+        if (
+            self.background is None
+            and index.chunk_total()
+            and stored_background(index, self.embedder.name) is None
+        ):
+            try:
+                self.background = embed_background(self.embedder)
+            except EmbedderError as exc:
+                log.warning("search.no_background", reason=str(exc))
+        self.cache.refresh(index, background=self.background)
+
 
 def search(index: Index, query: str, *, k: int = 5, meaning: Meaning | None = None) -> list[SearchResult]:
     """The k best passages for a question (any string is a valid query; empty gives [])."""
+    return find(index, query, k=k, meaning=meaning).results
+
+
+def find(
+    index: Index,
+    query: str,
+    *,
+    k: int = 5,
+    meaning: Meaning | None = None,
+    threshold: float = sufficiency.DEFAULT_THRESHOLD,
+) -> Found:
+    """The k best passages for a question and the verdict on whether the documents answer it."""
+    ranked = rank(index, query, k=k, meaning=meaning)
+    judged = [r.relevance for r in ranked]
+    vectors = any(r.evidence is not None and r.evidence.standout is not None for r in ranked)
+    return Found(_results(index, ranked[:k]), sufficiency.judge(judged, threshold=threshold, vectors=vectors))
+
+
+def rank(index: Index, query: str, *, k: int = 5, meaning: Meaning | None = None) -> list[Ranked]:
+    """Every candidate for a question, best first, each judged (relevance and evidence)."""
     if meaning is not None:
         fused = _hybrid(index, query, meaning, k=k)
         if fused is not None:
-            return _results(index, fused[:k])
+            return fused
     ranked = _rank(index, query, limit=max(CANDIDATES, k))
-    return _results(index, ranked[:k])
+    group = language_group(query)
+    bodies = index.bodies(r.rowid for r in ranked)
+    out = []
+    for r in ranked:
+        evidence = Evidence(None, r.relevance, r.score, language_group(bodies.get(r.rowid, "")) == group)
+        out.append(r._replace(relevance=sufficiency.relevance(evidence), evidence=evidence))
+    return out
 
 
 def fuse(
@@ -201,16 +258,11 @@ def fuse(
     return words + VECTOR_WEIGHT * max(cosine - typical, 0.0) / max(top_cosine - typical, 1e-6)
 
 
-def meaning_relevance(raw_cosine: float) -> float:
-    """Relevance (0–1) a chunk earns by meaning alone, from the uncentred cosine."""
-    return min(1.0, max(0.0, (raw_cosine - COSINE_FLOOR) / (COSINE_RELEVANT - COSINE_FLOOR)))
-
-
 def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranked] | None:
     """The fused ranking, or None when there are no vectors to search (the caller ranks lexically)."""
     if not query.strip():
         return []
-    meaning.cache.refresh(index)
+    meaning.refresh(index)
     if meaning.cache.size == 0:
         return None
     try:
@@ -221,11 +273,12 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         meaning.failed = True
         return None
     meaning.failed = False
-    raw_vector, vector = vector, meaning.cache.query_vector(vector, query)
+    vector = meaning.cache.query_vector(vector, query)
     typical = meaning.cache.typical(vector)
     nearest = dict(meaning.cache.nearest(vector, max(VECTOR_POOL, k)))
     scoring = _scoring(index, query)
     lexical: dict[int, Ranked] = {}
+    seen: set[int] = set()
     if scoring is not None:
         weights, total, probe = scoring
         found = index.candidates(probe, limit=max(LEXICAL_POOL, k))
@@ -233,12 +286,15 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         extra = index.bodies(r for r in nearest if r not in seen)
         pool = [*found, *(Candidate(r, 0.0, b) for r, b in extra.items())]
         lexical = {r.rowid: r for r in rerank(pool, weights, total_weight=total)}
+    pooled = list(set(lexical) | set(nearest))
     cosines = {**meaning.cache.cosines(vector, [r for r in lexical if r not in nearest]), **nearest}
-    absolute = meaning.cache.raw_cosines(raw_vector, list(set(lexical) | set(nearest)))
+    groups = meaning.cache.groups_of(pooled)
+    typical_of, passages, noise = meaning.cache.reference(vector)
+    group = language_group(query)
     top_cosine = max(cosines.values(), default=typical)
     top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0
     fused = []
-    for rowid in set(lexical) | set(nearest):
+    for rowid in pooled:
         lex = lexical.get(rowid)
         cos = cosines.get(rowid)
         score = fuse(
@@ -248,8 +304,16 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
             top_cosine=top_cosine,
             typical=typical,
         )
-        relevance = max(lex.relevance if lex else 0.0, meaning_relevance(absolute.get(rowid, COSINE_FLOOR)))
-        fused.append(Ranked(rowid, score, relevance))
+        chunk_group = groups.get(rowid)
+        evidence = Evidence(
+            None
+            if cos is None or chunk_group is None
+            else sufficiency.standout(cos, typical_of.get(chunk_group, typical), passages, noise),
+            lex.relevance if lex else 0.0,
+            lex.score if lex and rowid in seen else 0.0,
+            chunk_group == group if chunk_group is not None else True,
+        )
+        fused.append(Ranked(rowid, score, sufficiency.relevance(evidence), evidence))
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
@@ -292,7 +356,7 @@ def _rank(
 def _results(index: Index, ranked: Sequence[Ranked]) -> list[SearchResult]:
     rows = index.chunks_by_rowid(r.rowid for r in ranked)
     out: list[SearchResult] = []
-    for rowid, score, relevance in ranked:
+    for rowid, score, relevance, _ in ranked:
         if rowid not in rows:  # deleted between the match and the fetch
             continue
         chunk, doc = rows[rowid]
