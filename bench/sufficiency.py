@@ -280,14 +280,15 @@ def table(label: str, asked: list[Asked], threshold: float, langs: Iterable[str]
         )
 
 
-def sweep(asked: list[Asked], thresholds: Iterable[float]) -> None:
-    """Kept / sent per language at several thresholds (the trade-off KB_MIN_RELEVANCE sets)."""
+def sweep(same: list[Asked], cross: list[Asked], thresholds: Iterable[float]) -> None:
+    """Kept / sent per language of ``same`` at several thresholds (the trade-off KB_MIN_RELEVANCE
+    sets), with the share of ``cross``'s answerable questions across languages kept."""
+    crossing = [a for a in cross if a.answerable and a.crosses]
     for threshold in thresholds:
         parts = []
         for lang in LANGS:
-            kept, sent, _, _ = rates(asked, threshold, lang)
+            kept, sent, _, _ = rates(same, threshold, lang)
             parts.append(f"{lang} {kept:.3f}/{sent:.3f}")
-        crossing = [a for a in asked if a.answerable and a.crosses]
         if crossing:
             parts.append(
                 f"across languages kept {sum(a.best >= threshold for a in crossing) / len(crossing):.3f}"
@@ -376,14 +377,12 @@ def decision_cost(dim: int = 384, rows: int = 100_000) -> tuple[float, float]:
         query = raw[n * 7] + 0.1 * rng.standard_normal(dim).astype(np.float32)
         cosines = {int(r): float(c) for r, c in zip(rng.integers(1, rows, 80), rng.random(80), strict=True)}
         t0 = time.perf_counter()
-        typical, counts, noise = cache.reference(query)
+        typical, passages, noise = cache.reference(query)
         found_groups = cache.groups_of(list(cosines))
         relevances = []
         for rowid, cos in cosines.items():
             group = found_groups[rowid]
-            evidence = Evidence(
-                sufficiency.standout(cos, typical[group], counts[group], noise), 0.3, 0.5, True
-            )
+            evidence = Evidence(sufficiency.standout(cos, typical[group], passages, noise), 0.3, 0.5, True)
             relevances.append(sufficiency.relevance(evidence))
         sufficiency.judge(relevances, vectors=True)
         times.append((time.perf_counter() - t0) * 1000)

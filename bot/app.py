@@ -58,7 +58,7 @@ HELP = (
     "• Send a PDF, HTML, text or Markdown file, or a photo or screenshot, to add it; "
     "a caption on a photo is answered as a question about it.\n"
     "• Send a voice note to ask by voice; tap “Save as note” to keep what you said.\n"
-    "• When your documents have nothing, kb searches the web and shows candidates as buttons: "
+    "• When your documents do not answer, kb searches the web and shows candidates as buttons: "
     "tap one to import it, and kb answers again from it.\n"
     "• Paste a link to import that page.\n\n"
     "/search question · /import web-N · /sources · /status · /forget"

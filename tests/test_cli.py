@@ -376,3 +376,44 @@ def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp
     assert [e["current"] for e in logged if e["event"] == "index.analyzer_changed"] == [ANALYZER_VERSION]
     assert kb(home, "reindex").returncode == 0
     assert "ok    index          1 documents" in kb(home, "doctor").stdout
+
+
+def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_does_not_know(tmp_path):
+    from tests.fake_llm import FakeLLM, ThreadedFakeLLM, ThreadedServer, answer
+    from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
+
+    home = tmp_path / "kb"
+    notes = tmp_path / "quillan.md"
+    notes.write_text("# Lake Quillan\n\nLake Quillan lies in the Varn valley and is loved by anglers.\n")
+    assert kb(home, "ingest", str(notes)).returncode == 0
+    plan = '{"needsSearch": true, "queries": [{"query": "lake quillan depth", "freshness": null, "language": "th"}]}'
+
+    def reply(body):
+        system = body["messages"][0]["content"]
+        if "plan web searches" in system:
+            return answer(plan)
+        if "'n: YES'" in system:
+            return answer("1: YES\n2: YES")
+        if "Summarise" in system:
+            return answer("[1] The depth of Lake Quillan.\n[2] Visiting the lake.")
+        return answer("ไม่ทราบค่ะ")
+
+    search = FakeSearch()
+    search.script["ddg"] = [
+        ddg_results("q", [Result("Lake Quillan depth", "https://lakes.example/quillan", "Lake Quillan is deep"),
+                          Result("Lake Quillan visits", "https://travel.example/quillan", "Lake Quillan trips")])
+    ]  # fmt: skip
+    with ThreadedFakeLLM(FakeLLM(responder=reply)) as llm, ThreadedServer(search, start_fake_search):
+        env = {"KB_LLM_URL": llm.base_url, "KB_DDG_URL": f"{search.base_url}/lite/"}
+        shown = kb(home, "ask", "How deep is Lake Quillan?", env=env)
+        data = json.loads(kb(home, "ask", "--json", "How deep is Lake Quillan?", env=env).stdout)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "Your documents do not answer this. From the web (nothing imported; pick one to import it):"
+    assert "web-1 · lakes.example — Lake Quillan depth" in shown.stdout
+    assert "web-2 · travel.example — Lake Quillan visits" in shown.stdout
+    assert lines[-1] == "Import one with: kb import web-N (nothing is imported until you do)"
+    assert data["mode"] == "web" and data["door"]["taken"] == "web" and data["door"]["by"] == "model"
+    assert "do not answer" in data["door"]["why"]
+    assert [c["id"] for c in data["candidates"]] == ["web-1", "web-2"]
+    assert data["candidates"][0]["url"] == "https://lakes.example/quillan"

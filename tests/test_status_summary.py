@@ -83,3 +83,12 @@ async def test_probing_the_model_server(settings):
         and "not reachable" in down["error"]
         and down["start"].startswith("mlx_lm.server --model M")
     )
+
+
+def test_web_search_only_when_asked_says_how_to_ask(tmp_path):
+    settings = make_settings(tmp_path / "kb", KB_WEB_SEARCH="ask")
+    report = status_report(settings, model={"url": "u", "reachable": True, "start": "s"})
+    assert report["web_search"]["on"] is False and report["web_search"]["mode"] == "ask"
+    assert dict(summary_facts(report))["web search"] == (
+        "when asked: /search, kb websearch (DuckDuckGo Lite; KB_WEB_SEARCH=ask)"
+    )
