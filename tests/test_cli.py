@@ -409,7 +409,10 @@ def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_doe
         data = json.loads(kb(home, "ask", "--json", "How deep is Lake Quillan?", env=env).stdout)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert lines[0] == "Your documents do not answer this. From the web (nothing imported; pick one to import it):"
+    assert (
+        lines[0]
+        == "Your documents do not answer this. From the web (nothing imported; pick one to import it):"
+    )
     assert "web-1 · lakes.example — Lake Quillan depth" in shown.stdout
     assert "web-2 · travel.example — Lake Quillan visits" in shown.stdout
     assert lines[-1] == "Import one with: kb import web-N (nothing is imported until you do)"
