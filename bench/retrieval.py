@@ -42,7 +42,6 @@ from knowledge.answer.prompt import ChatTemplate, build_prompt, evidence_fits, l
 from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
-from knowledge.retrieval import sufficiency
 from knowledge.retrieval.embed import Embedder, Side, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, SearchResult, search
@@ -226,13 +225,13 @@ def evidence_inside(
     """Per variant: questions per language with an answer inside the evidence pack; passages per pack.
 
     Inside means a passage of the gold document that contains an answer text, among the
-    passages the engine would put in the prompt from the results of a k=8 search that may be
-    evidence (knowledge.retrieval.sufficiency.evidence).
+    passages the engine would put in the prompt from the results of a k=8 search (every question
+    here is about an indexed article: the engine packs once the documents answer).
     """
     inside: dict[str, dict[str, int]] = {label: {} for label in variants}
     sizes: dict[str, list[int]] = {label: [] for label in variants}
     for q in questions:
-        results = sufficiency.evidence(search(index, q[2], k=8, meaning=meaning))
+        results = search(index, q[2], k=8, meaning=meaning)
         for label, packing in variants.items():
             prompt = evidence_pack(index, q[2], results, settings, counter, template, packing)
             sizes[label].append(len(prompt.passages))

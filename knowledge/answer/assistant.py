@@ -271,8 +271,8 @@ class Engine:
                 index, question, k=self.settings.candidates, meaning=self.meaning,
                 threshold=self.settings.min_relevance,
             )  # fmt: skip
-            packed = pack(
-                sufficiency.evidence(found.results),
+            packed = pack(  # once the documents answer, the pack takes the best passages that fit
+                found.results,
                 chunks_of=index.chunks_of,
                 fits=evidence_fits(self.counter, self.settings.evidence_tokens),
             )

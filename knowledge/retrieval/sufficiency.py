@@ -47,7 +47,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Protocol, TypeVar
 
 # Logistic weights (standout, coverage, lexical, same script, intercept), the same for every
 # language; see the module docstring for how they were chosen.
@@ -56,8 +55,6 @@ LEXICAL_WEIGHTS = (0.0, 11.099, 2.22, 0.0, -6.247)
 DEFAULT_THRESHOLD = 0.5
 CHANCE = 0.05  # see chance_best
 _NORMAL = NormalDist()
-# Once the documents answer, passages less relevant than this stay out of the evidence pack.
-EVIDENCE_FLOOR = 0.05
 
 
 @dataclass(frozen=True)
@@ -126,15 +123,3 @@ def judge(relevances: Sequence[float], *, threshold: float = DEFAULT_THRESHOLD, 
             True, best, threshold, basis, f"the best passage is relevant ({best:.2f} ≥ {threshold})"
         )
     return Verdict(False, best, threshold, basis, f"no passage is relevant enough ({best:.2f} < {threshold})")
-
-
-class Judged(Protocol):
-    relevance: float
-
-
-J = TypeVar("J", bound=Judged)
-
-
-def evidence(results: Sequence[J]) -> list[J]:
-    """The results that may go into the evidence pack, best first (the pack takes what fits)."""
-    return [r for r in results if r.relevance >= EVIDENCE_FLOOR]
