@@ -377,7 +377,7 @@ def decision_cost(dim: int = 384, rows: int = 100_000) -> tuple[float, float]:
         query = raw[n * 7] + 0.1 * rng.standard_normal(dim).astype(np.float32)
         cosines = {int(r): float(c) for r, c in zip(rng.integers(1, rows, 80), rng.random(80), strict=True)}
         t0 = time.perf_counter()
-        typical, passages, noise = cache.reference(query)
+        typical, _, passages, noise = cache.reference(query)
         found_groups = cache.groups_of(list(cosines))
         relevances = []
         for rowid, cos in cosines.items():

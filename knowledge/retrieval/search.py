@@ -201,6 +201,7 @@ class Meaning:
         when no writer has stored them yet for this model)."""
         if (
             self.background is None
+            and not self.cache.has_background  # read against one already (stored or embedded here)
             and index.chunk_total()
             and stored_background(index, self.embedder.name) is None
         ):
@@ -274,7 +275,7 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         return None
     meaning.failed = False
     vector = meaning.cache.query_vector(vector, query)
-    typical = meaning.cache.typical(vector)
+    typical_of, typical, passages, noise = meaning.cache.reference(vector)
     nearest = dict(meaning.cache.nearest(vector, max(VECTOR_POOL, k)))
     scoring = _scoring(index, query)
     lexical: dict[int, Ranked] = {}
@@ -289,7 +290,6 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
     pooled = list(set(lexical) | set(nearest))
     cosines = {**meaning.cache.cosines(vector, [r for r in lexical if r not in nearest]), **nearest}
     groups = meaning.cache.groups_of(pooled)
-    typical_of, passages, noise = meaning.cache.reference(vector)
     group = language_group(query)
     top_cosine = max(cosines.values(), default=typical)
     top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0

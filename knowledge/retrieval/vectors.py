@@ -218,7 +218,7 @@ class Loaded:
     codes: np.ndarray | None = None  # sign codes of the centred rows (see sign_codes)
     background: Background | None = None  # what the shifts and the reference were built with
     reference: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))  # see built
-    reference_groups: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    reference_groups: dict[str, np.ndarray] = field(default_factory=dict)  # each group's rows in it
     noise: float = DEFAULT_NOISE  # spread of a question's cosines with unrelated text (see noise_scale)
 
     @property
@@ -326,19 +326,21 @@ class VectorCache:
         shift = loaded.shifts[shift_index(loaded.languages, language_group(text))]
         return centred(vector[None, :].astype(np.float32), shift[None, :])[0][0]
 
-    def reference(self, query: np.ndarray) -> tuple[dict[str, float], int, float]:
-        """What a question is judged against: its typical (median) cosine with the text of each
-        language group (index sample, and background passages where the sample has few), how many
-        passages compete by chance (the index's and the background passages read), and the spread
-        of cosines with unrelated text (see noise_scale)."""
+    def reference(self, query: np.ndarray) -> tuple[dict[str, float], float, int, float]:
+        """What a question is judged against, from one pass over the sample: its typical (median)
+        cosine with the text of each language group (index sample, and background passages where
+        the sample has few), its typical cosine with any chunk (see typical), how many passages
+        compete by chance (the index's and the background passages read), and the spread of
+        cosines with unrelated text (see noise_scale)."""
         loaded = self._current()
         competing = loaded.size + len(loaded.reference) - len(loaded.sample)
         if not len(loaded.reference) or loaded.reference.shape[1] != query.shape[-1]:
-            return {}, competing, loaded.noise
+            return {}, 0.0, competing, loaded.noise
         cos = dot(loaded.reference, query.astype(np.float32))
-        groups = loaded.reference_groups
-        typical = {str(g): float(np.median(cos[groups == g])) for g in set(groups.tolist())}
-        return typical, competing, loaded.noise
+        typical = {g: float(np.median(cos[rows])) for g, rows in loaded.reference_groups.items()}
+        sampled = len(loaded.sample)  # the sample comes first in the reference
+        overall = float(np.median(cos[:sampled])) if sampled >= MIN_TYPICAL else 0.0
+        return typical, overall, competing, loaded.noise
 
     def typical(self, query: np.ndarray) -> float:
         """The median cosine of the query with the chunks (from a sample): what "unrelated" scores."""
@@ -350,6 +352,11 @@ class VectorCache:
     @property
     def size(self) -> int:
         return self._current().size
+
+    @property
+    def has_background(self) -> bool:
+        """Whether the vectors in hand were read against background passages."""
+        return self._current().background is not None
 
     def nearest(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(rowid, cosine) of the k nearest chunks, best first."""
@@ -490,7 +497,7 @@ def built(
     return Loaded(
         read.index_id, read.epoch, rowids, raw, groups, sums, languages, shifts, shift_of, matrix, norms,
         sample, centre, codes, background, np.ascontiguousarray(reference, dtype=np.float32),
-        reference_groups, noise,
+        {str(g): np.flatnonzero(reference_groups == g) for g in set(reference_groups.tolist())}, noise,
     )  # fmt: skip
 
 
