@@ -292,9 +292,13 @@ def is_quiet_console(command: str, settings: Settings) -> bool:
     return command in QUIET_COMMANDS and settings.sources.get("KB_LOG_LEVEL", "default") == "default"
 
 
-def load_tokenizer(settings: Settings) -> TokenCounter:
-    """The configured tokenizer, or the approximation (logged once)."""
-    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir(), fetch=fetch_from_hub)
+def load_tokenizer(settings: Settings, *, background: bool = False) -> TokenCounter:
+    """The configured tokenizer, or the approximation (logged once); a hub fetch now, or in the
+    background for the next start (``background``: the daemon must watch its inbox at once)."""
+    counter, why = load_counter(
+        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir,
+        fetch=fetch_from_hub, background=background,
+    )  # fmt: skip
     if why:
         log.warning("tokenizer.fallback", reason=why, counter=counter.name)
     return counter
@@ -561,7 +565,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """kb run: the daemon in the background and the terminal chat in the foreground."""
     from daemon.main import background
 
-    counter = load_tokenizer(settings)
+    counter = load_tokenizer(settings, background=True)
     with background(settings, counter):
         if settings.telegram_token:
             from bot.main import serve
@@ -704,7 +708,7 @@ def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
         print("kb: measure needs --evidence-tokens N [N...] and a QUESTION", file=sys.stderr)
         return EXIT_USAGE
     question = " ".join(words)
-    counter, template, why = load_language(settings)
+    counter, template, why = load_language(settings, background=False)
     if why:
         print(f"note: {why}; counts use {counter.name}", file=sys.stderr)
 
@@ -896,7 +900,7 @@ def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:
     """kb daemon"""
     from daemon.main import serve
 
-    return serve(settings, load_tokenizer(settings))
+    return serve(settings, load_tokenizer(settings, background=True))
 
 
 def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:

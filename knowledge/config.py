@@ -253,6 +253,11 @@ class Settings:
         return self.runs / "logs" / "kb.jsonl"
 
     @property
+    def tokenizer_dir(self) -> Path:
+        """Where kb keeps the tokenizers it fetched itself (one folder per model)."""
+        return self.runs / "tokenizers"
+
+    @property
     def tokenizer_spec(self) -> str:
         """What to load the tokenizer from: KB_TOKENIZER, else the model id."""
         return self.tokenizer or self.model

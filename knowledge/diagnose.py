@@ -17,7 +17,7 @@ from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.analysis import ANALYZER_VERSION
 from knowledge.retrieval.index import Index
 from knowledge.status import count_files
-from knowledge.tokenizer import find_tokenizer_file, hf_cache_dir, load_counter
+from knowledge.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.wiring import build_engine, http_session, load_language, model_client
 
 
@@ -58,17 +58,22 @@ async def _check_model(settings: Settings) -> Finding:
 
 
 def _check_tokenizer(settings: Settings) -> list[Finding]:
-    try:
-        counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    try:  # kb doctor is asked for: a missing tokenizer is fetched now (once, briefly)
+        counter, why = load_counter(
+            settings.tokenizer_spec,
+            cache_dir=hf_cache_dir(),
+            own_dir=settings.tokenizer_dir,
+            fetch=fetch_from_hub,
+        )
     except KbError as exc:
         return [Finding("tokenizer", False, str(exc), "point KB_TOKENIZER at a valid tokenizer.json")]
     if why:
         fix = (
-            f"set KB_TOKENIZER to the model folder, or download the model once: huggingface-cli download "
-            f"{settings.model} (token budgets are approximate until then)"
+            f"set KB_TOKENIZER to the model folder, or download its tokenizer once: hf download "
+            f"{settings.model} tokenizer.json tokenizer_config.json (token budgets are approximate until then)"
         )
         return [Finding("tokenizer", False, f"{why}; using {counter.name}", fix, is_warning=True)]
-    found = find_tokenizer_file(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    found = counter.path if isinstance(counter, HfCounter) else None
     has_template = found is not None and (
         '"chat_template"' in _read(found.parent / "tokenizer_config.json")
         or (found.parent / "chat_template.jinja").is_file()
@@ -112,7 +117,9 @@ def _check_index(settings: Settings) -> Finding:
             "index", False, f"terms made by text analysis {analyzer}, kb now uses {ANALYZER_VERSION}",
             "run: kb reindex", True,
         )  # fmt: skip
-    counter, _ = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    counter, _ = load_counter(
+        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir
+    )
     if built_with and built_with != counter.name:
         return Finding(
             "index", False, f"built with {built_with}, tokenizer now {counter.name}", "run: kb reindex", True
@@ -250,7 +257,7 @@ async def checkpoint(settings: Settings) -> list[CaseResult]:
             "KB_WEB_SEARCH": "off",
         }  # the checkpoint judges the model, not the web
         scratch = load_settings(env, home=Path(tmp))
-        counter, template, _ = load_language(scratch)
+        counter, template, _ = load_language(scratch, background=False)
         with Index(scratch.index_path) as index:
             ingestor = Ingestor(scratch, index, counter)
             for name, text in CHECKPOINT_DOCS.items():

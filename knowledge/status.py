@@ -40,7 +40,9 @@ async def probe_model(llm: ModelClient, *, timeout_s: float = 5.0) -> dict[str, 
 
 def counter_state(settings: Settings) -> dict[str, object]:
     """The token counter queries are budgeted with: ``{"name", "exact"[, "why"]}``."""
-    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir())
+    counter, why = load_counter(
+        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir
+    )
     return {"name": counter.name, "exact": why is None} | ({"why": why} if why else {})
 
 

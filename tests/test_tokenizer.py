@@ -1,4 +1,5 @@
 import hashlib
+import json
 import shutil
 
 import pytest
@@ -66,64 +67,155 @@ def test_a_broken_tokenizer_file_is_an_error_not_a_fallback(tmp_path):
         load_counter(str(bad), cache_dir=tmp_path)
 
 
-def test_a_model_id_not_in_the_cache_fetches_only_the_tokenizer_files_once(tmp_path, tokenizer_json):
-    """A hub stand-in on 127.0.0.1 (HF_ENDPOINT): kb ingest fetches tokenizer.json and its config, then reuses them."""
-    import hashlib
+class Hub:
+    """A hub stand-in on 127.0.0.1 (HF_ENDPOINT): serves ``files`` of kbtest/tiny-model, records requests."""
+
+    def __init__(self, files: dict[str, bytes], status: int = 200) -> None:
+        self.files, self.status, self.seen, self.port = files, status, [], 0
+
+    async def start(self, _: object):
+        from aiohttp import web
+
+        from tests.local_server import serve_app
+
+        async def resolve(request: web.Request) -> web.Response:
+            self.seen.append(f"{request.method} {request.path}")
+            body = self.files.get(request.match_info["file"])
+            if self.status != 200 or body is None:
+                return web.Response(status=self.status if self.status != 200 else 404)
+            return web.Response(body=body, headers={"ETag": '"../../../x/sitecustomize.py"'})
+
+        app = web.Application()
+        app.router.add_route("*", "/kbtest/tiny-model/resolve/{rev}/{file}", resolve)
+        runner, self.port = await serve_app(app)
+        return runner
+
+
+def kb_cli(home, *args, env):
     import subprocess
     import sys
 
-    from aiohttp import web
+    return subprocess.run(
+        [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
 
+
+def hub_env(tmp_path, hub, **extra):
     from tests.conftest import subprocess_env
+
+    env = subprocess_env(KB_MODEL="kbtest/tiny-model", HF_ENDPOINT=f"http://127.0.0.1:{hub.port}",
+                         HF_HUB_CACHE=str(tmp_path / "hub"), **extra)  # fmt: skip
+    env.pop("HF_HUB_OFFLINE")
+    return env
+
+
+def test_a_model_id_not_in_the_cache_fetches_only_the_tokenizer_files_once(tmp_path, tokenizer_json):
+    """kb ingest (a batch command) fetches tokenizer.json and its config now, into kb's own folder, then reuses them."""
     from tests.fake_llm import ThreadedServer
-    from tests.local_server import serve_app
 
-    files = {
-        "tokenizer.json": tokenizer_json.read_bytes(),
-        "tokenizer_config.json": b'{"eos_token": "<|im_end|>"}',
-    }
-    seen: list[str] = []
-
-    async def resolve(request: web.Request) -> web.Response:
-        seen.append(f"{request.method} {request.path}")
-        body = files.get(request.match_info["file"])
-        if body is None:
-            return web.Response(status=404, headers={"X-Error-Code": "EntryNotFound"})
-        headers = {
-            "ETag": '"' + hashlib.sha256(body).hexdigest() + '"',
-            "X-Repo-Commit": "a" * 40,
-            "Content-Length": str(len(body)),
+    hub = Hub(
+        {
+            "tokenizer.json": tokenizer_json.read_bytes(),
+            "tokenizer_config.json": b'{"eos_token": "<|im_end|>"}',
         }
-        return web.Response(body=b"" if request.method == "HEAD" else body, headers=headers)
-
-    async def start(_: object) -> web.AppRunner:
-        app = web.Application()
-        app.router.add_route("*", "/kbtest/tiny-model/resolve/{rev}/{file}", resolve)
-        runner, port = await serve_app(app)
-        hub.port = port
-        return runner
-
-    hub = type("Hub", (), {})()
+    )
     home = tmp_path / "kb"
     (tmp_path / "note.md").write_text("# Note\n\nThe heron count was 21.\n")
-    with ThreadedServer(hub, start):
-        env = subprocess_env(KB_MODEL="kbtest/tiny-model", HF_ENDPOINT=f"http://127.0.0.1:{hub.port}",
-                             HF_HUB_CACHE=str(tmp_path / "hub"))  # fmt: skip
-        env.pop("HF_HUB_OFFLINE")
-        for name in ("note.md", "note.md"):
-            out = subprocess.run(
-                [sys.executable, "-m", "knowledge.cli", "--home", str(home), "ingest", str(tmp_path / name)],
-                capture_output=True, text=True, env=env, timeout=120,
-            )  # fmt: skip
+    with ThreadedServer(hub, hub.start):
+        for _ in range(2):
+            out = kb_cli(home, "ingest", str(tmp_path / "note.md"), env=hub_env(tmp_path, hub))
             assert out.returncode == 0, out.stderr
-    fetched = [s for s in seen if s.startswith("GET")]
-    assert sorted(fetched) == [
+    assert sorted(hub.seen) == [
         "GET /kbtest/tiny-model/resolve/main/tokenizer.json",
         "GET /kbtest/tiny-model/resolve/main/tokenizer_config.json",
     ]  # each once, nothing else of the model
-    assert (tmp_path / "hub" / "models--kbtest--tiny-model").is_dir()
+    own = home / "runs" / "tokenizers" / "kbtest--tiny-model"
+    assert (own / "tokenizer.json").read_bytes() == tokenizer_json.read_bytes()
+    assert not (tmp_path / "x").exists() and not (tmp_path / "hub").exists()  # the ETag chose no path
     log = (home / "runs" / "logs" / "kb.jsonl").read_text()
     assert '"tokenizer.fetched"' in log and '"tokenizer.fallback"' not in log
+
+
+def test_an_unreachable_hub_costs_one_short_attempt_remembered_for_a_day(tmp_path):
+    from tests.fake_llm import ThreadedServer
+
+    hub = Hub({}, status=503)
+    home = tmp_path / "kb"
+    (tmp_path / "note.md").write_text("# Note\n\nThe heron count was 21.\n")
+    with ThreadedServer(hub, hub.start):
+        first = kb_cli(home, "ingest", str(tmp_path / "note.md"), env=hub_env(tmp_path, hub))
+        again = kb_cli(home, "status", env=hub_env(tmp_path, hub))
+        ingest = kb_cli(home, "reindex", env=hub_env(tmp_path, hub))
+    assert first.returncode == again.returncode == ingest.returncode == 0, (first.stderr, ingest.stderr)
+    assert hub.seen == ["GET /kbtest/tiny-model/resolve/main/tokenizer.json"]  # one attempt, then remembered
+    remembered = json.loads((home / "runs" / "tokenizers" / "kbtest--tiny-model.failed.json").read_text())
+    assert "503" in remembered["reason"]
+    assert "approx-v1" in again.stdout  # the approximation stands in, and says so
+
+
+def test_a_bad_or_huge_tokenizer_from_the_hub_is_not_kept(tmp_path, tokenizer_json):
+    from knowledge.errors import TokenizerError
+    from knowledge.tokenizer import fetch_from_hub
+    from tests.fake_llm import ThreadedServer
+
+    for body, says in ((b"{not json", "cannot load tokenizer"), (tokenizer_json.read_bytes(), "larger than")):
+        hub = Hub({"tokenizer.json": body})
+        own = tmp_path / f"own-{len(body)}"
+        with ThreadedServer(hub, hub.start):
+            import os
+
+            os.environ["HF_ENDPOINT"], before = f"http://127.0.0.1:{hub.port}", os.environ.get("HF_ENDPOINT")
+            offline = os.environ.pop("HF_HUB_OFFLINE", None)
+            try:
+                with pytest.raises(TokenizerError, match=says):
+                    fetch_from_hub("kbtest/tiny-model", own, max_bytes=len(tokenizer_json.read_bytes()) - 1)
+            finally:
+                os.environ.pop("HF_ENDPOINT")
+                if before is not None:
+                    os.environ["HF_ENDPOINT"] = before
+                if offline is not None:
+                    os.environ["HF_HUB_OFFLINE"] = offline
+        assert not (own / "kbtest--tiny-model" / "tokenizer.json").exists()  # kb starts normally afterwards
+        assert list(own.glob("kbtest--tiny-model/*.part")) == []
+        counter, why = load_counter("kbtest/tiny-model", cache_dir=tmp_path, own_dir=own)
+        assert isinstance(counter, ApproxCounter) and why
+
+
+def test_a_qwen3_model_counts_exactly_with_the_bundled_tokenizer_and_no_network(tmp_path):
+    from knowledge.tokenizer import QWEN3_TOKENIZER_SHA256, is_qwen3
+
+    for model in (
+        "mlx-community/Qwen3-4B-Instruct-2507-4bit",
+        "Qwen/Qwen3-8B",
+        "lmstudio-community/Qwen3-30B-A3B-MLX-4bit",
+    ):
+        assert is_qwen3(model), model
+        counter, why = load_counter(model, cache_dir=tmp_path / "empty", own_dir=tmp_path / "own")
+        assert why is None and isinstance(counter, HfCounter)
+        assert hashlib.sha256(counter.path.read_bytes()).hexdigest() == QWEN3_TOKENIZER_SHA256
+    assert not any(
+        is_qwen3(m) for m in ("Qwen/Qwen2.5-7B-Instruct", "acme/qwen30-x", "Qwen3-8B", "/models/Qwen3-8B")
+    )
+
+
+def test_kb_starts_in_seconds_with_no_route_to_the_hub(tmp_path):
+    """The default model, nothing cached, HF_ENDPOINT a closed port and HF_HUB_OFFLINE unset."""
+    import time
+
+    from tests.conftest import subprocess_env
+    from tests.fake_llm import free_port
+
+    env = subprocess_env(KB_MODEL="mlx-community/Qwen3-4B-Instruct-2507-4bit", HF_ENDPOINT=f"http://127.0.0.1:{free_port()}",
+                         HF_HOME=str(tmp_path / "hf"), KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")  # fmt: skip
+    env.pop("HF_HUB_OFFLINE")
+    t0 = time.monotonic()
+    out = kb_cli(tmp_path / "kb", "ask", "--json", "hello", env=env)
+    elapsed = time.monotonic() - t0
+    assert out.returncode == 0 and json.loads(out.stdout)["mode"] == "no-evidence", out.stderr
+    assert out.stderr == "" and elapsed < 20  # no retries, no raw library lines (seconds measured in bench/)
+    status = json.loads(kb_cli(tmp_path / "kb", "status", "--json", env=env).stdout)
+    assert status["token_counter"]["exact"] is True and "tokenizer_files" in status["token_counter"]["name"]
 
 
 def test_the_reference_qwen3_tokenizer_is_the_real_one(qwen_counter):
