@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import os
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -44,9 +47,16 @@ async def chat_loop(
     """Read questions until /quit or end of input; answer each."""
     _load_history(history_file)
     print("Ask a question; /help for commands.", file=out)
+    try:
+        await _questions(engine, sources, status, read, out, on_import, on_url)
+    finally:  # also when Ctrl-C cancels the chat
+        _save_history(history_file)
+
+
+async def _questions(engine, sources, status, read, out, on_import, on_url) -> None:
     while True:
         try:
-            line = (await asyncio.to_thread(read, "kb> ")).strip()
+            line = (await read_line(read, "kb> ")).strip()
         except EOFError:
             print(file=out)
             break
@@ -80,7 +90,68 @@ async def chat_loop(
         else:
             reply = await engine.ask(line)
             print(render_reply(reply), file=out, flush=True)
-    _save_history(history_file)
+
+
+async def read_line(read: Callable[[str], str], prompt: str) -> str:
+    """A line from ``read`` (``input``), in a thread of its own that never holds the process back:
+    when Ctrl-C cancels the chat, kb leaves at once instead of waiting for Enter."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(value: object, error: BaseException | None) -> None:
+        if future.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            value = read(prompt)
+        except BaseException as exc:  # EOFError above all; handed to the chat as it is
+            with contextlib.suppress(RuntimeError):  # the loop is closed: kb is leaving
+                loop.call_soon_threadsafe(settle, None, exc)
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=run, name="kb-input", daemon=True).start()
+    return await future
+
+
+@contextlib.contextmanager
+def holding_the_terminal(fd: int = 0) -> Iterator[None]:
+    """While the chat runs, Ctrl-C reaches kb's own process group alone.
+
+    Started by ``make run``, kb shares make's process group, and the terminal sends Ctrl-C to
+    all of it: make then dies of the signal whatever kb does ("make: *** [run] Interrupt").
+    kb moves to a group of its own and makes it the terminal's foreground group, and gives the
+    terminal back to the group it came from when it leaves. Nothing is done when kb already
+    leads its group (started from a shell) or stdin is not a terminal.
+    """
+    previous = None
+    with contextlib.suppress(OSError):
+        if os.isatty(fd) and os.getpgrp() != os.getpid() and os.tcgetpgrp(fd) == os.getpgrp():
+            group = os.getpgrp()
+            os.setpgid(0, 0)
+            _foreground(fd, os.getpgrp())
+            previous = group
+    try:
+        yield
+    finally:
+        if previous is not None:
+            with contextlib.suppress(OSError):
+                _foreground(fd, previous)
+
+
+def _foreground(fd: int, group: int) -> None:
+    """Make ``group`` the terminal's foreground process group (as a shell does for a job)."""
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background group may not, unless it ignores this
+    try:
+        os.tcsetpgrp(fd, group)
+    finally:
+        signal.signal(signal.SIGTTOU, old)
 
 
 def _load_history(path: Path | None) -> None:

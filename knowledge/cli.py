@@ -574,12 +574,24 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             print("\n".join(summary_lines(report)), flush=True)
             print("KB_TELEGRAM_TOKEN is set: serving the Telegram bot (Ctrl-C stops it).", flush=True)
             return serve(settings)
-        return asyncio.run(_chat(settings))
+        return chat_until_done(settings)
 
 
 def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     """kb chat"""
-    return asyncio.run(_chat(settings))
+    return chat_until_done(settings)
+
+
+def chat_until_done(settings: Settings) -> int:
+    """The terminal chat until /quit, end of input or Ctrl-C (each a normal end: exit 0)."""
+    from knowledge.chat import holding_the_terminal
+
+    try:
+        with holding_the_terminal():
+            return asyncio.run(_chat(settings))
+    except KeyboardInterrupt:
+        print(flush=True)  # leave the shell's prompt on a line of its own
+        return EXIT_OK
 
 
 async def _chat(settings: Settings) -> int:

@@ -39,17 +39,30 @@ class Terminal:
     """A kb command on its own pseudo-terminal of ``columns`` x ``rows``."""
 
     def __init__(
-        self, home: Path, *args: str, env: dict[str, str], columns: int = 160, rows: int = 40
+        self,
+        home: Path,
+        *args: str,
+        env: dict[str, str],
+        columns: int = 160,
+        rows: int = 40,
+        command: list[str] | None = None,
     ) -> None:
+        """``command`` instead of ``kb --home HOME ARGS``. The terminal is the command's controlling
+        terminal, as a shell's is: Ctrl-C (:meth:`interrupt`) signals its foreground process group."""
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+        def take_the_terminal() -> None:  # in the child: a new session whose controlling terminal this is
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
+            command or [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,
             env={**env, "TERM": "xterm", "COLUMNS": str(columns)},
-            start_new_session=True,
+            preexec_fn=take_the_terminal,  # safe here: the test process starts no threads before it
         )
         os.close(slave)
         self.master = master
@@ -78,6 +91,10 @@ class Terminal:
     def type(self, line: str) -> None:
         """Type a line and press Enter."""
         os.write(self.master, (line + "\r").encode())
+
+    def interrupt(self) -> None:
+        """Press Ctrl-C."""
+        os.write(self.master, b"\x03")
 
     def finish(self, *, timeout_s: float = 60.0) -> int:
         """Read until the command exits; its exit status."""

@@ -157,3 +157,31 @@ def test_status_and_a_scripted_server_agree_with_the_summary(home):
         "web search      on (DuckDuckGo Lite)",
         f"inbox           {home / 'knowledge' / 'inbox'} (drop files here to add them)",
     ]
+
+
+def test_ctrl_c_at_the_prompt_leaves_the_chat_at_once_with_status_0(home):
+    env = subprocess_env(KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off")
+    with Terminal(home, "run", env=env) as term:
+        term.wait_for(prompts(1))
+        t0 = time.monotonic()
+        term.interrupt()
+        status = term.finish(timeout_s=10)
+        elapsed = time.monotonic() - t0
+    assert status == 0 and elapsed < 1.0, (status, elapsed, term.screen)
+    assert "Traceback" not in term.screen and "KeyboardInterrupt" not in term.screen
+
+
+def test_make_run_ends_with_status_0_on_ctrl_c(home):
+    """`make run` (the README's first command): Ctrl-C reaches kb alone, so make does not die of it."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = subprocess_env(
+        KB_HOME=str(home), KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off"
+    )
+    with Terminal(home, env=env, command=["make", "-s", "-C", str(root), "run"]) as term:
+        term.wait_for(prompts(1))
+        term.interrupt()
+        status = term.finish(timeout_s=10)
+    assert status == 0, term.screen
+    assert "Error 130" not in term.screen and "Interrupt" not in term.screen
