@@ -19,6 +19,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+# Run a command in a new session whose controlling terminal is stdin (as a login shell's is).
+_TAKE_THE_TERMINAL = (
+    "import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
 # Cursor movement, colours, bracketed paste and the like.
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]")
 
@@ -52,17 +58,13 @@ class Terminal:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
 
-        def take_the_terminal() -> None:  # in the child: a new session whose controlling terminal this is
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
+        command = command or [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args]
         self.proc = subprocess.Popen(
-            command or [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
+            [sys.executable, "-c", _TAKE_THE_TERMINAL, *command],
             stdin=slave,
             stdout=slave,
             stderr=slave,
             env={**env, "TERM": "xterm", "COLUMNS": str(columns)},
-            preexec_fn=take_the_terminal,  # safe here: the test process starts no threads before it
         )
         os.close(slave)
         self.master = master
