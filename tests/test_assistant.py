@@ -121,6 +121,20 @@ async def test_a_dead_model_server_degrades_to_passages_quickly(kb):
     assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
 
 
+async def test_a_dead_model_server_is_named_once_and_each_reply_shows_the_answering_sentence(kb):
+    async with aiohttp.ClientSession() as session:
+        engine = engine_for(kb, session, f"http://127.0.0.1:{free_port()}/v1")
+        first = await engine.ask("How deep is Lake Quillan?")
+        second = await engine.ask("How many cups does the Zorblat 9000 brew?")
+    assert first.mode == second.mode == "degraded"
+    assert "not reachable" in first.text and "start it with" in first.text
+    assert second.text.startswith("The model is still unavailable. The best matching passages:")
+    assert (
+        "not reachable" not in second.text
+        and "The Zorblat 9000 coffee machine brews 12 cups at once." in second.text
+    )
+
+
 def completion_body(content: str, finish_reason: str) -> str:
     import json
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from knowledge.answer.evidence import pack
+from knowledge.answer.excerpt import excerpt
 from knowledge.answer.llm import Completion, ModelClient
 from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt, evidence_fits
 from knowledge.errors import IndexError_, ModelError, SearchError
@@ -172,14 +173,16 @@ def _citation(n: int, p: SearchResult) -> Citation:
     return Citation(n, p.title, p.raw_path, p.start_line, p.end_line, p.source_url, p.chunk_id)
 
 
-def degraded_reply(passages: Sequence[SearchResult], why: str, *, note: str | None = None) -> Reply:
-    """The best passages with their citations, and why the model is not answering."""
+def degraded_reply(
+    passages: Sequence[SearchResult], why: str | None, *, question: str = "", note: str | None = None
+) -> Reply:
+    """The best passages with their citations, each shown by its sentences nearest the question, and
+    why the model is not answering (``why`` None: it was said before, so only that it still is not)."""
+    unavailable = f"The model is unavailable ({why})." if why else "The model is still unavailable."
     if not passages:
-        return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=note or f"The model is unavailable: {why}")
-    lines = [f"The model is unavailable ({why}). The best matching passages:"]
-    for n, p in enumerate(passages, 1):
-        snippet = " ".join(p.text.split())
-        lines.append(f"[{n}] {snippet[:400]}{'…' if len(snippet) > 400 else ''}")
+        return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=note or unavailable)
+    lines = [f"{unavailable} The best matching passages:"]
+    lines += [f"[{n}] {excerpt(p.text, question)}" for n, p in enumerate(passages, 1)]
     citations = [_citation(n, p) for n, p in enumerate(passages, 1)]
     return Reply("\n\n".join(lines), "degraded", citations, note=note)
 
@@ -219,6 +222,9 @@ class Engine:
         self.settings = settings
         self.web = web
         self.auto_web = auto_web
+        self.unavailable: str | None = (
+            None  # why the model failed last, once said (said again when it changes)
+        )
 
     async def search_web(self, question: str, *, chat_id: str = "cli", force: bool = True) -> Reply:
         """The owner forcing the web (/search, kb websearch): candidates stored for the chat, nothing imported."""
@@ -300,7 +306,7 @@ class Engine:
         try:
             completion = await self.llm.chat(messages, max_tokens=min(256, self.settings.max_output_tokens))
         except ModelError as exc:
-            unavailable = f"The model is unavailable: {exc}"
+            unavailable = f"The model is unavailable: {str(exc).rstrip('.')}."
             return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=" ".join(filter(None, [unavailable, note])),
                          route=route)  # fmt: skip
         text = completion.text.strip()
@@ -345,7 +351,11 @@ class Engine:
             completion = await self.llm.chat(prompt.messages, max_tokens=self.settings.max_output_tokens)
         except ModelError as exc:
             log.warning("ask.degraded", error=str(exc))
-            return dataclasses.replace(degraded_reply(prompt.passages, str(exc)), route=route)
+            why = None if str(exc) == self.unavailable else str(exc)
+            self.unavailable = str(exc)
+            reply = degraded_reply(prompt.passages, why, question=question)
+            return dataclasses.replace(reply, route=route)
+        self.unavailable = None
         log.info(
             "ask.answered",
             passages=len(prompt.passages),
@@ -362,7 +372,9 @@ class Engine:
                 finish_reason=completion.finish_reason,
                 output_tokens=completion.completion_tokens,
             )
-            reply = degraded_reply(prompt.passages, "it returned nothing", note=empty_answer_note(completion))
+            reply = degraded_reply(
+                prompt.passages, "it returned nothing", question=question, note=empty_answer_note(completion)
+            )
             return dataclasses.replace(reply, route=route)
         if says_dont_know(text):
             why = f"the model read {len(prompt.passages)} passage(s) and said they do not answer"

@@ -1,0 +1,83 @@
+"""The part of a passage to show when there is no model to answer: the sentences nearest the question.
+
+Pure functions. A passage is split into sentences (as the index splits them: full stops in any
+script, line breaks, the spaces between Thai phrases); the sentences sharing the most of the
+question's terms are kept, in their order, within a length budget. Nothing is cut inside a word
+or inside a character cluster (a Thai consonant with its vowel and tone marks, a letter with its
+accents, an emoji sequence): a sentence too long for the budget is cut at a space, or else between
+two clusters, and marked with "…".
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from knowledge.retrieval import analysis
+
+ELLIPSIS = "…"
+
+
+def excerpt(text: str, question: str, *, limit: int = 400) -> str:
+    """The sentences of ``text`` that best match ``question``, in order, at most ``limit`` characters."""
+    sentences = [s.strip() for s in analysis.SENTENCE_END.split(text) if s and s.strip()]
+    if not sentences:
+        return ""
+    wanted = set(analysis.query_terms(question))
+    scores = [len(wanted & set(analysis.terms(s))) for s in sentences]
+    order = sorted((n for n in range(len(sentences)) if scores[n]), key=lambda n: (-scores[n], n))
+    if not order:  # nothing in common (another language): the passage's opening
+        return cut(" ".join(sentences), limit)
+    chosen: list[int] = []
+    used = 0
+    for n in order:
+        size = len(sentences[n]) + (1 if chosen else 0)
+        if used + size <= limit:
+            chosen.append(n)
+            used += size
+        elif not chosen:  # the best sentence alone is too long: its start, cut cleanly
+            return cut(sentences[n], limit)
+    chosen.sort()
+    parts: list[str] = []
+    for previous, n in zip([None, *chosen], chosen, strict=False):
+        if previous is not None:
+            parts.append(" " if n == previous + 1 else f" {ELLIPSIS} ")
+        parts.append(sentences[n])
+    shown = "".join(parts)
+    if chosen[0] > 0:
+        shown = f"{ELLIPSIS} {shown}"
+    if chosen[-1] < len(sentences) - 1:
+        shown = f"{shown} {ELLIPSIS}"
+    return shown
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` shortened to at most ``limit`` characters (the ellipsis included) at a space, or
+    else at a character-cluster boundary; unchanged when it fits."""
+    if len(text) <= limit:
+        return text
+    room = max(limit - 1, 1)
+    at = text.rfind(" ", 0, room + 1)
+    if at < room // 2:  # no space in the second half (Chinese, Thai): between two clusters
+        at = room
+        while at > 0 and not is_cluster_boundary(text, at):
+            at -= 1
+    return text[:at].rstrip() + ELLIPSIS
+
+
+def is_cluster_boundary(text: str, at: int) -> bool:
+    """Whether ``text`` may be cut before index ``at`` without splitting a character cluster:
+    the next character is no combining mark (accents, Thai vowels and tone marks, variation
+    selectors, skin tones) and no Thai or Lao sara am, the one before is no Thai or Lao vowel
+    written before its consonant, and neither side is a zero-width joiner."""
+    if at <= 0 or at >= len(text):
+        return True
+    after, before = text[at], text[at - 1]
+    if unicodedata.category(after) in ("Mn", "Mc", "Me") or after in _JOINS_BEFORE:
+        return False
+    if "\U0001f3fb" <= after <= "\U0001f3ff":  # a skin tone stays on its emoji
+        return False
+    return before not in _JOINS_AFTER
+
+
+_JOINS_BEFORE = "\u200d\ufe0f\ufe0e\u0e33\u0eb3"  # ZWJ, variation selectors, Thai and Lao sara am
+_JOINS_AFTER = "\u200d\u0e40\u0e41\u0e42\u0e43\u0e44\u0ec0\u0ec1\u0ec2\u0ec3\u0ec4"  # ZWJ, leading vowels

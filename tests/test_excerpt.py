@@ -1,0 +1,56 @@
+"""What a degraded reply shows of a passage: the sentences nearest the question, never cut inside a word or a cluster."""
+
+import unicodedata
+
+import pytest
+
+from knowledge.answer.excerpt import cut, excerpt, is_cluster_boundary
+
+LAKE = (
+    "Lake Quillan lies in the Varn valley. The bridge over it was built in 1907 by the county council, "
+    "which also paid for the road along the northern shore and the small harbour at Brenn. "
+    "Lake Quillan is 317 metres deep and never freezes. Anglers come in summer."
+)
+
+
+def test_the_sentence_that_answers_is_shown_whole_even_when_it_is_not_first():
+    shown = excerpt(LAKE, "How deep is Lake Quillan?", limit=120)
+    assert "Lake Quillan is 317 metres deep and never freezes." in shown
+    assert "bridge" not in shown and shown.endswith("…")  # more follows in the passage
+
+
+def test_a_sentence_too_long_for_the_room_is_cut_at_a_space():
+    long = "The " + "very " * 100 + "end."
+    shown = cut(long, 60)
+    assert len(shown) <= 60 and shown.endswith("very…") and " ver…" not in shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ต้มข่าไก่เป็นแกงน้ำกะทิของไทยรสเปรี้ยวเค็มหวานและหอมกลิ่นข่าเครื่องปรุงมีเนื้อไก่กะทิข่าตะไคร้ใบมะกรูดเห็ดฟางน้ำปลา",
+        "高山烏龍茶生長在海拔一千公尺以上的茶園茶湯清香甘甜帶有花香沖泡時建議使用九十五度的熱水茶葉大約佔壺身的四分之一",
+        "Cre\u0300me bru\u0302le\u0301e " * 12,
+        "👩\u200d👩\u200d👧\u200d👦👍🏽" * 20,
+    ],
+)
+def test_text_without_spaces_is_cut_between_clusters(text):
+    for limit in range(8, 40):
+        shown = cut(text, limit)
+        body = shown.removesuffix("…")
+        assert len(shown) <= limit and text.startswith(body)
+        assert is_cluster_boundary(text, len(body))
+        assert not unicodedata.combining(text[len(body)])  # no mark left without its letter
+        assert (
+            body[-1] not in "\u0e40\u0e41\u0e42\u0e43\u0e44\u200d"
+        )  # nor a leading vowel or joiner at the end
+
+
+def test_a_passage_in_another_language_shows_its_opening():
+    thai = "ต้มข่าไก่เป็นแกงน้ำกะทิของไทย รสเปรี้ยว เค็ม หวาน และหอมกลิ่นข่า วิธีทำ ตั้งกะทิให้เดือดอ่อน ๆ"
+    assert excerpt(thai, "How do I cook it?", limit=40).startswith("ต้มข่าไก่เป็นแกงน้ำกะทิของไทย")
+
+
+def test_short_passages_are_shown_whole():
+    assert excerpt("Lake Quillan is 317 metres deep.", "how deep") == "Lake Quillan is 317 metres deep."
+    assert excerpt("", "anything") == "" and excerpt("   \n ", "anything") == ""
