@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import signal
 from collections.abc import Callable
 from functools import partial
 
+import structlog
 from telegram import Update
 from telegram.error import InvalidToken
 
 from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
 from knowledge.config import Settings
-from knowledge.errors import ConfigError
+from knowledge.errors import ConfigError, KbError
+from knowledge.retrieval.index import Index
 from knowledge.speech.transcribe import Transcript, speech_runner, transcribe_audio
 from knowledge.wiring import build_engine, candidate_store, http_session, load_language, make_fetcher
+
+log = structlog.get_logger()
 
 FIND_YOUR_ID = (
     "set KB_TELEGRAM_ALLOWED_USERS to your numeric Telegram user id. To find it, message @userinfobot, or start "
@@ -71,6 +76,7 @@ def create(
         )
         if register is not None:
             await register(application)
+        announce(settings, application.bot.username)
 
     async def stop(application) -> None:
         session = session_box.pop("session", None)
@@ -81,6 +87,24 @@ def create(
     app.post_init = start
     app.post_shutdown = stop
     return app
+
+
+def announce(settings: Settings, username: str | None) -> None:
+    """One start line on any console (journald and launchd logs read stdout) and the ``bot.started`` event."""
+    users = len(settings.telegram_allowed_users)
+    documents = "no index yet"
+    with contextlib.suppress(KbError), Index(settings.index_path, readonly=True) as index:
+        documents = f"{index.document_count()} documents"
+    print(
+        f"kb bot @{username or '?'}: serving {users} allowed user{'s' if users != 1 else ''}, "
+        f"model {settings.model or '(none)'} at {settings.llm_url}, {documents} in {settings.home}; "
+        "SIGTERM or Ctrl-C stops it",
+        flush=True,
+    )
+    log.info(
+        "bot.started", bot=username, allowed_users=users, model=settings.model, llm_url=settings.llm_url,
+        index=str(settings.index_path), documents=documents,
+    )  # fmt: skip
 
 
 def serve(settings: Settings) -> int:

@@ -258,7 +258,7 @@ def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
                              KB_TELEGRAM_API_URL=telegram.base_url, KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, "-m", "knowledge.cli", "--home", str(tmp_path), "bot"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 30
@@ -270,9 +270,14 @@ def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
             proc.wait(timeout=20)
         finally:
             proc.kill()
-            err = proc.stderr.read()
-            proc.stderr.close()
+            out, err = proc.communicate()
     assert proc.returncode == 0, err
+    # one start line on the console, even with no terminal (journald, launchd logs), and the event
+    [line] = [line for line in out.splitlines() if line.startswith("kb bot @")]
+    assert "serving 1 allowed user," in line and "no index yet" in line and "SIGTERM or Ctrl-C stops it" in line
+    started = [json.loads(x) for x in (tmp_path / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
+    [event] = [e for e in started if e["event"] == "bot.started"]
+    assert event["allowed_users"] == 1 and event["bot"] and event["documents"] == "no index yet"
 
 
 async def test_uploads_with_hidden_lock_file_or_long_names_are_saved_under_a_name_the_daemon_takes(env):
