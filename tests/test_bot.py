@@ -274,7 +274,9 @@ def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
     assert proc.returncode == 0, err
     # one start line on the console, even with no terminal (journald, launchd logs), and the event
     [line] = [line for line in out.splitlines() if line.startswith("kb bot @")]
-    assert "serving 1 allowed user," in line and "no index yet" in line and "SIGTERM or Ctrl-C stops it" in line
+    assert (
+        "serving 1 allowed user," in line and "no index yet" in line and "SIGTERM or Ctrl-C stops it" in line
+    )
     started = [json.loads(x) for x in (tmp_path / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
     [event] = [e for e in started if e["event"] == "bot.started"]
     assert event["allowed_users"] == 1 and event["bot"] and event["documents"] == "no index yet"

@@ -172,5 +172,24 @@ def test_a_model_that_cannot_be_downloaded_is_explained(tmp_path, note):
         )  # fmt: skip
     assert out.returncode == 1 and out.stdout == ""
     last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("kb: The speech model kb-tests/gone could not be downloaded (")
-    assert last.endswith("check the network or KB_WHISPER_MODEL, or set it to a model folder.")
+    assert last.startswith(
+        "kb: The speech model kb-tests/gone is not on the model hub, or needs a login there;"
+    )
+    assert "Error" not in last and "http" not in last  # one sentence: no exception names, no URLs
+
+
+def test_a_hub_out_of_reach_is_one_sentence_for_the_owner(tmp_path, note):
+    from tests.fake_llm import free_port
+
+    out = kb(
+        tmp_path / "kb", "ask", "--audio", str(note),
+        KB_WHISPER_MODEL="kb-tests/tiny-whisper", HF_ENDPOINT=f"http://127.0.0.1:{free_port()}",
+        HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="0",
+    )  # fmt: skip
+    assert out.returncode == 1 and out.stdout == ""
+    last = out.stderr.strip().splitlines()[-1]
+    assert last == (
+        "kb: The speech model kb-tests/tiny-whisper could not be downloaded: the model hub cannot be reached "
+        "from here. Try again when online, or download it once with `hf download kb-tests/tiny-whisper`, or set "
+        "KB_WHISPER_MODEL to a model folder."
+    )

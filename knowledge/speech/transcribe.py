@@ -234,11 +234,8 @@ def download_model(spec: str, *, is_offline: bool | None = None) -> Path:
     try:
         folder = Path(snapshot_download(spec, allow_patterns=list(MODEL_FILES)))
     except Exception as exc:  # network, 404, gated, disk: the hub library raises many types
-        raise SpeechError(
-            "model-download-failed",
-            f"The speech model {spec} could not be downloaded ({type(exc).__name__}: {one_line(str(exc), 160)}); "
-            "check the network or KB_WHISPER_MODEL, or set it to a model folder.",
-        ) from exc
+        log.warning("speech.model_download_failed", model=spec, error=f"{type(exc).__name__}: {exc}")
+        raise SpeechError("model-download-failed", download_failure(spec, exc)) from exc
     if not is_model_folder(folder):
         raise SpeechError(
             "model-missing",
@@ -247,6 +244,34 @@ def download_model(spec: str, *, is_offline: bool | None = None) -> Path:
         )
     log.info("speech.model_downloaded", model=spec, s=round(time.perf_counter() - t0, 1))
     return folder
+
+
+def download_failure(spec: str, exc: BaseException) -> str:
+    """One sentence for the owner on why the speech model could not be downloaded: no exception
+    names, no URLs (the log has those, as speech.model_download_failed)."""
+    kinds = {type(e).__name__ for e in _chain(exc)}
+    errnos = {getattr(e, "errno", None) for e in _chain(exc)}
+    later = f"download it once with `hf download {spec}`, or set KB_WHISPER_MODEL to a model folder."
+    if kinds & {"RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError"}:
+        return (
+            f"The speech model {spec} is not on the model hub, or needs a login there; set KB_WHISPER_MODEL to "
+            "a model that is, such as mlx-community/whisper-large-v3-turbo, or to a model folder."
+        )
+    if 28 in errnos:  # ENOSPC
+        return f"The speech model {spec} could not be downloaded: the disk is full. Free some space and try again."
+    return (
+        f"The speech model {spec} could not be downloaded: the model hub cannot be reached from here. "
+        f"Try again when online, or {later}"
+    )
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """An exception and its causes and contexts (the hub library wraps the network error)."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen and len(seen) < 10:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return seen
 
 
 def whisper_transcriber(spec: str, *, is_offline: bool | None = None) -> WhisperTranscriber:
