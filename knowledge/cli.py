@@ -20,8 +20,8 @@ import structlog
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConfigError, KbError
-from knowledge.ingest.lock import WriterLock
+from knowledge.errors import ConfigError, KbError, WriterLockHeld
+from knowledge.ingest.lock import WriterLock, holder
 from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
 from knowledge.logs import WarnOnce, configure_logging
 from knowledge.progress import Progress
@@ -325,11 +325,17 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
     With the bar up and ``out`` a terminal too, files indexed without trouble get no line of their
     own (the bar counts them); piped output keeps a line for every file.
     """
-    counter = load_tokenizer(settings)
     t0 = time.perf_counter()
-    outcomes: list[Outcome] = []
     lock = WriterLock(settings.lock_path, role="kb ingest")
-    lock.acquire(wait_s=settings.lock_wait_s)
+    try:
+        lock.acquire()
+    except WriterLockHeld:
+        running = holder(settings.lock_path) or ""
+        if running.endswith("kb daemon"):  # the daemon is the writer: it indexes them, kb ingest reports
+            return hand_to_daemon(settings, paths, running, out=out, t0=t0)
+        lock.acquire(wait_s=settings.lock_wait_s)  # another kb ingest or kb reindex: wait for it
+    counter = load_tokenizer(settings)
+    outcomes: list[Outcome] = []
     try:
         with (
             Index(settings.index_path) as index,
@@ -356,13 +362,43 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
                 embed_index(settings, index, out=out)
     finally:
         lock.release()
+    summarise(outcomes, t0, out=out)
+    return outcomes
+
+
+def hand_to_daemon(
+    settings: Settings, paths: list[Path], running: str, *, out: TextIO, t0: float
+) -> list[Outcome]:
+    """kb ingest while the daemon runs: the files go into its inbox and their results are reported as
+    the daemon records them (the same lines as when kb ingest indexes them itself)."""
+    from knowledge.ingest.handoff import hand_over
+
+    print(
+        f"the daemon is running ({running}): handing {len(paths)} file(s) to its inbox", file=out, flush=True
+    )
+    with Progress(len(paths), label="ingest", unit="files", stream=sys.stderr) as bar:
+        is_each_line_shown = not (bar.is_on and out.isatty())
+
+        def shown(outcome: Outcome) -> None:
+            bar.advance()
+            if is_each_line_shown or outcome.status != "indexed":
+                bar.print(describe_outcome(outcome), out=out)
+
+        outcomes = hand_over(settings, paths, idle_s=max(settings.import_wait_s, 1.0), shown=shown)
+    summarise(outcomes, t0, out=out)
+    return outcomes
+
+
+def summarise(outcomes: list[Outcome], t0: float, *, out: TextIO) -> None:
+    """The last lines of kb ingest: a count per status, the time, and the reasons of failures."""
     counts = Counter(o.status for o in outcomes)
-    parts = [f"{counts[s]} {s}" for s in ("indexed", "duplicate", "failed", "skipped") if counts[s]]
+    parts = [
+        f"{counts[s]} {s}" for s in ("indexed", "duplicate", "failed", "skipped", "waiting") if counts[s]
+    ]
     print(f"{', '.join(parts) or 'nothing to do'} in {time.perf_counter() - t0:.1f} s", file=out)
     if reasons := Counter(o.reason for o in outcomes if o.status == "failed"):
         listed = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common())
         print(f"failed by reason: {listed} (originals and NAME.error.json in inbox/failed/)", file=out)
-    return outcomes
 
 
 def embed_index(settings: Settings, index: Index, *, out: TextIO) -> None:
@@ -403,6 +439,8 @@ def describe_outcome(o: Outcome) -> str:
         return f"duplicate  {o.source.name} = {o.duplicate_of} ({o.title!r}), kept as {_rel(o.kept_at)}"
     if o.status == "skipped":
         return f"skipped    {o.source.name}: {o.message}"
+    if o.status == "waiting":
+        return f"waiting    {o.source.name}: {o.message} ({_rel(o.kept_at)})"
     return f"failed     {o.source.name}: {o.reason}: {o.message} → {_rel(o.kept_at)}"
 
 

@@ -1,6 +1,7 @@
 """The kb command line, run as a user runs it: a real process, real files, exit codes and output."""
 
 import json
+import re
 import select
 import subprocess
 import sys
@@ -420,3 +421,37 @@ def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_doe
     assert "do not answer" in data["door"]["why"]
     assert [c["id"] for c in data["candidates"]] == ["web-1", "web-2"]
     assert data["candidates"][0]["url"] == "https://lakes.example/quillan"
+
+
+def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_results(tmp_path):
+    from daemon.main import background
+    from knowledge.tokenizer import ApproxCounter
+    from tests.conftest import make_settings
+
+    home = tmp_path / "kb"
+    settings = make_settings(home, KB_SETTLE_S="0.1")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "heron.md").write_text("# Heron\n\nThe heron count at pond 6 was 42 birds.\n")
+    (src / "locked.pdf").write_bytes(pdfs.encrypted(pdfs.text_pdf([["secret"]]), user_password="pw"))
+    with background(settings, ApproxCounter()):
+        t0 = time.monotonic()
+        out = kb(home, "ingest", str(src), env={"KB_SETTLE_S": "0.1"})
+        elapsed = time.monotonic() - t0
+    assert out.returncode == 1, out.stderr  # one file failed, as when kb ingest indexes them itself
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("the daemon is running (pid ") and "handing 2 file(s) to its inbox" in lines[0]
+    assert any(
+        re.match(r"indexed    heron\.md → raw/heron-[0-9a-f]{8}\.md \(1 chunks, 'Heron'\)", x) for x in lines
+    )
+    assert any(
+        x.startswith("failed     locked.pdf: pdf-encrypted: ") and "inbox/failed/locked.pdf" in x
+        for x in lines
+    )
+    assert lines[-2].startswith("1 indexed, 1 failed in ") and lines[-1].startswith(
+        "failed by reason: pdf-encrypted 1"
+    )
+    assert (
+        elapsed < 30 and (src / "heron.md").exists()
+    )  # no wait for the lock; the original stays where it was
+    assert "heron count" in kb(home, "search", "heron count").stdout

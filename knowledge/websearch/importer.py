@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
+from knowledge.ingest.handoff import ingest_record
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import ERROR_SUFFIX, SIDECAR_SUFFIX, inbox_name, unique_name, write_atomic
 from knowledge.ingest.raw import sha256_hex, slugify
@@ -142,36 +143,11 @@ async def wait_for_ingest(
     """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        record = await asyncio.to_thread(_ingest_record, settings.index_path, str(path), sha256)
+        record = await asyncio.to_thread(ingest_record, settings.index_path, str(path), sha256)
         if record is not None:
             return record
         await asyncio.sleep(poll_s)
     return None
-
-
-def _ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
-    try:
-        with Index(index_path, readonly=True) as index:
-            row = index.conn.execute(
-                "SELECT status, doc_id, chunks, error, stage FROM ingests WHERE path = ? AND sha256 = ?"
-                " ORDER BY id DESC LIMIT 1",
-                (path, sha256),
-            ).fetchone()
-            if row is None:
-                return None
-            status, doc_id, chunks, error, stage = row
-            doc = index.document(doc_id) if doc_id else None
-    except IndexError_:
-        return None
-    return {
-        "status": status,
-        "doc_id": doc_id,
-        "chunks": chunks,
-        "error": error,
-        "stage": stage,
-        "title": doc.title if doc else None,
-        "raw_path": doc.raw_path if doc else None,  # e.g. raw/photo-….md, to read what was indexed
-    }
 
 
 async def import_web_source(

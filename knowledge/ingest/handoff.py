@@ -1,0 +1,146 @@
+"""Files for the running daemon: put into the inbox whole, then followed to their ingest records.
+
+The daemon is the one writer. A process that wants files indexed while it runs (``kb ingest``
+with the daemon up, the bot, a web import) writes each one into the inbox as ``NAME.part`` and
+renames it, so the daemon never takes half a file, and then reads the daemon's ingest record for
+that name and content hash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from knowledge.config import Settings
+from knowledge.errors import IndexError_
+from knowledge.ingest.pipeline import ERROR_SUFFIX, Outcome, inbox_name, unique_name
+from knowledge.ingest.raw import sha256_hex
+from knowledge.retrieval.index import Index
+
+
+def deliver(inbox: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` into the inbox under a free name derived from ``name``, atomically; its path."""
+    inbox.mkdir(parents=True, exist_ok=True)
+    name = unique_name(inbox, inbox_name(name))
+    part = inbox / (name + ".part")
+    with open(part, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(part, inbox / name)
+    return inbox / name
+
+
+def ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
+    """The latest ingest record of these bytes at this inbox path, with its document's title and raw path."""
+    try:
+        with Index(index_path, readonly=True) as index:
+            row = index.conn.execute(
+                "SELECT status, doc_id, chunks, error, stage, duplicate_of FROM ingests"
+                " WHERE path = ? AND sha256 = ? ORDER BY id DESC LIMIT 1",
+                (path, sha256),
+            ).fetchone()
+            if row is None:
+                return None
+            status, doc_id, chunks, error, stage, duplicate_of = row
+            doc = index.document(doc_id) if doc_id else None
+    except IndexError_:
+        return None
+    return {
+        "status": status,
+        "doc_id": doc_id,
+        "chunks": chunks,
+        "error": error,
+        "stage": stage,
+        "duplicate_of": duplicate_of,
+        "title": doc.title if doc else None,
+        "raw_path": doc.raw_path if doc else None,  # e.g. raw/photo-….md, to read what was indexed
+    }
+
+
+def hand_over(
+    settings: Settings,
+    paths: Iterable[Path],
+    *,
+    idle_s: float,
+    shown: Callable[[Outcome], None],
+    clock: Callable[[], float] = time.monotonic,
+    poll_s: float = 0.2,
+) -> list[Outcome]:
+    """Deliver files to the daemon and wait for what it made of each (``shown`` as each is done).
+
+    A file whose record does not come while the daemon is idle ``idle_s`` (no record for any of
+    them) stays in the inbox, to be indexed when the daemon gets to it: its outcome is "waiting".
+    """
+    pending: dict[Path, tuple[Path, str]] = {}
+    outcomes: list[Outcome] = []
+    inbox = settings.inbox.resolve()
+    for source in paths:
+        try:
+            data = source.read_bytes()
+        except OSError as exc:
+            outcome = Outcome(source, "failed", stage="read", reason="unreadable", message=str(exc))
+            outcomes.append(outcome)
+            shown(outcome)
+            continue
+        if source.resolve().parent == inbox or inbox in source.resolve().parents:  # already the daemon's
+            pending[source] = (source, sha256_hex(data))
+        else:
+            pending[source] = (deliver(settings.inbox, source.name, data), sha256_hex(data))
+    last = clock()
+    while pending and clock() - last < idle_s:
+        for source, (inbox_path, sha) in list(pending.items()):
+            record = ingest_record(settings.index_path, str(inbox_path), sha)
+            if record is None:
+                continue
+            outcome = outcome_of(settings, source, inbox_path, record)
+            outcomes.append(outcome)
+            shown(outcome)
+            del pending[source]
+            last = clock()
+        if pending:
+            time.sleep(poll_s)
+    for source, (inbox_path, _) in pending.items():
+        outcome = Outcome(
+            source, "waiting", kept_at=inbox_path, message="in the inbox; the daemon is still on it"
+        )
+        outcomes.append(outcome)
+        shown(outcome)
+    return outcomes
+
+
+def outcome_of(settings: Settings, source: Path, inbox_path: Path, record: dict) -> Outcome:
+    """The Outcome ``kb ingest`` reports, from the daemon's record of a delivered file."""
+    if record["status"] == "indexed":
+        kept = settings.processed / inbox_path.name
+        return Outcome(
+            source, "indexed", doc_id=record["doc_id"], title=record["title"], chunks=record["chunks"] or 0,
+            raw_path=record["raw_path"], kept_at=kept,
+        )  # fmt: skip
+    if record["status"] == "duplicate":
+        return Outcome(
+            source, "duplicate", doc_id=record["doc_id"], title=record["title"],
+            duplicate_of=record["duplicate_of"], kept_at=settings.processed / inbox_path.name,
+        )  # fmt: skip
+    reason, kept = failure_reason(settings.failed, inbox_path.name)
+    return Outcome(
+        source, "failed", stage=record["stage"], reason=reason, message=record["error"], kept_at=kept
+    )
+
+
+def failure_reason(failed: Path, name: str) -> tuple[str, Path | None]:
+    """(reason code, where the original is kept) from the newest error record written for ``name``."""
+    newest: tuple[float, str, Path | None] = (-1.0, "failed", None)
+    for error_file in failed.glob(f"*{ERROR_SUFFIX}"):
+        try:
+            found = json.loads(error_file.read_text(encoding="utf-8"))
+            when = error_file.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict) and found.get("file") == name and when > newest[0]:
+            original = failed / error_file.name.removesuffix(ERROR_SUFFIX)
+            newest = (when, str(found.get("reason") or "failed"), original)
+    return newest[1], newest[2]
