@@ -195,10 +195,10 @@ def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path):
     home = tmp_path / "kb"
     note = tmp_path / "n.md"
     note.write_text("# n\n\ntext\n")
-    with WriterLock(home / "knowledge" / "writer.lock", role="kb daemon"):
+    with WriterLock(home / "knowledge" / "writer.lock", role="kb reindex"):  # a writer that is not the daemon
         out = kb(home, "ingest", str(note), env={"KB_LOCK_WAIT_S": "0.5"})
     assert out.returncode == 1
-    assert "another kb process is writing" in out.stderr and "kb daemon" in out.stderr
+    assert "another kb process is writing" in out.stderr and "kb reindex" in out.stderr
 
 
 def test_logs_show_events_readably_and_follow(tmp_path):
