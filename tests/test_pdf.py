@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from collections.abc import Iterator
@@ -87,6 +88,37 @@ def test_clean_text(raw, clean):
 def test_choose_title(info_title, texts, title):
     assert choose_title(info_title, texts) == title
     assert len(choose_title(info_title, texts)) <= 120
+
+
+@pytest.mark.parametrize(
+    ("info_title", "tools", "title"),
+    [
+        ("Enscript Output", ("GNU Enscript 1.6.6", "GPL Ghostscript 10.0"), "Lake Quillan survey"),
+        ("GNU Enscript", ("GNU Enscript 1.6.6",), "Lake Quillan survey"),  # the tool's own name
+        ("LibreOffice Writer", ("Writer", "LibreOffice 7.4"), "Lake Quillan survey"),
+        ("Document1", (), "Lake Quillan survey"),
+        ("PowerPoint Presentation", (), "Lake Quillan survey"),
+        ("Slide 1", (), "Lake Quillan survey"),
+        ("2023-04-01_0001", (), "Lake Quillan survey"),  # no letter: a number or a date, not a title
+        ("quillan-survey.md", (), "Lake Quillan survey"),
+        ("The Varn valley lakes", ("Microsoft® Word for Microsoft 365",), "The Varn valley lakes"),
+        ("湖泊調查報告", ("Pages",), "湖泊調查報告"),
+    ],
+)
+def test_a_title_a_tool_filled_in_gives_way_to_the_first_heading(info_title, tools, title):
+    assert choose_title(info_title, ["Lake Quillan survey\nbody"], tools=tools) == title
+
+
+def test_a_pdf_made_by_enscript_is_cited_by_its_first_line():
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(
+        clone_from=PdfReader(io.BytesIO(pdfs.text_pdf([["Heron counts at pond 6", "42 birds"]])))
+    )
+    writer.add_metadata({"/Title": "Enscript Output", "/Creator": "GNU Enscript 1.6.6"})
+    out = io.BytesIO()
+    writer.write(out)
+    assert pdf_to_markdown(out.getvalue()).title == "Heron counts at pond 6"
 
 
 @pytest.mark.parametrize("algorithm", ["RC4-128", "AES-128", "AES-256"])

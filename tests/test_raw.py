@@ -47,3 +47,21 @@ def test_page_ranges_both_ways(pages, ranges) -> None:
 
 def test_page_ranges_from_a_hand_edited_file_skip_what_is_not_a_page() -> None:
     assert raw.pages_of(" 1-2, x, 5 ,-3, 8-") == [1, 2, 5]
+
+
+@pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("ต้มข่าไก่", "ต้มข่าไก่"),  # the vowel and tone marks stay with their consonants
+        ("ข้าวหอมมะลิ notes", "ข้าวหอมมะลิ-notes"),
+        ("Crème brûlée (v2)", "crème-brûlée-v2"),
+        ("高山烏龍茶 筆記", "高山烏龍茶-筆記"),
+        ("a/b\\c:d", "a-b-c-d"),
+        ("🙂", "document"),
+    ],
+)
+def test_raw_names_keep_every_letter_and_mark_of_any_script(name, slug) -> None:
+    from knowledge.ingest.raw import raw_name, slugify
+
+    assert slugify(name) == slug
+    assert raw_name(name + ".txt", "ab" * 32) == f"{slug}-abababab.md"

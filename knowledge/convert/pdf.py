@@ -43,10 +43,15 @@ logging.getLogger("pypdf").setLevel(logging.CRITICAL)
 
 TITLE_MAX_CHARS = 120
 
-# Titles that authoring tools fill in for the user: "Untitled", "Microsoft Word - report.docx",
-# or a bare file name. Kept to these three shapes on purpose; anything else is taken as the title.
+# Titles that authoring tools fill in for the user: "Untitled", "Microsoft Word - report.docx", a
+# bare file name, or the tool's own placeholder ("Enscript Output", "Document1", "Slide 1",
+# "PowerPoint Presentation"...). A title that repeats the PDF's Creator or Producer (the tool) is
+# junk too (see choose_title); anything else is taken as the title.
 _JUNK_TITLE = re.compile(
-    r"untitled\b.*|microsoft \w+ - .*|\S.*\.(docx?|pdf|rtf|odt|txt|tex|dvi|pptx?|xlsx?|indd|e?ps)",
+    r"untitled\b.*|microsoft \w+ - .*|\S.*\.(docx?|pdf|rtf|odt|txt|tex|dvi|pptx?|xlsx?|indd|e?ps|html?|md)"
+    r"|enscript output|a2ps output|(document|doc|book|sheet|presentation|slide|layout|scan|image|img)[ _-]?\d*"
+    r"|powerpoint presentation|(new )?(title|document|page|file)|print|noname|unknown|none|null|\(anonymous\)"
+    r"|[\W\d_]*",  # no letter at all
     re.IGNORECASE,
 )
 _BLANK_RUNS = re.compile(r"\n{3,}")
@@ -91,7 +96,7 @@ def pdf_to_markdown(
                     f"{page_count}); split the PDF or raise KB_CONVERT_TIMEOUT_S",
                 )
             texts.append(clean_text(_layout_text(page)))
-        info_title = _info_title(reader)
+        info_title, tools = _info_title(reader), _info_tools(reader)
     scans = [n for n, text in enumerate(texts, start=1) if not text.strip()]
     stamped = [
         n for n, text in enumerate(texts, start=1) if text.strip() and _word_chars(text) < STAMP_MAX_CHARS
@@ -135,7 +140,10 @@ def pdf_to_markdown(
             illegible_pages=illegible,
         )
     return Converted(
-        title=choose_title(info_title, firsts), markdown="\n".join(sections), converter="pdf", ocr=facts
+        title=choose_title(info_title, firsts, tools=tools),
+        markdown="\n".join(sections),
+        converter="pdf",
+        ocr=facts,
     )
 
 
@@ -238,10 +246,21 @@ def clean_text(text: str) -> str:
     return _BLANK_RUNS.sub("\n\n", text).strip("\n")
 
 
-def choose_title(info_title: str | None, texts: list[str]) -> str:
-    """The document info title unless it is junk, else the first line of text, else ""."""
+def choose_title(info_title: str | None, texts: list[str], *, tools: tuple[str, ...] = ()) -> str:
+    """The document info title when it is plausible, else the first line of text, else "".
+
+    Not plausible: a placeholder or a file name (``_JUNK_TITLE``), or the name of the tool that
+    made the PDF (``tools``: its /Creator and /Producer).
+    """
     title = " ".join((info_title or "").replace("\x00", "").split())
-    if title and not _JUNK_TITLE.fullmatch(title):
+    names = [" ".join(t.split()).casefold() for t in tools if t and t.strip()]
+    tool_words = {w for n in names for w in re.findall(r"[^\W\d_]+", n)}
+    words = re.findall(r"[^\W\d_]+", title.casefold())
+    is_tool = any(
+        title.casefold() == n or (len(title) >= 4 and n.startswith(title.casefold())) for n in names
+    )
+    is_tool |= 0 < len(words) <= 4 and set(words) <= tool_words  # "LibreOffice Writer", by Writer/LibreOffice
+    if title and not is_tool and not _JUNK_TITLE.fullmatch(title):
         return _shorten(title)
     for text in texts:
         for line in text.split("\n"):
@@ -280,6 +299,16 @@ def _info_title(reader: PdfReader) -> str | None:
     except Exception:  # a broken /Info must not cost the text: fall back to the first line
         return None
     return title if isinstance(title, str) else None
+
+
+def _info_tools(reader: PdfReader) -> tuple[str, ...]:
+    """The /Creator and /Producer of the document information (the tools that made it), as far as readable."""
+    try:
+        metadata = reader.metadata
+        found = (metadata.creator, metadata.producer) if metadata is not None else ()
+    except Exception:  # a broken /Info costs nothing but this check
+        return ()
+    return tuple(t for t in found if isinstance(t, str))
 
 
 @contextmanager

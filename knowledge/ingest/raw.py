@@ -82,9 +82,13 @@ def sha256_hex(data: bytes) -> str:
 
 
 def slugify(name: str) -> str:
-    """A file-name-safe slug: letters and digits of any script, joined by '-', at most 60 chars."""
+    """A file-name-safe slug: letters, digits and marks of any script (a Thai vowel or tone mark, an
+    accent), joined by '-', at most 60 chars."""
     text = unicodedata.normalize("NFKC", name).casefold()
-    slug = re.sub(r"[^\w]+", "-", text).strip("-_")
+    kept = "".join(
+        ch if ch.isalnum() or ch == "_" or unicodedata.category(ch)[0] == "M" else " " for ch in text
+    )
+    slug = re.sub(r"\s+", "-", kept.strip()).strip("-_")
     slug = cut_bytes(re.sub(r"[-_]{2,}", "-", slug)[:_SLUG_MAX], _SLUG_MAX_BYTES).strip("-_")
     return slug or "document"
 
