@@ -33,7 +33,7 @@ from bot.access import refusal
 from bot.deps import BotDeps, deps_of
 from bot.media import on_document, on_photo, on_save_note, on_voice
 from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
-from bot.render import esc, link, parse_callback
+from bot.render import chunks, esc, link, parse_callback
 from bot.send import NO_PREVIEW, keyboard, say, send_reply, typing
 from knowledge.errors import FetchRefused, KbError
 from knowledge.retrieval.index import Index
@@ -230,7 +230,7 @@ async def run_import(
             await show(f"refused: {exc}")
             return
         if result.status == "indexed":
-            await show(f"indexed, {result.chunks} chunks — {result.title}")
+            await show(f"indexed, {chunks(result.chunks)} — {result.title}")
         elif result.status == "already":
             await show(f"already imported — {result.title}")
         elif result.status == "queued":

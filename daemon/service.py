@@ -360,6 +360,20 @@ class Daemon:
                 heapq.heappush(self._retries, _Retry(self.clock() + delay, path))
         else:
             self.attempts.pop(path, None)
+            self._drop_empty_folders(path.parent)
+
+    def _drop_empty_folders(self, folder: Path) -> None:
+        """Remove the sub-folders of the inbox a file came from once they are empty (a folder dropped
+        in whole leaves nothing behind); never the inbox itself or kb's own folders in it."""
+        inbox = self.settings.inbox
+        keep = {inbox, self.settings.processed, self.settings.failed, self.settings.staging}
+        while folder != inbox and inbox in folder.parents and folder not in keep:
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                return
+            log.debug("inbox.folder_removed", folder=str(folder.relative_to(inbox)))
+            folder = folder.parent
 
     def _file_orphan(self, side: Path) -> None:
         owner = side.with_name(side.name.removesuffix(SIDECAR_SUFFIX))

@@ -434,7 +434,7 @@ def embed_index(settings: Settings, index: Index, *, out: TextIO) -> None:
 def describe_outcome(o: Outcome) -> str:
     """One line for a file: what happened and where things are."""
     if o.status == "indexed":
-        return f"indexed    {o.source.name} → {o.raw_path} ({o.chunks} chunks, {o.title!r})"
+        return f"indexed    {o.source.name} → {o.raw_path} ({o.chunks} chunk{'s' if o.chunks != 1 else ''}, {o.title!r})"
     if o.status == "duplicate":
         return f"duplicate  {o.source.name} = {o.duplicate_of} ({o.title!r}), kept as {_rel(o.kept_at)}"
     if o.status == "skipped":
@@ -844,7 +844,7 @@ def describe_import(result: object) -> str:
     """One line for an import's outcome."""
     r = result
     if r.status == "indexed":
-        return f"indexed    {r.source_id} {r.url} → {r.title!r} ({r.chunks} chunks, {r.doc_id})"
+        return f"indexed    {r.source_id} {r.url} → {r.title!r} ({r.chunks} chunk{'s' if r.chunks != 1 else ''}, {r.doc_id})"
     if r.status == "already":
         return f"already    {r.source_id} {r.url} was imported before: {r.title!r} ({r.doc_id})"
     if r.status == "queued":

@@ -51,7 +51,8 @@ async def _check_model(settings: Settings) -> Finding:
             await client.health()
             models = await client.models()
         except KbError as exc:
-            return Finding("model server", False, str(exc), f"start it with: {client.start_hint}")
+            said = str(exc).split(": start it with: ")[0]  # the fix below says it once
+            return Finding("model server", False, said, f"start it with: {client.start_hint}")
     return Finding(
         "model server", True, f"{settings.llm_url} answers; serving {', '.join(models[:3]) or '?'}"
     )

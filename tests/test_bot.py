@@ -96,7 +96,7 @@ async def test_web_candidates_tap_to_import_and_answer_again(env):
         and f'href="{base}/varn"' in answer_call.params["text"]
     )
     progress = env.telegram.message(OWNER, message_id)
-    assert "web-1: indexed, 1 chunks — The Varn valley" in progress.text and not progress.buttons
+    assert "web-1: indexed, 1 chunk — The Varn valley" in progress.text and not progress.buttons
     assert [h for h in progress.history if "downloading" in h] and [
         h for h in progress.history if "converting" in h
     ]
@@ -194,7 +194,7 @@ async def test_an_uploaded_file_is_indexed_and_reported(env):
         OWNER, OWNER, "zorblat.md", b"# Zorblat 9000\n\nIt brews 12 cups at once.\n", "text/markdown"
     )
     await env.bot_said(
-        lambda c: "zorblat.md: indexed, 1 chunks — Zorblat 9000" in c.params["text"], timeout_s=30
+        lambda c: "zorblat.md: indexed, 1 chunk — Zorblat 9000" in c.params["text"], timeout_s=30
     )
     sidecar = json.loads((env.settings.processed / "zorblat.md.source.json").read_text())
     assert sidecar["source"] == "telegram upload" and sidecar["telegram_user_id"] == OWNER
@@ -294,7 +294,7 @@ async def test_uploads_with_hidden_lock_file_or_long_names_are_saved_under_a_nam
             OWNER, OWNER, name, f"# {text}\n\nAbout the {text}.\n".encode(), "text/markdown"
         )
         call = await env.bot_said(
-            lambda c, t=text: f"indexed, 1 chunks — {t}" in c.params["text"], timeout_s=30
+            lambda c, t=text: f"indexed, 1 chunk — {t}" in c.params["text"], timeout_s=30
         )
         if name != thai:
             assert "saved as" in call.params["text"]
@@ -304,7 +304,7 @@ async def test_uploads_with_hidden_lock_file_or_long_names_are_saved_under_a_nam
 async def test_a_reused_upload_name_reports_this_files_result_not_the_earlier_ones(env):
     env, _ = env
     env.telegram.push_document(OWNER, OWNER, "notes.md", b"# Old notes\n\nThe old notes.\n", "text/markdown")
-    await env.bot_said(lambda c: "notes.md: indexed, 1 chunks — Old notes" in c.params["text"], timeout_s=30)
+    await env.bot_said(lambda c: "notes.md: indexed, 1 chunk — Old notes" in c.params["text"], timeout_s=30)
     png = b"\x89PNG\r\n\x1a\n" + bytes(64)
     env.telegram.push_document(OWNER, OWNER, "notes.md", png, "text/markdown")
     call = await env.bot_said(lambda c: "notes.md: not added" in c.params["text"], timeout_s=30)

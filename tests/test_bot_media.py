@@ -50,7 +50,7 @@ async def test_a_photo_is_read_indexed_and_its_caption_answered_from_it(env):
     status = await env.bot_said(lambda c: "Read 2 lines" in c.params["text"], timeout_s=90)
     text = status.params["text"]
     assert valid_html(status)
-    assert re.search(r"photo-\d{8}-\d{6}\.jpg: indexed, 1 chunks", text), text
+    assert re.search(r"photo-\d{8}-\d{6}\.jpg: indexed, 1 chunk", text), text
     assert re.search(r"Read 2 lines \(confidence \d+%\): “Zorblat 9000 manual”", text), text
     reply = await env.bot_said(lambda c: "twelve cups at once" in c.params["text"], timeout_s=30)
     assert re.search(r"raw/photo-\d{8}-\d{6}-[0-9a-f]{8}\.md:\d+-\d+", reply.params["text"])
@@ -119,7 +119,7 @@ async def test_a_voice_question_is_heard_answered_and_saved_once(env):
     assert button["text"] == "Save as note"
     first = env.telegram.push_callback(OWNER, OWNER, heard.params["message_id"], button["callback_data"])
     saved = await env.bot_said(lambda c: "Saved as a note" in c.params["text"], timeout_s=30)
-    assert re.search(r"voice-note-\d{8}-\d{6}\.md: indexed, 1 chunks — Voice note, ", saved.params["text"])
+    assert re.search(r"voice-note-\d{8}-\d{6}\.md: indexed, 1 chunk — Voice note, ", saved.params["text"])
     assert env.telegram.callback_answer(first)["text"] == "saving…"
     again = env.telegram.push_callback(OWNER, OWNER, heard.params["message_id"], button["callback_data"])
     forged = env.telegram.push_callback(OWNER, OWNER, heard.params["message_id"], "note:forged-token")

@@ -442,7 +442,7 @@ def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_res
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("the daemon is running (pid ") and "handing 2 file(s) to its inbox" in lines[0]
     assert any(
-        re.match(r"indexed    heron\.md → raw/heron-[0-9a-f]{8}\.md \(1 chunks, 'Heron'\)", x) for x in lines
+        re.match(r"indexed    heron\.md → raw/heron-[0-9a-f]{8}\.md \(1 chunk, 'Heron'\)", x) for x in lines
     )
     assert any(
         x.startswith("failed     locked.pdf: pdf-encrypted: ") and "inbox/failed/locked.pdf" in x

@@ -215,8 +215,13 @@ def test_a_folder_moved_in_is_taken_whole(kb, tmp_path):
     folder.mkdir()
     for n in range(20):
         (folder / f"f{n}.md").write_text(f"# F{n}\n\nfile number {n}\n")
+    (folder / "deeper").mkdir()
+    (folder / "deeper" / "last.md").write_text("# Last\n\nthe deepest file\n")
     os.rename(folder, s.inbox / "batch")
-    wait_for(lambda: len(documents(s)) == 20, what="20 files")
+    wait_for(lambda: len(documents(s)) == 21, what="21 files")
+    # emptied, the dropped folder goes too; kb's own folders stay
+    wait_for(lambda: not (s.inbox / "batch").exists(), what="the emptied folder removed")
+    assert s.processed.is_dir() and s.inbox.is_dir()
 
 
 def test_a_replaced_inbox_is_watched_again(kb):

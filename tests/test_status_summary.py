@@ -72,16 +72,21 @@ async def test_probing_the_model_server(settings):
     finally:
         await runner.cleanup()
         await other.cleanup()
+    import sys
+    from pathlib import Path
+
+    server = Path(sys.executable).parent / "mlx_lm.server"  # kb's own, not one on PATH
     assert up == {
         "url": fake.base_url,
         "reachable": True,
-        "start": f"mlx_lm.server --model M --port {fake.base_url.split(':')[2][:-3]}",
+        "start": f"{server} --model M --port {fake.base_url.split(':')[2][:-3]} "
+        """--chat-template-args '{"enable_thinking": false}'""",
     }
     assert odd["reachable"] is True and "404" in odd["error"]
     assert (
         down["reachable"] is False
         and "not reachable" in down["error"]
-        and down["start"].startswith("mlx_lm.server --model M")
+        and down["start"].startswith(f"{server} --model M")
     )
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 
@@ -118,9 +120,16 @@ class ModelClient:
 
     @property
     def start_hint(self) -> str:
+        """The command that starts the server kb expects: mlx_lm.server from kb's own environment
+        (it is installed there, not on PATH), thinking off."""
         model = self.model_hint or "MODEL"
         port = re.search(r":(\d+)", self.base_url)
-        return f"mlx_lm.server --model {model} --port {port.group(1) if port else 8081}"
+        server = Path(sys.executable).parent / "mlx_lm.server"
+        program = str(server) if server.is_file() else "mlx_lm.server"
+        return (
+            f"{program} --model {model} --port {port.group(1) if port else 8081} "
+            """--chat-template-args '{"enable_thinking": false}'"""
+        )
 
     async def chat(
         self,
