@@ -1,7 +1,8 @@
 """The daemon's second worker: vectors for chunks that have none, at low priority.
 
 A file is searchable by its words as soon as the ingest worker commits it; this thread then
-embeds its chunks in small batches (each committed on its own), woken after every ingest and
+embeds its chunks in small batches (each committed on its own; in turns, the newest document
+first, so one big file never holds back a note added after it), woken after every ingest and
 checking again every ``IDLE_S``. It runs at a lower CPU priority than the ingest worker, so
 new files are never kept waiting behind embedding. A kill loses at most the batch in hand:
 the chunks without vectors are found again on the next start. When the embedder fails the
@@ -14,10 +15,12 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import structlog
 
 from knowledge.config import Settings
+from knowledge.ingest import working
 from knowledge.retrieval.embed import Embedder, EmbedderError
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.vectors import coverage, embed_missing
@@ -54,6 +57,22 @@ class Backfill:
         if self._thread.is_alive():
             self._thread.join()
 
+    def _paced(self) -> Callable[[int], None]:
+        """A progress listener that publishes the embedding pace (chunks a second, smoothed) after
+        each batch, for kb status and /status to show a rate and the time left."""
+        folder = working.folder(self.settings)
+        last = [time.perf_counter(), 0.0]  # when the previous batch ended, the smoothed rate
+
+        def batch_done(chunks: int) -> None:
+            now = time.perf_counter()
+            rate = chunks / max(now - last[0], 1e-6)
+            last[1] = rate if not last[1] else 0.7 * last[1] + 0.3 * rate
+            last[0] = now
+            with contextlib.suppress(OSError):
+                working.publish_pace(folder, model=self.embedder.name, rate=last[1])
+
+        return batch_done
+
     def _run(self) -> None:
         with contextlib.suppress(
             OSError, AttributeError
@@ -66,8 +85,9 @@ class Backfill:
                 t0 = time.perf_counter()
                 try:
                     done = embed_missing(
-                        index, self.embedder, batch=self.settings.embed_batch, should_stop=self._stop.is_set
-                    )
+                        index, self.embedder, batch=self.settings.embed_batch, should_stop=self._stop.is_set,
+                        progress=self._paced(),
+                    )  # fmt: skip
                 except EmbedderError as exc:
                     if not backoff:
                         log.warning("embed.unavailable", model=self.embedder.name, reason=str(exc))

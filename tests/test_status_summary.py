@@ -97,3 +97,23 @@ def test_web_search_only_when_asked_says_how_to_ask(tmp_path):
     assert dict(summary_facts(report))["web search"] == (
         "when asked: /search, kb websearch (DuckDuckGo Lite; KB_WEB_SEARCH=ask)"
     )
+
+
+def test_while_vectors_are_made_status_shows_the_pace_and_the_time_left(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from knowledge.ingest import working
+    from knowledge.status import duration
+
+    settings = make_settings(tmp_path / "kb", KB_EMBED="local")
+    ingest_texts(settings, {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})
+    folder = working.folder(settings)
+    working.publish_pace(folder, model="local:multilingual-e5-small-q4", rate=0.001)
+    facts = dict(summary_facts(status_report(settings, model={"url": "u", "reachable": True, "start": "s"})))
+    assert facts["knowledge base"].endswith(
+        "(0 with vectors, local:multilingual-e5-small-q4; 0.001 chunks/s, about 33 min to go)"
+    )
+    stale = datetime.now(UTC) - timedelta(minutes=5)
+    working.publish_pace(folder, model="local:multilingual-e5-small-q4", rate=7.5, clock=lambda: stale)
+    assert working.read_pace(folder) is None  # a daemon that stopped telling: no pace shown
+    assert [duration(s) for s in (0.2, 42, 719, 4500)] == ["1 s", "42 s", "12 min", "1 h 15 min"]

@@ -542,3 +542,18 @@ def test_centring_rows_a_block_at_a_time_gives_what_centring_each_row_gives():
         for i, (m, n) in zip((0, 7, 4095, 4096, 9999), one_by_one, strict=True)
     )
     assert norms[7] == 0 and not matrix[7].any()
+
+
+def test_vectors_are_made_in_turns_newest_document_first(tmp_path):
+    """One big file must not hold back a note added after it: each document's next 8 chunks a turn."""
+    settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
+    big = "# Big\n\n" + "\n\n".join(
+        f"Paragraph {n} of the big file says something about topic {n}." for n in range(60)
+    )
+    ingest_texts(settings, {"big.md": big})
+    ingest_texts(settings, {"note.md": "# Note\n\nA note added later.\n"})
+    with Index(settings.index_path) as index:
+        titles = [title for _, _, title, _ in index.chunks_without_vectors("m", limit=16)]
+        total = index.chunk_total()
+    assert total > 16 and titles[0] == "Note"  # the newest document first, in the first turn
+    assert titles[1:9] == ["Big"] * 8 and len(titles) == 16  # then the big one, 8 at a time

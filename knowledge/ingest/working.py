@@ -110,7 +110,7 @@ def clear_all(folder: Path) -> None:
     if not folder.is_dir():
         return
     for path in folder.iterdir():
-        if path.suffix in (".json", ".tmp"):
+        if path.suffix in (".json", ".tmp", ".pace"):
             with contextlib.suppress(OSError):
                 path.unlink()
 
@@ -125,6 +125,45 @@ def publisher(folder: Path) -> Callable[..., None]:
             publish(folder, sha256, name=name, stage=stage, done=done, total=total)
 
     return report
+
+
+PACE_FILE = "embedding.pace"  # not a source's file (those are <sha256>.json)
+PACE_FRESH_S = 120.0
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast the daemon is making vectors: chunks a second (lately), for which model, when told."""
+
+    model: str
+    rate: float
+    updated: str
+
+
+def publish_pace(
+    folder: Path, *, model: str, rate: float, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+) -> None:
+    """Write (or replace) the embedding pace, atomically."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = Pace(model=model, rate=round(rate, 3), updated=clock().isoformat(timespec="seconds"))
+    tmp = folder / f".{PACE_FILE}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
+        os.replace(tmp, folder / PACE_FILE)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_pace(folder: Path, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Pace | None:
+    """The embedding pace when the daemon told it in the last two minutes, else None."""
+    try:
+        data = json.loads((folder / PACE_FILE).read_text(encoding="utf-8"))
+        pace = Pace(model=str(data["model"]), rate=float(data["rate"]), updated=str(data["updated"]))
+        age = (clock() - datetime.fromisoformat(pace.updated)).total_seconds()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return pace if 0 <= age <= PACE_FRESH_S and pace.rate > 0 else None
 
 
 def _path(folder: Path, sha256: str) -> Path:

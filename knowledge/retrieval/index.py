@@ -394,13 +394,23 @@ class Index:
             return None, []
         return versions.pop(), [(lang, vec) for _, lang, vec in rows]
 
-    def chunks_without_vectors(self, model: str, *, limit: int) -> list[tuple[int, str, str, str]]:
-        """(rowid, text_sha256, title, text) of chunks with no vector of this model, oldest first."""
+    def chunks_without_vectors(
+        self, model: str, *, limit: int, per_document: int = 8
+    ) -> list[tuple[int, str, str, str]]:
+        """(rowid, text_sha256, title, text) of chunks with no vector of this model, in turns: each
+        document's next ``per_document`` chunks a turn, the newest document first in every turn.
+
+        A note added after a 30,000-chunk file is embedded within a turn, not after the whole file.
+        """
         return self.conn.execute(
-            "SELECT c.rowid, c.text_sha256, d.title, c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.rowid = c.rowid AND v.model = ?)"
-            " ORDER BY c.rowid LIMIT ?",
-            (model, limit),
+            "SELECT m.rowid, c.text_sha256, d.title, c.text FROM ("
+            "  SELECT c.rowid, c.document_id,"
+            "   (ROW_NUMBER() OVER (PARTITION BY c.document_id ORDER BY c.seq) - 1) / ? AS turn"
+            "  FROM chunks c"
+            "  WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.rowid = c.rowid AND v.model = ?)"
+            " ) m JOIN chunks c ON c.rowid = m.rowid JOIN documents d ON d.id = m.document_id"
+            " ORDER BY m.turn, d.indexed_at DESC, d.id, c.seq LIMIT ?",
+            (max(per_document, 1), model, limit),
         ).fetchall()
 
     def vector_count(self, model: str) -> int:

@@ -2,8 +2,10 @@
 
 * Stored beside their chunks in the index file (``chunk_vectors``: rowid, model, the chunk's
   script group, vector), as float16: half the bytes of float32 (82 MB per 100,000 chunks).
-* Filled in after the lexical commit by :func:`embed_missing`, in small batches, oldest
-  chunks first; a kill loses at most the batch in hand, and the next call carries on.
+* Filled in after the lexical commit by :func:`embed_missing`, in small batches taken in turns
+  (each document's next few chunks a turn, the newest document first: a note added after a big
+  file is not kept waiting behind it); a kill loses at most the batch in hand, and the next call
+  carries on.
   Chunks whose vector belongs to another model count as missing, so changing the model
   re-embeds everything in the background while the old vectors are simply not used.
 * Centred by language: each script group's mean vector is removed from its chunks and from
