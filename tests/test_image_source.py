@@ -238,3 +238,49 @@ def test_with_ocr_off_a_dropped_photo_goes_to_failed_with_the_reason(tmp_path) -
     assert outcome.status == "failed" and outcome.reason == "ocr-off"
     record = json.loads((settings.failed / "receipt.png.error.json").read_text())
     assert record["reason"] == "ocr-off" and "KB_OCR=off" in record["message"]
+
+
+# What RapidOCR made of a photo of a Thai menu on Linux (it reads Chinese and English only).
+THAI_AS_LATIN = ["Usennmanniaymnaanmnsgn", "nnaunniawuuavmsnsnnuw 25 unn", "ManuuRWEnsngnnnn"]
+
+
+def test_a_photo_in_a_script_the_engine_cannot_read_is_refused_not_indexed_as_gibberish(settings) -> None:
+    settings.inbox.mkdir(parents=True)
+    photo = settings.inbox / "menu.jpg"
+    photo.write_bytes(ocr_images.encode(ocr_images.text_image(["(a Thai menu)"]), "JPEG"))
+    spec = OcrSpec(
+        kind="rapidocr",
+        langs=("zh-Hant", "zh-Hans", "en"),
+        engine=ScriptedEngine(THAI_AS_LATIN, confidence=0.61),
+    )
+    with Index(settings.index_path) as index, IsolatedRunner() as runner:
+        outcome = Ingestor(settings, index, ApproxCounter(), runner=runner, ocr=spec).ingest(photo)
+        assert index.document_count() == 0  # nothing went in
+    assert outcome.status == "failed" and outcome.reason == "ocr-unreadable"
+    assert "not legible to the OCR engine here" in outcome.message and "Thai" in outcome.message
+    assert json.loads((settings.failed / "menu.jpg.error.json").read_text())["reason"] == "ocr-unreadable"
+
+
+@pytest.mark.parametrize(
+    ("lines", "confidence", "readable"),
+    [
+        (THAI_AS_LATIN, 0.61, False),
+        (THAI_AS_LATIN, 0.93, True),  # read confidently: taken as it is
+        (
+            ["Lake Quillan ferry timetable", "Departures every hour until 6 pm"],
+            0.62,
+            True,
+        ),  # a poor photo, real words
+        (
+            ["INV-20231104", "Total 1,280.00", "QTY 3 x 426.67"],
+            0.6,
+            True,
+        ),  # codes and numbers: nothing to judge by
+        (["高山烏龍茶沖泡筆記", "九十五度的熱水"], 0.62, True),
+        (["strengths and rhythms of twelfths"], 0.62, True),  # real words with consonant runs
+    ],
+)
+def test_readable_means_words_or_confidence(lines, confidence, readable) -> None:
+    from knowledge.convert.ocr_text import OcrLine, is_readable
+
+    assert is_readable([OcrLine(t, confidence, (0, 0, 1, 1)) for t in lines]) is readable

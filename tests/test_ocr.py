@@ -97,6 +97,9 @@ def settings_with(tmp_path, **env: str) -> Settings:
 def test_doctor_says_thai_needs_apple_vision_off_the_mac(tmp_path) -> None:
     text = describe_ocr(settings_with(tmp_path, KB_OCR_LANGS="zh-Hant,en,th"), platform="linux")
     assert text.startswith("RapidOCR (PP-OCRv6, bundled models) reads zh-Hant, en")
+    assert "not Thai (photos of Thai text are refused as ocr-unreadable: read them on a Mac)" in describe_ocr(
+        make_settings(tmp_path / "kb2", KB_OCR="rapidocr", KB_OCR_LANGS="zh-Hant,en"), platform="linux"
+    )
     assert "Thai is not read here" in text and "does not download" in text and "Apple Vision on macOS" in text
     on_mac = describe_ocr(settings_with(tmp_path, KB_OCR_LANGS="zh-Hant,en,th"), platform="darwin")
     assert on_mac.startswith("Apple Vision reads zh-Hant, en, th") and "Thai is not read" not in on_mac

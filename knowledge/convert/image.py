@@ -23,7 +23,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from knowledge.convert.base import Converted, OcrFacts
 from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
-from knowledge.convert.ocr_text import lines_markdown, mean_confidence
+from knowledge.convert.ocr_text import is_readable, lines_markdown, mean_confidence
 from knowledge.convert.sniff import image_format
 from knowledge.convert.text import shorten
 from knowledge.errors import ConversionError, one_line
@@ -61,11 +61,24 @@ def image_to_markdown(
             "blurred, dark or small); take the picture again closer and sharper",
         )
     lines = [line for block in blocks for line in block]
+    if not is_readable(lines):
+        raise ConversionError("ocr-unreadable", unreadable_message(name, engine.name, lines))
     return Converted(
         title=shorten(lines[0].text),
         markdown=f"{SECTION}\n\n{lines_markdown(blocks)}\n",
         converter="image",
         ocr=OcrFacts(engine=engine.name, confidence=mean_confidence(lines)),
+    )
+
+
+def unreadable_message(name: str, engine: str, lines: list) -> str:
+    """Why a photo whose text OCR could not read is refused, naming what the engine here reads."""
+    sample = " ".join(line.text for line in lines)[:60]
+    what = "Chinese and English" if "rapidocr" in engine.lower() else "the languages of KB_OCR_LANGS"
+    return (
+        f"the text in {name} is not legible to the OCR engine here ({engine} reads {what}; it read "
+        f"only {sample!r}): a photo of Thai text is read on a Mac (Apple Vision, KB_OCR_LANGS with th); "
+        "otherwise take the picture again closer and sharper"
     )
 
 

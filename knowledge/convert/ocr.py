@@ -148,6 +148,8 @@ def describe_ocr(settings: Settings, platform: str = sys.platform) -> str:
     else:
         readable = [lang for lang in langs if lang in RAPIDOCR_LANGUAGES]
         what = f"RapidOCR (PP-OCRv6, bundled models) reads {', '.join(readable) or 'nothing'}"
+        if "th" not in langs:  # said anyway: the owner keeps Thai documents
+            what += "; not Thai (photos of Thai text are refused as ocr-unreadable: read them on a Mac)"
     text = f"{what}; scanned pages rendered at {spec.dpi} dpi, {settings.ocr_page_timeout_s:g} s per page"
     notes = ocr_warnings(spec, unknown, platform)
     return text + "".join(f". {note}" for note in notes)

@@ -133,6 +133,42 @@ def is_legible(lines: Sequence[OcrLine], *, floor: float = LEGIBLE_CONFIDENCE) -
     return any(line.confidence >= floor and has_words(line.text) for line in lines)
 
 
+# Latin words as an engine reads text of a script it does not know (Thai read by a Chinese and
+# English model: "Usennmanniaymnaanmnsgn"): too long, without a vowel, or with long consonant runs.
+_LATIN_WORD = re.compile(r"[A-Za-z]{3,}")
+_CONSONANT_RUN = re.compile(r"[bcdfghjklmnpqrstvwxz]{6,}", re.IGNORECASE)
+WORD_MAX_LETTERS = 15
+READABLE_SHARE = 0.5  # of the letters in Latin words, at least this share must be in word-like ones
+SURE_CONFIDENCE = 0.85  # a page read this confidently is text, whatever it looks like
+
+
+def is_word_like(word: str) -> bool:
+    """A run of Latin letters that could be a word of a language written in Latin letters."""
+    return (
+        len(word) <= WORD_MAX_LETTERS
+        and any(ch in "aeiouyAEIOUY" for ch in word)
+        and not _CONSONANT_RUN.search(word)
+    )
+
+
+def readable_share(lines: Sequence[OcrLine]) -> float | None:
+    """Of the letters in the Latin words of three letters or more, the share in word-like ones;
+    None when the lines hold no such word (Chinese, numbers, codes: nothing to judge by)."""
+    words = [w for line in lines for w in _LATIN_WORD.findall(line.text)]
+    letters = sum(len(w) for w in words)
+    if not letters:
+        return None
+    return sum(len(w) for w in words if is_word_like(w)) / letters
+
+
+def is_readable(lines: Sequence[OcrLine]) -> bool:
+    """False when the text read is mostly letters that form no words and was read without confidence:
+    an engine's guess at a script it cannot read (the text is there, kb cannot read it here)."""
+    share = readable_share(lines)
+    confidence = mean_confidence(lines)
+    return share is None or share >= READABLE_SHARE or (confidence or 0.0) >= SURE_CONFIDENCE
+
+
 def mean_confidence(lines: Sequence[OcrLine]) -> float | None:
     """The mean of the lines' confidences; None without lines."""
     return statistics.fmean(line.confidence for line in lines) if lines else None

@@ -32,7 +32,7 @@ from pypdf.errors import DependencyError, LimitReachedError
 
 from knowledge.convert.base import Converted, OcrFacts
 from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
-from knowledge.convert.ocr_text import OcrLine, lines_markdown, mean_confidence
+from knowledge.convert.ocr_text import OcrLine, is_readable, lines_markdown, mean_confidence
 from knowledge.convert.pdf_text import drop_running_lines, reading_text
 from knowledge.errors import ConversionError, one_line
 
@@ -185,8 +185,8 @@ def _read_scans(
                     f"OCR of page {number} took {took_s:.0f} s, longer than the {page_timeout_s:g} s allowed per "
                     "scanned page; raise KB_OCR_PAGE_TIMEOUT_S or lower KB_OCR_DPI",
                 )
-            if blocks:
-                read[number] = blocks
+            if blocks and is_readable([line for block in blocks for line in block]):
+                read[number] = blocks  # a page read as no words (a script not read here) is illegible
             if progress:
                 progress(done, len(pages))
         return engine.name, read
