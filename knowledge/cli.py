@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import subprocess
 import sys
 import time
 import traceback
@@ -79,6 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
         "in knowledge/raw/ update the index. Stops cleanly on SIGTERM/SIGINT. One daemon per knowledge base.",
     )
     p.set_defaults(func=cmd_daemon)
+
+    p = sub.add_parser(
+        "service",
+        help="install, remove or show kb's background services (launchd on macOS, systemd on Linux)",
+        description="kb's three services: mlx (the model server, KB_MODEL on KB_LLM_URL's port, thinking "
+        "off), daemon (the inbox) and bot (Telegram; only when KB_TELEGRAM_TOKEN is set). On macOS they are "
+        "launchd agents in ~/Library/LaunchAgents (local.kb.NAME.plist, logs in runs/logs/NAME.*.log); on "
+        "Linux systemd user units in ~/.config/systemd/user (kb-NAME.service, journalctl --user -u kb-NAME). "
+        "Settings come from ~/.config/kb/env (KEY=value lines). They run this checkout's .venv on this "
+        "knowledge base (KB_HOME).",
+    )
+    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p.add_argument(
+        "--only", metavar="NAMES", help="comma-separated: mlx, daemon, bot (default: all that apply)"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the files install would write; change nothing"
+    )
+    p.set_defaults(func=cmd_service)
 
     p = sub.add_parser(
         "ask",
@@ -944,6 +964,52 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
     from bot.main import serve
 
     return serve(settings)
+
+
+def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
+    """kb service install|uninstall|status [--only NAMES] [--dry-run]"""
+    import os
+    import plistlib
+    import re
+
+    from knowledge import service
+
+    wanted = [n.strip() for n in (args.only or "").split(",") if n.strip()]
+    known = {s.name: s for s in service.SERVICES}
+    if unknown := [n for n in wanted if n not in known]:
+        print(f"kb: unknown service {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
+        return EXIT_USAGE
+    chosen = [known[n] for n in wanted] or list(service.SERVICES)
+    if args.action == "install" and not wanted and not settings.telegram_token:
+        chosen = [s for s in chosen if s.name != "bot"]
+        print(
+            "bot     skipped: KB_TELEGRAM_TOKEN is not set (put it in ~/.config/kb/env, then install again)"
+        )
+    port = re.search(r":(\d+)", settings.llm_url.split("//", 1)[-1])
+    place = service.Place(
+        home=str(settings.home.resolve()), bin=str(Path(sys.executable).parent),
+        env_file=str(Path.home() / ".config" / "kb" / "env"), model=settings.model or service.DEFAULT_MODEL,
+        port=int(port.group(1)) if port else 8081,
+    )  # fmt: skip
+    host = service.Host("darwin" if sys.platform == "darwin" else "linux", Path.home(), os.getuid())
+    if args.dry_run:
+        environment = service.read_env_file(Path(place.env_file))
+        for one in chosen:
+            print(f"# {host.file_of(one)}")
+            if host.platform == "darwin":
+                print(plistlib.dumps(service.plist_dict(one, place, environment)).decode())
+            else:
+                print(service.unit_text(one, place))
+        return EXIT_OK
+    act = {"install": lambda: service.install(chosen, place, host), "uninstall": lambda: service.uninstall(chosen, host),
+           "status": lambda: service.status(chosen, host)}[args.action]  # fmt: skip
+    try:
+        lines = act()
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"kb: {args.action} failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print("\n".join(lines))
+    return EXIT_FAILED if any("not started" in line for line in lines) else EXIT_OK
 
 
 def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:

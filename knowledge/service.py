@@ -1,0 +1,294 @@
+"""kb's three background services, described once and rendered for the host's service manager.
+
+* ``mlx``    the model server (``mlx_lm.server`` with KB_MODEL, thinking off, on KB_LLM_URL's port);
+* ``daemon`` the inbox daemon (``kb daemon``);
+* ``bot``    the Telegram bot (``kb bot``; installed when KB_TELEGRAM_TOKEN is set).
+
+On macOS each becomes a launchd agent (``~/Library/LaunchAgents/local.kb.NAME.plist``: run at
+load, kept alive after a failure, logs under ``runs/logs/``); on Linux a systemd user unit
+(``~/.config/systemd/user/kb-NAME.service``). Settings come from ``~/.config/kb/env`` (``KEY=value``
+lines): systemd reads it itself (EnvironmentFile); a plist carries its values, so it is written
+readable by its owner only. The units in ``systemd/`` are these renderings with ``%h/kb`` paths,
+checked by the tests to be identical, so the two never drift.
+
+Rendering is pure (:func:`unit_text`, :func:`plist_dict`); :func:`install`, :func:`uninstall` and
+:func:`status` run the service manager's commands through a runner that tests replace.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+LABEL_PREFIX = "local.kb."
+THINKING_OFF = '{"enable_thinking":false}'
+
+
+@dataclass(frozen=True)
+class Service:
+    """One background service, whatever manages it."""
+
+    name: str
+    description: str
+    command: tuple[str, ...]  # "{bin}" is the folder of kb's Python; "{model}", "{port}" from the settings
+    restart_s: int
+    stop_timeout_s: int
+    after: tuple[str, ...] = ()
+    needs_network: bool = False
+    comment: str = ""
+
+
+SERVICES = (
+    Service(
+        "mlx",
+        "kb model server (mlx_lm.server, OpenAI-compatible, 127.0.0.1:8081)",
+        (
+            "{bin}/mlx_lm.server",
+            "--model",
+            "{model}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "{port}",
+            "--chat-template-args",
+            THINKING_OFF,
+        ),
+        restart_s=10,
+        stop_timeout_s=30,
+        comment="The model server for kb: mlx_lm.server with KB_MODEL on 127.0.0.1:8081, thinking off.\n"
+        "Set KB_MODEL in ~/.config/kb/env (default below); the first start downloads the model once.",
+    ),  # fmt: skip
+    Service(
+        "daemon",
+        "kb inbox daemon: converts and indexes files dropped into knowledge/inbox/",
+        ("{bin}/kb", "daemon"),
+        restart_s=5,
+        stop_timeout_s=60,
+        comment="kb inbox daemon. Install all three with: kb service install (or see README: Running kb as\n"
+        "services). Settings (KB_*) go in ~/.config/kb/env, one KEY=value a line; it is optional.",
+    ),
+    Service(
+        "bot",
+        "kb Telegram bot: answers from the knowledge base, web candidates, file uploads",
+        ("{bin}/kb", "bot"),
+        restart_s=5,
+        stop_timeout_s=30,
+        after=("mlx",),
+        needs_network=True,
+        comment="kb Telegram bot. Needs KB_TELEGRAM_TOKEN and KB_TELEGRAM_ALLOWED_USERS in ~/.config/kb/env.",
+    ),
+)
+DEFAULT_MODEL = "mlx-community/Qwen3-4B-Instruct-2507-4bit"
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where kb is installed and what the services need: the checkout (KB_HOME), its venv's bin
+    folder, the settings file and the model server's model and port."""
+
+    home: str
+    bin: str
+    env_file: str
+    model: str
+    port: int
+
+
+# The units shipped in systemd/: kb checked out in ~/kb (systemd's %h is the user's home).
+SHIPPED = Place(home="%h/kb", bin="%h/kb/.venv/bin", env_file="%h/.config/kb/env", model=DEFAULT_MODEL, port=8081)
+
+
+def unit_name(service: Service) -> str:
+    return f"kb-{service.name}.service"
+
+
+def label(service: Service) -> str:
+    return LABEL_PREFIX + service.name
+
+
+def command(service: Service, place: Place, *, systemd: bool = False) -> list[str]:
+    """The program and its arguments (under systemd the model is the unit's ${KB_MODEL})."""
+    model = "${KB_MODEL}" if systemd else place.model
+    fill = {"{bin}": place.bin, "{model}": model, "{port}": str(place.port)}
+    out = []
+    for argument in service.command:
+        for key, value in fill.items():
+            argument = argument.replace(key, value)
+        out.append(argument)
+    return out
+
+
+def unit_text(service: Service, place: Place) -> str:
+    """The systemd user unit of a service."""
+    comment = "".join(f"# {line}\n" for line in service.comment.splitlines())
+    after = " ".join(
+        ["network-online.target"] * service.needs_network + [f"kb-{name}.service" for name in service.after]
+    )
+    lines = [
+        "[Unit]",
+        f"Description={service.description}",
+        f"Documentation=file://{place.home}/README.md",
+    ]
+    if after:
+        lines.append(f"After={after}")
+    if service.needs_network:
+        lines.append("Wants=network-online.target")
+    lines += ["", "[Service]", "Type=simple", f"WorkingDirectory={place.home}"]
+    if service.name == "mlx":
+        lines.append(f"Environment=KB_MODEL={DEFAULT_MODEL}")
+    else:
+        lines.append(f"Environment=KB_HOME={place.home}")
+    lines += [
+        f"EnvironmentFile=-{place.env_file}",
+        "ExecStart=" + " ".join(command(service, place, systemd=True)),
+        "Restart=on-failure",
+        f"RestartSec={service.restart_s}",
+        "KillSignal=SIGTERM",
+        f"TimeoutStopSec={service.stop_timeout_s}",
+        "",
+        "[Install]",
+        "WantedBy=default.target",
+    ]
+    return comment + "\n".join(lines) + "\n"
+
+
+def plist_dict(service: Service, place: Place, environment: dict[str, str]) -> dict[str, object]:
+    """The launchd agent of a service (``environment``: the settings file's values)."""
+    logs = Path(place.home) / "runs" / "logs"
+    env = {**environment, "KB_HOME": place.home, "PATH": f"{place.bin}:/usr/bin:/bin:/usr/sbin:/sbin"}
+    return {
+        "Label": label(service),
+        "ProgramArguments": command(service, place),
+        "WorkingDirectory": place.home,
+        "EnvironmentVariables": env,
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},  # restarted after a failure, not after a clean stop
+        "ThrottleInterval": service.restart_s,
+        "ExitTimeOut": service.stop_timeout_s,
+        "ProcessType": "Background" if service.name != "mlx" else "Interactive",
+        "StandardOutPath": str(logs / f"{service.name}.out.log"),
+        "StandardErrorPath": str(logs / f"{service.name}.err.log"),
+    }
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines (comments, blank lines and ``export`` ignored; quotes around a value removed)."""
+    values: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return values
+    for line in text.splitlines():
+        line = line.strip().removeprefix("export ").strip()
+        key, sep, value = line.partition("=")
+        if not sep or line.startswith("#") or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key.strip()] = value
+    return values
+
+
+Run = Callable[[Sequence[str]], subprocess.CompletedProcess]
+
+
+def run(argv: Sequence[str]) -> subprocess.CompletedProcess:
+    """Run a service manager command, its output captured."""
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60)
+
+
+@dataclass(frozen=True)
+class Host:
+    """The service manager of this machine and where its files go."""
+
+    platform: str  # "darwin" or "linux"
+    user_home: Path
+    uid: int
+
+    @property
+    def folder(self) -> Path:
+        if self.platform == "darwin":
+            return self.user_home / "Library" / "LaunchAgents"
+        return self.user_home / ".config" / "systemd" / "user"
+
+    def file_of(self, service: Service) -> Path:
+        if self.platform == "darwin":
+            return self.folder / f"{label(service)}.plist"
+        return self.folder / unit_name(service)
+
+
+def install(services: Sequence[Service], place: Place, host: Host, *, run: Run = run) -> list[str]:
+    """Write and start each service; one line per service saying what was done."""
+    host.folder.mkdir(parents=True, exist_ok=True)
+    Path(place.home, "runs", "logs").mkdir(parents=True, exist_ok=True)
+    said = []
+    environment = read_env_file(Path(place.env_file))
+    for service in services:
+        path = host.file_of(service)
+        if host.platform == "darwin":
+            data = plistlib.dumps(plist_dict(service, place, environment))
+            _write_private(path, data)
+            run(["launchctl", "bootout", f"gui/{host.uid}/{label(service)}"])  # an older one, if loaded
+            done = run(["launchctl", "bootstrap", f"gui/{host.uid}", str(path)])
+        else:
+            _write_private(path, unit_text(service, place).encode())
+            run(["systemctl", "--user", "daemon-reload"])
+            done = run(["systemctl", "--user", "enable", "--now", unit_name(service)])
+        state = "started" if done.returncode == 0 else f"written, not started: {_first_line(done)}"
+        said.append(f"{service.name:<7} {path} {state}")
+    return said
+
+
+def uninstall(services: Sequence[Service], host: Host, *, run: Run = run) -> list[str]:
+    """Stop each service and remove its file."""
+    said = []
+    for service in services:
+        path = host.file_of(service)
+        if host.platform == "darwin":
+            run(["launchctl", "bootout", f"gui/{host.uid}/{label(service)}"])
+        else:
+            run(["systemctl", "--user", "disable", "--now", unit_name(service)])
+        existed = path.exists()
+        path.unlink(missing_ok=True)
+        said.append(f"{service.name:<7} {'removed' if existed else 'was not installed'} ({path})")
+    if host.platform != "darwin":
+        run(["systemctl", "--user", "daemon-reload"])
+    return said
+
+
+def status(services: Sequence[Service], host: Host, *, run: Run = run) -> list[str]:
+    """One line per service: installed or not, running or not."""
+    said = []
+    for service in services:
+        path = host.file_of(service)
+        if not path.exists():
+            said.append(f"{service.name:<7} not installed")
+            continue
+        if host.platform == "darwin":
+            out = run(["launchctl", "print", f"gui/{host.uid}/{label(service)}"])
+            found = re.search(r"^\s*state = (\S+)", out.stdout or "", re.MULTILINE)
+            state = found.group(1) if out.returncode == 0 and found else "not loaded"
+        else:
+            out = run(["systemctl", "--user", "is-active", unit_name(service)])
+            state = (out.stdout or "").strip() or "unknown"
+        said.append(f"{service.name:<7} {state} ({path})")
+    return said
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a file readable by its owner only (it may carry the bot token), atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
+def _first_line(done: subprocess.CompletedProcess) -> str:
+    text = (done.stderr or done.stdout or f"exit {done.returncode}").strip()
+    return text.splitlines()[0][:200] if text else f"exit {done.returncode}"
