@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from knowledge.answer.assistant import Engine, Reply
+from knowledge.logs import prompting
 from knowledge.websearch.importer import pasted_url
 
 HELP = """Ask a question in any language; answers cite your documents as [n].
@@ -116,8 +117,9 @@ async def read_line(read: Callable[[str], str], prompt: str) -> str:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle, value, None)
 
-    threading.Thread(target=run, name="kb-input", daemon=True).start()
-    return await future
+    with prompting(prompt):  # a warning meanwhile is written above the prompt, which is drawn again
+        threading.Thread(target=run, name="kb-input", daemon=True).start()
+        return await future
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -256,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kb`` console script."""
+    # The hub library logs its retries on its own handler, past kb's logging: errors only (the
+    # reasons reach the owner as kb's own sentences). Set before anything imports it.
+    os.environ.setdefault("HF_HUB_VERBOSITY", "error")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -968,7 +972,6 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
     """kb service install|uninstall|status [--only NAMES] [--dry-run]"""
-    import os
     import plistlib
     import re
 

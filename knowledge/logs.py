@@ -6,10 +6,11 @@ go in fields. Long-running loops bind per-item context with ``structlog.contextv
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -77,7 +78,7 @@ def configure_logging(
         )
         root.addHandler(file_handler)
     if console.isatty():
-        console_handler = logging.StreamHandler(console)
+        console_handler = ConsoleHandler(console)
         console_handler.setLevel(console_level.upper())
         renderer = structlog.dev.ConsoleRenderer(colors=False) if once is None else BriefRenderer(console)
         console_handler.setFormatter(
@@ -100,6 +101,49 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """Console lines that never break an interactive prompt: while one is shown (see
+    :func:`prompting`), a line is written above it and the prompt is drawn again with what the
+    person has typed so far."""
+
+    prompt: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.prompt is None:
+            super().emit(record)
+            return
+        try:
+            line = self.format(record)
+            raw = getattr(self.stream, "raw_stream", self.stream)  # kb's own control output, not neutralised
+            raw.write("\r\x1b[K")  # back to the start of the prompt's line, and clear it
+            self.stream.write(f"{line}\n{self.prompt}{_typed()}")
+            self.flush()
+        except Exception:  # as logging itself does: a broken console must not break kb
+            self.handleError(record)
+
+
+def _typed() -> str:
+    """What has been typed at the prompt so far (readline's line buffer), or ""."""
+    try:
+        import readline
+    except ImportError:
+        return ""
+    return readline.get_line_buffer()
+
+
+@contextlib.contextmanager
+def prompting(prompt: str) -> Iterator[None]:
+    """While a prompt waits for a line: console log lines are written above it, and it is drawn again."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, ConsoleHandler)]
+    for handler in handlers:
+        handler.prompt = prompt
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.prompt = None
 
 
 # Fields that tell one occurrence of an event from another (a file, a URL), and fields that say what went wrong.

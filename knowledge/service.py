@@ -99,7 +99,9 @@ class Place:
 
 
 # The units shipped in systemd/: kb checked out in ~/kb (systemd's %h is the user's home).
-SHIPPED = Place(home="%h/kb", bin="%h/kb/.venv/bin", env_file="%h/.config/kb/env", model=DEFAULT_MODEL, port=8081)
+SHIPPED = Place(
+    home="%h/kb", bin="%h/kb/.venv/bin", env_file="%h/.config/kb/env", model=DEFAULT_MODEL, port=8081
+)
 
 
 def unit_name(service: Service) -> str:

@@ -1,6 +1,7 @@
 """The first minutes in a terminal: kb run / kb chat / kb ingest on a pseudo-terminal, read as a person reads them."""
 
 import json
+import os
 import re
 import time
 
@@ -188,3 +189,24 @@ def test_make_run_ends_with_status_0_on_ctrl_c(home):
         status = term.finish(timeout_s=10)
     assert status == 0, term.screen
     assert "Error 130" not in term.screen and "Interrupt" not in term.screen
+
+
+def test_a_warning_while_the_prompt_waits_is_written_above_it_and_what_was_typed_stays(home):
+    from tests import pdfs
+
+    env = subprocess_env(
+        KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off", KB_SETTLE_S="0.1"
+    )
+    with Terminal(home, "run", env=env) as term:
+        term.wait_for(prompts(1))
+        os.write(term.master, b"how deep")  # typed, Enter not pressed yet
+        term.wait_for("how deep")
+        bad = pdfs.encrypted(pdfs.text_pdf([["secret"]]), user_password="pw")
+        (home / "knowledge" / "inbox" / "locked.pdf").write_bytes(bad)  # the daemon fails it: a warning
+        term.wait_for(lambda screen: "ingest.failed" in screen and screen.rstrip().endswith("kb> how deep"))
+        lines = term.screen.rstrip().splitlines()
+        assert lines[-1] == "kb> how deep" and lines[-2].startswith("kb warning: ingest.failed locked.pdf")
+        term.type("")  # Enter: the question typed before the warning is asked
+        term.wait_for(prompts(2))
+        term.type("/quit")
+        assert term.finish() == 0
