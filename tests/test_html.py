@@ -598,3 +598,23 @@ def test_script_text_does_not_make_a_chrome_block_look_small() -> None:
         "</body></html>"
     )
     assert "The whole article sits in a block" in html_to_markdown(html).markdown
+
+
+def test_a_byline_trafilatura_leaves_out_of_the_text_is_kept_as_the_first_line() -> None:
+    page = (
+        '<html><head><title>Lake news</title><meta name="author" content="Jane Doe">'
+        '<meta property="article:published_time" content="2024-05-01T10:00:00Z"></head><body>'
+        "<nav><a href='/'>Home</a></nav><article><h1>Lake Quillan is deep</h1>"
+        "<p>Lake Quillan is 317 metres deep and never freezes in winter, scientists say after a long survey.</p>"
+        "<p>Anglers come in summer to the Varn valley, where the lake lies between two ridges of granite.</p>"
+        "</article></body></html>"
+    )
+    markdown = html_to_markdown(page).markdown
+    assert markdown.startswith("*By Jane Doe · 2024-05-01*\n\n") and "317 metres deep" in markdown
+    # a page with neither says nothing more, and one that shows its byline keeps it as it is
+    assert not html_to_markdown(
+        page.replace('<meta name="author" content="Jane Doe">', "").replace(
+            '<meta property="article:published_time" content="2024-05-01T10:00:00Z">', ""
+        )
+    ).markdown.startswith("*")
+    assert html_to_markdown(ARTICLE_PAGE).markdown.count("Ana Lima") == 1

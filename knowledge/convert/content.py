@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from trafilatura import bare_extraction
+from trafilatura.metadata import extract_metadata
 from trafilatura.xml import xmltotxt
 
 # trafilatura logs every page it finds little on; the outcome reaches the owner as a ConversionError.
@@ -67,6 +68,21 @@ def choose_content(html: str) -> Chosen | None:
     if not text.strip():
         return None
     return Chosen(text)
+
+
+def byline(html: str) -> str:
+    """``By Jane Doe · 2024-05-01``: the page's author and date as trafilatura reads them from its
+    metadata and markup (trafilatura leaves both out of the text it chooses), or ""."""
+    try:
+        found = extract_metadata(html)
+    except Exception:  # a metadata parser that fails on a hostile page costs only the byline
+        return ""
+    if found is None:
+        return ""
+    author = " ".join(str(found.author or "").split())[:120]
+    date = str(found.date or "")[:10]
+    parts = [f"By {author}" if author else "", date]
+    return " · ".join(p for p in parts if p)
 
 
 def coverage(markdown: str, chosen: str) -> float:
