@@ -153,3 +153,26 @@ def chatml_answer(body: dict) -> str:
 def ThreadedFakeLLM(fake: FakeLLM) -> ThreadedServer:  # noqa: N802 - reads like the class it makes
     """The scripted model server in a thread of its own."""
     return ThreadedServer(fake, start)
+
+
+def web_step(
+    query: str, verdicts: str, summary: str, answer_for: Callable[[dict], Step], *, language: str = "en"
+) -> Callable[[dict], Step]:
+    """A responder for a question that reaches the web step: the planner gets one ``query``, the
+    relevance check ``verdicts`` ("1: YES"), the summary ``summary``; every other request (the
+    answer from the evidence) goes to ``answer_for``."""
+    plan = json.dumps(
+        {"needsSearch": True, "queries": [{"query": query, "freshness": None, "language": language}]}
+    )
+
+    def respond(body: dict) -> Step:
+        system = body["messages"][0]["content"]
+        if "plan web searches" in system:
+            return answer(plan)
+        if "'n: YES'" in system:
+            return answer(verdicts)
+        if "Summarise" in system:
+            return answer(summary)
+        return answer_for(body)
+
+    return respond

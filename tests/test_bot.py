@@ -10,7 +10,7 @@ from bot.main import create
 from tests import bot_env
 from tests.bot_env import OWNER, STRANGER, TOKEN, drop_note, valid_html, wait_indexed
 from tests.conftest import make_settings, subprocess_env
-from tests.fake_llm import Step, answer, free_port
+from tests.fake_llm import Step, answer, free_port, web_step
 from tests.fake_search import Result, ddg_results
 
 env = bot_env.env  # the fixture
@@ -65,19 +65,10 @@ async def test_web_candidates_tap_to_import_and_answer_again(env):
             Result("Quillan tourism", "https://tourism.example/quillan", "Lake Quillan visits and depth"),
         ])
     ]  # fmt: skip
-    plan = '{"needsSearch": true, "queries": [{"query": "lake quillan depth", "freshness": null, "language": "en"}]}'
-
-    def reply(body):
-        system = body["messages"][0]["content"]
-        if "plan web searches" in system:
-            return answer(plan)
-        if "'n: YES'" in system:
-            return answer("1: YES\n2: YES")
-        if "Summarise" in system:
-            return answer("[1] The Varn valley page gives the depth.")
-        return answer("Lake Quillan is 317 metres deep [1].")
-
-    env.llm.responder = reply
+    env.llm.responder = web_step(
+        "lake quillan depth", "1: YES\n2: YES", "[1] The Varn valley page gives the depth.",
+        lambda body: answer("Lake Quillan is 317 metres deep [1]."),
+    )  # fmt: skip
     await env.say("How deep is Lake Quillan?")
     offer = await env.bot_said(lambda c: c.method == "sendMessage" and c.params.get("reply_markup"))
     assert valid_html(offer) and "[source:" not in offer.params["text"]
@@ -114,21 +105,15 @@ async def test_when_the_model_says_the_notes_do_not_answer_the_web_is_offered_th
     env.search.script["ddg"] = [
         ddg_results("q", [Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth")])
     ]
-    plan = '{"needsSearch": true, "queries": [{"query": "lake quillan depth", "freshness": null, "language": "en"}]}'
 
-    def reply(body):
-        system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-        if "plan web searches" in system:
-            return answer(plan)
-        if "'n: YES'" in system:
-            return answer("1: YES")
-        if "Summarise" in system:
-            return answer("[1] The Varn valley page gives the depth.")
-        if "317 metres" in user:  # the imported page is in the evidence now
+    def from_evidence(body):
+        if "317 metres" in body["messages"][-1]["content"]:  # the imported page is in the evidence now
             return answer("Lake Quillan is 317 metres deep [1].")
         return answer("我不知道。")  # the note does not say how deep it is
 
-    env.llm.responder = reply
+    env.llm.responder = web_step(
+        "lake quillan depth", "1: YES", "[1] The Varn valley page gives the depth.", from_evidence
+    )
     await env.say("How deep is Lake Quillan?")
     offer = await env.bot_said(lambda c: c.method == "sendMessage" and c.params.get("reply_markup"))
     assert valid_html(offer) and offer.params["text"].startswith("Your documents do not answer this.")

@@ -380,24 +380,17 @@ def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp
 
 
 def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_does_not_know(tmp_path):
-    from tests.fake_llm import FakeLLM, ThreadedFakeLLM, ThreadedServer, answer
+    from tests.fake_llm import FakeLLM, ThreadedFakeLLM, ThreadedServer, answer, web_step
     from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
 
     home = tmp_path / "kb"
     notes = tmp_path / "quillan.md"
     notes.write_text("# Lake Quillan\n\nLake Quillan lies in the Varn valley and is loved by anglers.\n")
     assert kb(home, "ingest", str(notes)).returncode == 0
-    plan = '{"needsSearch": true, "queries": [{"query": "lake quillan depth", "freshness": null, "language": "th"}]}'
-
-    def reply(body):
-        system = body["messages"][0]["content"]
-        if "plan web searches" in system:
-            return answer(plan)
-        if "'n: YES'" in system:
-            return answer("1: YES\n2: YES")
-        if "Summarise" in system:
-            return answer("[1] The depth of Lake Quillan.\n[2] Visiting the lake.")
-        return answer("ไม่ทราบค่ะ")
+    reply = web_step(
+        "lake quillan depth", "1: YES\n2: YES", "[1] The depth of Lake Quillan.\n[2] Visiting the lake.",
+        lambda body: answer("ไม่ทราบค่ะ"), language="th",
+    )  # fmt: skip
 
     search = FakeSearch()
     search.script["ddg"] = [

@@ -24,14 +24,18 @@ from knowledge.retrieval.index import Index
 def deliver(inbox: Path, name: str, data: bytes) -> Path:
     """Write ``data`` into the inbox under a free name derived from ``name``, atomically; its path."""
     inbox.mkdir(parents=True, exist_ok=True)
-    name = unique_name(inbox, inbox_name(name))
-    part = inbox / (name + ".part")
+    return write_whole(inbox / unique_name(inbox, inbox_name(name)), data)
+
+
+def write_whole(path: Path, data: bytes) -> Path:
+    """Write ``data`` as ``NAME.part``, synced, then renamed to ``path``: a watcher never sees half of it."""
+    part = path.with_name(path.name + ".part")
     with open(part, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(part, inbox / name)
-    return inbox / name
+    os.replace(part, path)
+    return path
 
 
 def ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -21,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
-from knowledge.ingest.handoff import ingest_record
+from knowledge.ingest.handoff import ingest_record, write_whole
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import ERROR_SUFFIX, SIDECAR_SUFFIX, inbox_name, unique_name, write_atomic
 from knowledge.ingest.raw import sha256_hex, slugify
@@ -125,13 +124,7 @@ def hand_off(inbox: Path, name: str, data: bytes, sidecar: dict[str, object], *,
         json.dumps(sidecar, ensure_ascii=False, indent=1).encode(),
         staging=staging,
     )
-    part = inbox / (name + ".part")
-    with open(part, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(part, inbox / name)
-    return inbox / name
+    return write_whole(inbox / name, data)
 
 
 async def wait_for_ingest(
