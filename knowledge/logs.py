@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import TextIO
 
@@ -63,7 +64,7 @@ def configure_logging(
     root.setLevel(logging.DEBUG)
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(log_path, encoding="utf-8")
+        file_handler = SharedRotatingFileHandler(log_path)
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(
             _RedactingFormatter(
@@ -91,8 +92,9 @@ def configure_logging(
         if once is not None:
             console_handler.addFilter(once)
         root.addHandler(console_handler)
-    # Libraries stay quiet unless something is wrong.
-    for noisy in ("pypdf", "watchdog", "httpx", "telegram", "aiohttp.access", "asyncio"):
+    # Libraries stay quiet unless something is wrong, on the console and in the file alike (an idle
+    # bot's HTTP client alone would write ~10 MiB a day of debug lines).
+    for noisy in NOISY_LIBRARIES:
         library = logging.getLogger(noisy)
         library.setLevel(max(library.level, logging.WARNING))  # never louder than a module made it
     structlog.configure(
@@ -101,6 +103,39 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+NOISY_LIBRARIES = (
+    "pypdf", "watchdog", "httpx", "httpcore", "hpack", "h2", "telegram", "aiohttp.access", "asyncio",
+    "urllib3", "huggingface_hub", "filelock", "PIL", "numba", "matplotlib", "charset_normalizer",
+)  # fmt: skip
+LOG_MAX_BYTES = 20 * 2**20  # the log is rotated at this size, keeping LOG_BACKUPS older files
+LOG_BACKUPS = 5
+
+
+class SharedRotatingFileHandler(RotatingFileHandler):
+    """A size-rotated log that several kb processes write at once (the daemon, the bot, a command):
+    whoever writes after another process rotated it reopens the file at its path, as
+    WatchedFileHandler does, instead of writing on into the renamed one."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            now = os.stat(self.baseFilename)
+            opened = os.fstat(self.stream.fileno()) if self.stream else None
+            if opened is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+                if self.stream:
+                    self.stream.close()
+                self.stream = self._open()
+        except FileNotFoundError:
+            if self.stream:
+                self.stream.close()
+            self.stream = self._open()
+        except (OSError, ValueError):
+            pass  # a closed or odd stream: the base class reports what then fails
+        super().emit(record)
 
 
 class ConsoleHandler(logging.StreamHandler):

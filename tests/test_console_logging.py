@@ -98,3 +98,44 @@ def test_a_quiet_console_shows_each_distinct_warning_once_and_the_file_keeps_eve
         "ingest.failed",
         "ingest.failed",
     ]
+
+
+def test_library_chatter_stays_out_of_the_log_file_too(tmp_path):
+    import logging
+
+    import structlog
+
+    from knowledge.logs import configure_logging
+
+    path = tmp_path / "kb.jsonl"
+    configure_logging(path, console=io.StringIO())
+    logging.getLogger("httpcore.http11").debug("receive_response_headers.started request=<Request [b'POST']>")
+    logging.getLogger("hpack.hpack").debug("Decoded 0, consumed 1 bytes")
+    structlog.get_logger().debug("embed.batch", chunks=2)
+    text = path.read_text()
+    assert "embed.batch" in text and "receive_response_headers" not in text and "hpack" not in text
+
+
+def test_the_log_is_rotated_even_while_two_processes_write_it(tmp_path):
+    import logging
+
+    from knowledge.logs import SharedRotatingFileHandler
+
+    path = tmp_path / "kb.jsonl"
+    first, second = SharedRotatingFileHandler(path), SharedRotatingFileHandler(path)  # two processes
+    for handler in (first, second):
+        handler.maxBytes = 400
+        handler.setFormatter(logging.Formatter("%(message)s"))
+
+    def write(handler, text):
+        handler.emit(logging.LogRecord("kb", logging.INFO, "", 0, text, None, None))
+
+    for n in range(20):
+        write(first, f"first {n} " + "x" * 40)
+    write(second, "second, after the first rotated the file")
+    current = path.read_text()
+    assert "second, after the first rotated" in current  # not lost into the renamed file
+    assert (tmp_path / "kb.jsonl.1").is_file() and len(list(tmp_path.glob("kb.jsonl.*"))) <= 5
+    assert all(p.stat().st_size <= 500 for p in tmp_path.glob("kb.jsonl*"))
+    first.close()
+    second.close()
