@@ -84,6 +84,16 @@ def hand_over(
     inbox = settings.inbox.resolve()
     for source in paths:
         try:
+            size = source.stat().st_size
+            if size > settings.max_source_bytes:  # the daemon would refuse it: refused here, unread
+                outcome = Outcome(
+                    source, "failed", stage="read", reason="too-large",
+                    message=f"the file is {size / 2**20:.1f} MiB, over the {settings.max_source_bytes / 2**20:g} MiB"
+                    " limit (KB_MAX_SOURCE_MB)",
+                )  # fmt: skip
+                outcomes.append(outcome)
+                shown(outcome)
+                continue
             data = source.read_bytes()
         except OSError as exc:
             outcome = Outcome(source, "failed", stage="read", reason="unreadable", message=str(exc))

@@ -63,6 +63,9 @@ log = structlog.get_logger()
 
 SIDECAR_SUFFIX = ".source.json"
 ERROR_SUFFIX = ".error.json"
+# A file refused as too large is hashed (for whoever waits for its record) only up to this size:
+# the bot and web imports send at most a few tens of MB; a sparse 16 TiB file would take hours.
+HASH_REFUSED_MAX_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -238,7 +241,10 @@ class Ingestor:
                 f"the file is {st.st_size / 2**20:.1f} MiB, over the {self.limits.max_source_bytes / 2**20:g} MiB"
                 " limit (KB_MAX_SOURCE_MB)",
             )
-            failure.sha256 = _hash_regular(root, path.absolute())  # so a waiter can tell its own file
+            if (
+                st.st_size <= HASH_REFUSED_MAX_BYTES
+            ):  # so a waiter (the bot, a hand-off) can tell its own file;
+                failure.sha256 = _hash_regular(root, path.absolute())  # a huge one no waiter sent is not read
             raise failure
         try:
             data = _read_regular(root, path.absolute(), self.limits.max_source_bytes)
