@@ -54,8 +54,10 @@ class Backfill:
         """Stop after the batch in hand and wait for the thread."""
         self._stop.set()
         self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        if self._thread.is_alive():  # at most the batch in hand, bounded by the embedder's own deadline
+            self._thread.join(timeout=self.settings.embed_timeout_s + 5)
+            if self._thread.is_alive():
+                log.warning("embed.stop_timeout", waited_s=self.settings.embed_timeout_s + 5)
 
     def _paced(self) -> Callable[[int], None]:
         """A progress listener that publishes the embedding pace (chunks a second, smoothed) after

@@ -46,6 +46,7 @@ class FakeEmbeddings:
     body: str | None = None  # a raw body instead of embeddings
     delay_s: float = 0.0
     shuffle: bool = True
+    dim: int = DIM  # llama.cpp serves whatever is loaded: a test may change it under the same name
     requests: list[dict] = field(default_factory=list)
     base_url: str = ""
 
@@ -67,7 +68,10 @@ class FakeEmbeddings:
         if self.body is not None:
             return web.Response(text=self.body, content_type="application/json")
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [{"object": "embedding", "index": i, "embedding": bag_vector(t)} for i, t in enumerate(inputs)]
+        data = [
+            {"object": "embedding", "index": i, "embedding": bag_vector(t, self.dim)}
+            for i, t in enumerate(inputs)
+        ]
         if self.shuffle:
             random.Random(len(self.requests)).shuffle(data)
         tokens = sum(len(t.split()) for t in inputs)

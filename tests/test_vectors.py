@@ -65,10 +65,13 @@ def test_backfill_fills_every_chunk_once_and_reports_coverage(settings, fake):
         after = coverage(index, embedder.name)
         assert (after.vectors, after.chunks, after.is_complete) == (3, 3, True)
     background = {text for _, text in passages()}
-    chunk_requests = [r for r in fake.requests if not set(r["input"]) <= background]
-    assert len(chunk_requests) == 2  # the 3 chunks, 2 a batch
+    probes = [r for r in fake.requests if r["input"] == ["dimension"]]  # the size a server gives now
+    chunk_requests = [r for r in fake.requests if r not in probes and not set(r["input"]) <= background]
+    assert len(chunk_requests) == 2 and len(probes) == 2  # the 3 chunks, 2 a batch; a probe each call
     # and the background passages once, before them, for the sufficiency decision
-    assert sorted(t for r in fake.requests[:-2] for t in r["input"]) == sorted(background)
+    assert sorted(t for r in fake.requests if set(r["input"]) <= background for t in r["input"]) == sorted(
+        background
+    )
 
 
 def test_a_new_model_counts_as_missing_and_replaces_the_old_vectors(settings, fake):
@@ -557,3 +560,77 @@ def test_vectors_are_made_in_turns_newest_document_first(tmp_path):
         total = index.chunk_total()
     assert total > 16 and titles[0] == "Note"  # the newest document first, in the first turn
     assert titles[1:9] == ["Big"] * 8 and len(titles) == 16  # then the big one, 8 at a time
+
+
+def test_a_server_that_changes_dimension_under_the_same_name_costs_search_by_meaning_not_a_crash(
+    settings, fake
+):
+    ingest_texts(settings, DOCS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    with Index(settings.index_path) as index:
+        embed_missing(index, embedder)
+        meaning = Meaning.of(embedder)
+        before = search(index, "How deep is Lake Quillan?", k=3, meaning=meaning)
+        fake.dim = 48  # another model loaded under the same name
+        with structlog.testing.capture_logs() as logs:
+            during = search(index, "How deep is Lake Quillan?", k=3, meaning=meaning)
+        assert [r.chunk_id for r in during] == [
+            r.chunk_id for r in search(index, "How deep is Lake Quillan?", k=3)
+        ]
+        [warned] = [e for e in logs if e["event"] == "search.lexical_only"]
+        assert "48 dimensions" in warned["reason"] and "64" in warned["reason"]
+        assert (
+            embed_missing(index, embedder) == index.chunk_total()
+        )  # every vector of the old size made again
+        sizes = {n for (n,) in index.conn.execute("SELECT DISTINCT length(vec) FROM chunk_vectors")}
+        after = search(index, "How deep is Lake Quillan?", k=3, meaning=Meaning.of(embedder))
+    assert sizes == {48 * 2} and before[0].title == after[0].title == "Lake Quillan"
+
+
+def test_a_trickling_embeddings_server_is_given_up_at_the_deadline():
+    import socket
+    import threading
+    import time
+
+    from knowledge.retrieval.embed import EmbedderError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    stop = threading.Event()
+
+    def trickle() -> None:  # headers at once, then the body a byte at a time
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        while not stop.wait(0.2):
+            try:
+                conn.sendall(b" ")
+            except OSError:
+                break
+        conn.close()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    embedder = UrlEmbedder(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", "m", timeout_s=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(EmbedderError, match="took longer than 1 s"):
+        embedder.embed(["hello"], "query")
+    assert time.monotonic() - t0 < 3
+    stop.set()
+    listener.close()
+
+
+def test_a_nesting_bomb_from_the_server_is_an_embedder_error_and_search_uses_words(settings, fake):
+    from knowledge.retrieval.embed import EmbedderError, parse_embeddings
+
+    bomb = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with pytest.raises(EmbedderError, match="not embeddings"):
+        parse_embeddings(bomb, expected=1)
+    ingest_texts(settings, DOCS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    with Index(settings.index_path) as index:
+        embed_missing(index, embedder)
+        fake.body = bomb.decode()
+        found = search(index, "How deep is Lake Quillan?", k=3, meaning=Meaning.of(embedder))
+    assert found and found[0].title == "Lake Quillan"  # by its words

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ Side = Literal["query", "passage"]
 LOCAL_MODEL = "multilingual-e5-small-q4"
 # Characters of one text sent to an embedder: e5 reads 512 tokens at most, chunks are far shorter.
 MAX_TEXT_CHARS = 4000
+MAX_RESPONSE_BYTES = 64 * 2**20  # one batch's answer from an embeddings server
 
 
 class EmbedderError(KbError):
@@ -66,6 +68,7 @@ class LocalEmbedder:
 
     threads: int = 0
     name: str = "local:" + LOCAL_MODEL
+    has_fixed_dimension: bool = True  # one model, one size: no need to ask before embedding
     _model: object = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -128,15 +131,25 @@ class UrlEmbedder:
             parts.append(self._request(batch, side))
         if not parts:
             return np.zeros((0, 0), dtype=np.float32)
+        if len({p.shape[1] for p in parts}) > 1:
+            raise EmbedderError(
+                f"the embeddings server answered vectors of {sorted({p.shape[1] for p in parts})} dimensions in "
+                f"one request: is KB_EMBED_MODEL={self.model!r} the only model it serves?"
+            )
         return normalise(np.concatenate(parts))
 
     def _request(self, batch: list[str], side: Side) -> np.ndarray:
         url = f"{self.base_url}/embeddings"
         body = json.dumps({"model": self.model, "input": batch, "input_type": side}).encode()
         request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+        deadline = time.monotonic() + self.timeout_s
         try:
             with self._opener.open(request, timeout=self.timeout_s) as response:
-                payload = response.read(64 * 2**20)
+                payload = _read_until(response, deadline, limit=MAX_RESPONSE_BYTES)
+        except TimeoutError as exc:
+            raise EmbedderError(
+                f"the embeddings server at {url} took longer than {self.timeout_s:g} s (KB_EMBED_TIMEOUT_S)"
+            ) from exc
         except urllib.error.HTTPError as exc:
             detail = _error_detail(exc.read(4096))
             raise EmbedderError(
@@ -152,13 +165,30 @@ class UrlEmbedder:
         return parse_embeddings(payload, expected=len(batch))
 
 
+def _read_until(response: object, deadline: float, *, limit: int) -> bytes:
+    """The response body, read as it comes, within ``deadline`` and ``limit`` (a server that sends a
+    byte a second is not waited for past the deadline: each read returns what has arrived)."""
+    pieces: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError("deadline passed while reading the response")
+        piece = response.read1(65536)  # type: ignore[attr-defined]
+        if not piece:
+            return b"".join(pieces)
+        pieces.append(piece)
+        size += len(piece)
+        if size > limit:
+            raise EmbedderError(f"the embeddings server sent more than {limit // 2**20} MiB for one batch")
+
+
 def parse_embeddings(payload: bytes, *, expected: int) -> np.ndarray:
     """The vectors of an embeddings response, ordered by ``index``; EmbedderError when malformed."""
     try:
         data = json.loads(payload)["data"]
         items = sorted(data, key=lambda d: d["index"])
         vectors = np.array([d["embedding"] for d in items], dtype=np.float32)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # a nesting bomb: RecursionError
         raise EmbedderError(f"the embeddings server sent something that is not embeddings: {exc}") from exc
     if vectors.ndim != 2 or len(vectors) != expected or vectors.shape[1] == 0:
         raise EmbedderError(

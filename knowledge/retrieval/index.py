@@ -395,22 +395,25 @@ class Index:
         return versions.pop(), [(lang, vec) for _, lang, vec in rows]
 
     def chunks_without_vectors(
-        self, model: str, *, limit: int, per_document: int = 8
+        self, model: str, *, limit: int, per_document: int = 8, vector_bytes: int | None = None
     ) -> list[tuple[int, str, str, str]]:
         """(rowid, text_sha256, title, text) of chunks with no vector of this model, in turns: each
         document's next ``per_document`` chunks a turn, the newest document first in every turn.
 
         A note added after a 30,000-chunk file is embedded within a turn, not after the whole file.
+        With ``vector_bytes``, a vector of another size counts as missing (the model changed its
+        dimension under the same name).
         """
         return self.conn.execute(
             "SELECT m.rowid, c.text_sha256, d.title, c.text FROM ("
             "  SELECT c.rowid, c.document_id,"
             "   (ROW_NUMBER() OVER (PARTITION BY c.document_id ORDER BY c.seq) - 1) / ? AS turn"
             "  FROM chunks c"
-            "  WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.rowid = c.rowid AND v.model = ?)"
+            "  WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.rowid = c.rowid AND v.model = ?"
+            "   AND (? IS NULL OR length(v.vec) = ?))"
             " ) m JOIN chunks c ON c.rowid = m.rowid JOIN documents d ON d.id = m.document_id"
             " ORDER BY m.turn, d.indexed_at DESC, d.id, c.seq LIMIT ?",
-            (max(per_document, 1), model, limit),
+            (max(per_document, 1), model, vector_bytes, vector_bytes, limit),
         ).fetchall()
 
     def vector_count(self, model: str) -> int:

@@ -268,9 +268,14 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         return None
     try:
         vector = meaning.embedder.embed([query], "query")[0]
-    except EmbedderError as exc:
+        if vector.shape[-1] != meaning.cache.dimension:
+            raise EmbedderError(
+                f"the embedder now gives vectors of {vector.shape[-1]} dimensions, the stored ones have "
+                f"{meaning.cache.dimension}: they are made again in the background (the daemon, or kb ingest)"
+            )
+    except Exception as exc:  # whatever the embedder does, search falls back to words
         if not meaning.failed:
-            log.warning("search.lexical_only", reason=str(exc))
+            log.warning("search.lexical_only", reason=f"{type(exc).__name__}: {exc}"[:500])
         meaning.failed = True
         return None
     meaning.failed = False

@@ -43,6 +43,7 @@ from knowledge.retrieval.index import Index, VectorRows
 log = structlog.get_logger()
 
 DTYPE = np.float16
+DTYPE_BYTES = np.dtype(DTYPE).itemsize
 LANGUAGE_SHARE = 0.3  # a text is Thai or CJK when that share of its letters is
 MIN_GROUP = 8  # chunks a language needs before its own mean vector is used
 TYPICAL_SAMPLE = 2000  # chunks sampled to estimate a question's typical (unrelated) cosine
@@ -171,7 +172,13 @@ def embed_missing(
     Stops when nothing is missing, after ``limit`` chunks, or when ``should_stop()`` says so
     between batches. Raises EmbedderError when the embedder fails (nothing of that batch is stored).
     """
-    if index.chunk_total() and stored_background(index, embedder.name) is None:
+    if not index.chunk_total():
+        return 0
+    dimension = None  # a server may change its model's size under the same name: asked each time
+    if not getattr(embedder, "has_fixed_dimension", False):
+        dimension = len(embedder.embed(["dimension"], "passage")[0])
+    stored = stored_background(index, embedder.name)
+    if stored is None or (dimension is not None and stored.raw.shape[1] != dimension):
         made = embed_background(embedder)
         index.store_background(
             embedder.name, made.version, [(g, encode(v)) for g, v in zip(made.groups, made.raw, strict=True)]
@@ -180,7 +187,9 @@ def embed_missing(
     done = 0
     while not should_stop() and (limit is None or done < limit):
         size = batch if limit is None else min(batch, limit - done)
-        rows = index.chunks_without_vectors(embedder.name, limit=size)
+        rows = index.chunks_without_vectors(
+            embedder.name, limit=size, vector_bytes=dimension * DTYPE_BYTES if dimension else None
+        )
         if not rows:
             break
         t0 = time.perf_counter()
@@ -354,6 +363,11 @@ class VectorCache:
     @property
     def size(self) -> int:
         return self._current().size
+
+    @property
+    def dimension(self) -> int:
+        """The dimension of the vectors in hand (0 when none)."""
+        return int(self._current().matrix.shape[1]) if self.size else 0
 
     @property
     def has_background(self) -> bool:
