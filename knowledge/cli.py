@@ -24,6 +24,7 @@ from knowledge.config import SETTINGS, Settings, describe, load_settings
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConfigError, KbError, WriterLockHeld
 from knowledge.ingest.lock import WriterLock, holder
+from knowledge.ingest.names import readable_name
 from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
 from knowledge.logs import WarnOnce, configure_logging
 from knowledge.progress import Progress
@@ -456,7 +457,8 @@ def embed_index(settings: Settings, index: Index, *, out: TextIO) -> None:
 
 
 def describe_outcome(o: Outcome) -> str:
-    """One line for a file: what happened and where things are."""
+    """One line for a file: what happened and where things are (a name that is not UTF-8, readably)."""
+    o = Outcome(**{**o.__dict__, "source": o.source.with_name(readable_name(o.source.name))})
     if o.status == "indexed":
         return f"indexed    {o.source.name} → {o.raw_path} ({o.chunks} chunk{'s' if o.chunks != 1 else ''}, {o.title!r})"
     if o.status == "duplicate":

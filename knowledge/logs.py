@@ -17,6 +17,7 @@ from typing import TextIO
 
 import structlog
 
+from knowledge.ingest.names import clean_text
 from knowledge.redact import redactor
 
 _SHARED = [
@@ -38,7 +39,8 @@ class _RedactingFormatter(structlog.stdlib.ProcessorFormatter):
         self._redact = redact
 
     def format(self, record: logging.LogRecord) -> str:
-        return self._redact(super().format(record))
+        # A lone surrogate (a file name that is not UTF-8) would make the UTF-8 file refuse the line.
+        return clean_text(self._redact(super().format(record)))
 
 
 def configure_logging(

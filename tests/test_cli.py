@@ -448,3 +448,35 @@ def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_res
         elapsed < 30 and (src / "heron.md").exists()
     )  # no wait for the lock; the original stays where it was
     assert "heron count" in kb(home, "search", "heron count").stdout
+
+
+def test_files_named_in_big5_or_tis_620_are_indexed_under_their_readable_names(tmp_path):
+    """Names from a Windows zip are not UTF-8: kb reads them in the charset they make sense in, and the batch goes on."""
+    import os
+
+    src = tmp_path / "src"
+    src.mkdir()
+    big5 = os.fsencode(src) + b"/" + "烏龍茶筆記.txt".encode("big5")
+    thai = os.fsencode(src) + b"/" + "ต้มข่าไก่.txt".encode("tis-620")
+    locked = os.fsencode(src) + b"/" + "鎖住.pdf".encode("big5")
+    for path, data in ((big5, "高山烏龍茶用九十五度的水沖泡。".encode()), (thai, "ต้มข่าไก่ใช้ข่าสิบแว่น".encode()),
+                       (locked, pdfs.encrypted(pdfs.text_pdf([["x"]]), user_password="pw"))):  # fmt: skip
+        with open(path, "wb") as fh:
+            fh.write(data)
+    (src / "plain.md").write_text("# Plain\n\nan ordinary note\n")
+    home = tmp_path / "kb"
+    out = kb(home, "ingest", str(src))
+    assert out.returncode == 1, out.stderr  # the locked PDF; everything else went in
+    assert (
+        "indexed    烏龍茶筆記.txt → raw/烏龍茶筆記-" in out.stdout
+        and "indexed    ต้มข่าไก่.txt → raw/ต้มข่าไก่-" in out.stdout
+    )
+    assert "failed     鎖住.pdf: pdf-encrypted" in out.stdout and "indexed    plain.md" in out.stdout
+    assert "烏龍茶" in kb(home, "search", "--json", "烏龍茶 沖泡").stdout
+    raw = next((home / "knowledge" / "raw").glob("烏龍茶筆記-*.md")).read_text(encoding="utf-8")
+    assert (
+        'source_name: "烏龍茶筆記.txt"' in raw
+        and (home / "knowledge" / "inbox" / "failed" / "鎖住.pdf").exists()
+    )
+    for line in (home / "runs" / "logs" / "kb.jsonl").read_text(encoding="utf-8").splitlines():
+        json.loads(line)  # every line written, and whole

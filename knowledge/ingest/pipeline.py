@@ -32,7 +32,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -46,7 +46,7 @@ from knowledge.convert.ocr import OcrSpec, ocr_spec, ocr_warnings, parse_langs
 from knowledge.errors import ConversionError, ConversionInterrupted, IndexVanished, KbError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.chunking import chunk_lines
-from knowledge.ingest.names import shorten_name, split_ext
+from knowledge.ingest.names import clean_text, readable_name, shorten_name, split_ext, stored_path
 from knowledge.ingest.safepath import (
     LinkRefused,
     file_identity,
@@ -186,7 +186,7 @@ class Ingestor:
         self.check_index()
         t0 = time.perf_counter()
         started = self._now()
-        structlog.contextvars.bind_contextvars(file=path.name)
+        structlog.contextvars.bind_contextvars(file=readable_name(path.name))
         try:
             outcome = self._ingest(path, started)
         except ConversionInterrupted:
@@ -196,7 +196,11 @@ class Ingestor:
             if isinstance(exc, _Failure):
                 failure = exc
             else:  # a bug in kb, or a database error: the file must still end somewhere, never in limbo
-                log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
+                log.exception(
+                    "ingest.internal_error",
+                    file=readable_name(path.name),
+                    error=f"{type(exc).__name__}: {exc}",
+                )
                 failure = _Failure("ingest", "internal-error", _internal_message(exc), exc)
             if may_retry and failure.is_transient:
                 outcome = Outcome(
@@ -232,7 +236,10 @@ class Ingestor:
         if not stat.S_ISREG(st.st_mode):
             what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
             return Outcome(
-                path, "skipped", reason="not-regular", message=f"{path.name} is {what}; kb does not follow it"
+                path,
+                "skipped",
+                reason="not-regular",
+                message=f"{readable_name(path.name)} is {what}; kb does not follow it",
             )
         if st.st_size > self.limits.max_source_bytes:
             failure = _Failure(
@@ -265,7 +272,13 @@ class Ingestor:
             kept = self._keep(path, self.settings.processed)
             self.index.record_ingest(
                 IngestRecord(
-                    str(path), sha, "duplicate", started, self._now(), doc_id=dup.id, duplicate_of=dup.id
+                    stored_path(path),
+                    sha,
+                    "duplicate",
+                    started,
+                    self._now(),
+                    doc_id=dup.id,
+                    duplicate_of=dup.id,
                 )
             )
             return Outcome(
@@ -274,12 +287,12 @@ class Ingestor:
         sidecar = read_sidecar(sidecar_path(path), root=root)
 
         def report(done: int, total: int) -> None:
-            self._report(path.name, sha, done, total)
+            self._report(readable_name(path.name), sha, done, total)
 
         try:
             converted = convert_source(
                 data,
-                name=path.name,
+                name=readable_name(path.name),
                 limits=self.limits,
                 declared_charset=sidecar.charset,
                 source_url=sidecar.source_url,
@@ -288,16 +301,25 @@ class Ingestor:
                 progress=report,
             )
         except InternalError as exc:
-            log.error("ingest.internal_error", file=path.name, error=str(exc), traceback=exc.details)
+            log.error(
+                "ingest.internal_error", file=readable_name(path.name), error=str(exc), traceback=exc.details
+            )
             raise _Failure("convert", exc.reason, str(exc), exc) from exc
         except ConversionError as exc:
             raise _Failure("convert", exc.reason, str(exc), exc) from exc
         except ConversionInterrupted:
             raise
         except Exception as exc:  # a converter run in-process (no runner) failed unexpectedly
-            log.exception("ingest.internal_error", file=path.name, error=f"{type(exc).__name__}: {exc}")
+            log.exception(
+                "ingest.internal_error", file=readable_name(path.name), error=f"{type(exc).__name__}: {exc}"
+            )
             raise _Failure("convert", "internal-error", _internal_message(exc), exc) from exc
-        _log_ocr(path.name, converted)
+        # What a damaged file yields may hold lone surrogates (a CMap mapping a glyph to U+D800):
+        # made writable once, here, for the raw file, the index and the logs.
+        converted = replace(
+            converted, title=clean_text(converted.title), markdown=clean_text(converted.markdown)
+        )
+        _log_ocr(readable_name(path.name), converted)
         return self._store(path, data, sha, converted, sidecar, started)
 
     def _report(self, name: str, sha: str, done: int, total: int) -> None:
@@ -323,11 +345,11 @@ class Ingestor:
     def _store(
         self, path: Path, data: bytes, sha: str, converted: Converted, sidecar: Sidecar, started: str
     ) -> Outcome:
-        processed_name = unique_name(self.settings.processed, path.name)
+        processed_name = unique_name(self.settings.processed, readable_name(path.name))
         ocr = converted.ocr
         meta = rawfile.RawMeta(
             title=converted.title,
-            source_name=path.name,
+            source_name=readable_name(path.name),
             source_sha256=sha,
             converter=converted.converter,
             source_snapshot=f"inbox/processed/{processed_name}",
@@ -341,9 +363,9 @@ class Ingestor:
         )
         text = rawfile.render(meta, converted.markdown)
         try:
-            raw_rel = "raw/" + self._claim_raw(path.name, sha, text.encode("utf-8"))
+            raw_rel = "raw/" + self._claim_raw(readable_name(path.name), sha, text.encode("utf-8"))
         except OSError as exc:
-            raw_rel = "raw/" + rawfile.raw_name(path.name, sha)
+            raw_rel = "raw/" + rawfile.raw_name(readable_name(path.name), sha)
             raise _Failure(
                 "store", "write-failed", f"cannot write {raw_rel}: {exc.strerror or exc}", exc
             ) from exc
@@ -359,7 +381,9 @@ class Ingestor:
                 os.replace(processed, path)  # put the original back, so the failure path can file it
             raise _Failure("index", "index-failed", f"cannot index the document: {exc}", exc) from exc
         self.index.record_ingest(
-            IngestRecord(str(path), sha, "indexed", started, self._now(), doc_id=doc_id, chunks=chunks)
+            IngestRecord(
+                stored_path(path), sha, "indexed", started, self._now(), doc_id=doc_id, chunks=chunks
+            )
         )
         return Outcome(
             path, "indexed", doc_id=doc_id, title=meta.title, chunks=chunks, raw_path=raw_rel, kept_at=kept
@@ -392,9 +416,9 @@ class Ingestor:
     def _fail(self, path: Path, failure: _Failure, started: str) -> Outcome:
         kept: Path | None = None
         if path.exists() or path.is_symlink():
-            name = unique_name(self.settings.failed, path.name)
+            name = unique_name(self.settings.failed, readable_name(path.name))
             record = {
-                "file": path.name,
+                "file": readable_name(path.name),
                 "stage": failure.stage,
                 "reason": failure.reason,
                 "message": failure.message,
@@ -411,10 +435,10 @@ class Ingestor:
                 )
                 kept = self._keep(path, self.settings.failed, name=name)
             except OSError as exc:
-                log.error("ingest.quarantine_failed", file=path.name, error=str(exc))
+                log.error("ingest.quarantine_failed", file=readable_name(path.name), error=str(exc))
         self._record(
             IngestRecord(
-                str(path),
+                stored_path(path),
                 failure.sha256,
                 "failed",
                 started,
@@ -437,8 +461,9 @@ class Ingestor:
             )
 
     def _keep(self, path: Path, folder: Path, *, name: str | None = None) -> Path:
-        """Move an inbox file (copy any other) and its sidecar into folder, never overwriting."""
-        name = name or unique_name(folder, path.name)
+        """Move an inbox file (copy any other) and its sidecar into folder, never overwriting; a name
+        that is not UTF-8 is kept under its readable form."""
+        name = name or unique_name(folder, readable_name(path.name))
         dest = folder / name
         is_inbox = _is_within(path, self._inbox)
         transfer = os.replace if is_inbox else _copy_no_follow
