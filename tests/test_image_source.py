@@ -284,3 +284,38 @@ def test_readable_means_words_or_confidence(lines, confidence, readable) -> None
     from knowledge.convert.ocr_text import OcrLine, is_readable
 
     assert is_readable([OcrLine(t, confidence, (0, 0, 1, 1)) for t in lines]) is readable
+
+
+def test_a_16_bit_big_endian_grayscale_scan_is_read_not_called_a_bug() -> None:
+    import numpy as np
+
+    from knowledge.convert.image import load_image
+
+    ramp = (np.arange(120 * 160).reshape(120, 160) * 3).astype(">u2")
+    scan = Image.frombytes("I;16B", (160, 120), ramp.tobytes())  # the mode scanners write
+    out = io.BytesIO()
+    scan.save(out, "TIFF")
+    image = load_image(out.getvalue(), name="scan.tif")
+    pixels = np.asarray(image)
+    assert image.mode == "RGB" and image.size == (160, 120) and pixels.min() == 0 and pixels.max() == 255
+
+
+def test_damaged_avif_files_are_named_failures_never_a_bug() -> None:
+    import random
+
+    from knowledge.convert.image import load_image
+
+    out = io.BytesIO()
+    Image.new("RGB", (64, 64), "white").save(out, "AVIF")
+    good = out.getvalue()
+    rng = random.Random(3)
+    for n in range(200):
+        bad = bytearray(good)
+        for _ in range(8):
+            bad[rng.randrange(len(bad))] = rng.randrange(256)
+        if n % 3 == 0:
+            bad = bad[: rng.randrange(20, len(bad))]
+        try:
+            load_image(bytes(bad), name="x.avif")
+        except ConversionError as exc:
+            assert exc.reason in ("image-corrupt", "image-unsupported", "image-too-large"), exc.reason

@@ -118,3 +118,36 @@ def test_too_many_bytes_are_refused_before_parsing():
 )
 def test_lengths_are_said_as_a_person_says_them(seconds, said):
     assert describe_length(seconds) == said
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"ffconcat version 1.0\nfile 'secret.txt'\nfile '/etc/hostname'\n",  # would read local files
+        b"v=0\no=- 0 0 IN IP4 0.0.0.0\ns=x\nc=IN IP4 0.0.0.0\nt=0 0\nm=audio 5004 RTP/AVP 0\n",  # would open a port
+        b"#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nfile:///etc/passwd\n",  # a playlist
+    ],
+    ids=["ffconcat", "sdp", "hls"],
+)
+def test_a_voice_note_that_only_looks_like_audio_opens_nothing(data, tmp_path, monkeypatch):
+    """Refused from its first bytes, before FFmpeg sees it: no demuxer reads a file or opens a port."""
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "secret.txt").write_text("not for the speech decoder")
+    t0 = time.monotonic()
+    with pytest.raises(SpeechError) as caught:
+        decode_audio(data, max_s=60)
+    assert caught.value.reason == "audio-unreadable" and "not a sound file I know" in str(caught.value)
+    assert time.monotonic() - t0 < 2  # an SDP opened by FFmpeg would hold the worker until its timeout
+
+
+def test_the_containers_voice_notes_come_in_are_told_by_their_first_bytes():
+    from knowledge.speech.decode import audio_format
+
+    assert audio_format(voice_note(1.0)) == "ogg"
+    assert audio_format(b"RIFF\x00\x00\x00\x00WAVEfmt ") == "wav"
+    assert audio_format(b"\x00\x00\x00\x20ftypM4A ") == "mov" and audio_format(b"fLaC\x00") == "flac"
+    assert audio_format(b"ID3\x04\x00") == audio_format(b"\xff\xfb\x90\x00") == "mp3"
+    assert audio_format(b"\xff\xf1\x50\x80") == "aac" and audio_format(b"\x1a\x45\xdf\xa3") == "matroska"
+    assert audio_format(b"ffconcat version 1.0") is None and audio_format(b"") is None

@@ -19,6 +19,7 @@ import re
 import warnings
 from collections.abc import Callable
 
+import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from knowledge.convert.base import Converted, OcrFacts
@@ -107,13 +108,28 @@ def load_image(data: bytes, *, name: str = "image", max_pixels: int = MAX_OCR_PI
         raise _too_large(name, int(pixels.group(1)) if pixels else 0, "") from exc
     except MemoryError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, IndexError, KeyError) as exc:
+    except (
+        UnidentifiedImageError,
+        OSError,
+        ValueError,
+        SyntaxError,
+        EOFError,
+        IndexError,
+        KeyError,
+        RuntimeError,
+    ) as exc:
         raise ConversionError(
             "image-corrupt",
             f"{name} is a damaged or truncated {fmt} image ({type(exc).__name__}: {one_line(str(exc), 160)}); "
             "save or export it again",
         ) from exc
-    return _downscale(_to_rgb(image), max_pixels)
+    try:
+        return _downscale(_to_rgb(image), max_pixels)
+    except (ValueError, OSError, TypeError) as exc:  # a mode Pillow cannot turn into RGB
+        raise ConversionError(
+            "image-unsupported",
+            f"{name} is a {fmt} image in a form kb cannot read (mode {image.mode}); export it as PNG or JPEG",
+        ) from exc
 
 
 def _too_large(name: str, pixels: int, size: str) -> ConversionError:
@@ -135,9 +151,10 @@ def _to_rgb(image: Image.Image) -> Image.Image:
         page.paste(rgba, mask=rgba.getchannel("A"))
         return page
     if image.mode in ("I", "F") or image.mode.startswith("I;16"):  # 16-bit and float scans: stretch to 8 bits
-        low, high = image.getextrema()
-        span = (high - low) or 1
-        image = image.point(lambda v: (v - low) * 255 / span).convert("L")
+        values = np.asarray(image, dtype=np.float64)  # any byte order (I;16B is common scanner output)
+        low, high = float(values.min()), float(values.max())
+        scaled = (values - low) * (255.0 / ((high - low) or 1.0))
+        image = Image.fromarray(np.clip(scaled, 0, 255).astype(np.uint8), "L")
     return image.convert("RGB")
 
 

@@ -109,8 +109,11 @@ def decode_audio(data: bytes, *, max_s: float, max_bytes: int = MAX_AUDIO_BYTES)
     import av  # PyAV: imported here, as only voice questions need it
 
     check_size(data, max_bytes=max_bytes)
+    kind = audio_format(data)
+    if kind is None:  # FFmpeg is never left to guess among its ~400 demuxers (ffconcat, sdp, hls…)
+        raise unreadable("it is not a sound file I know (OGG, MP3, M4A, WAV, FLAC, WebM or AAC)")
     try:
-        container = av.open(io.BytesIO(data), mode="r", metadata_errors="ignore")
+        container = av.open(io.BytesIO(data), mode="r", format=kind, metadata_errors="ignore")
     except (av.FFmpegError, ValueError, UnicodeError, OverflowError) as exc:
         raise unreadable("it is not a sound file I know, or it is damaged") from exc
     with container:
@@ -124,6 +127,37 @@ def decode_audio(data: bytes, *, max_s: float, max_bytes: int = MAX_AUDIO_BYTES)
             return _decode_stream(av, container, stream, max_s=max_s)
         except (av.FFmpegError, ValueError, UnicodeError, OverflowError) as exc:
             raise unreadable("its audio data is damaged") from exc
+        except (
+            AttributeError,
+            TypeError,
+        ) as exc:  # a stream with no decoder (PyAV gives it no codec context)
+            raise unreadable("its audio is in a form no decoder here reads") from exc
+
+
+def audio_format(data: bytes) -> str | None:
+    """The FFmpeg demuxer for these bytes, from their magic numbers; None for anything else.
+
+    Only the containers voice notes and recordings come in: the demuxer is named, so a file
+    that only looks like audio ("ffconcat", an SDP description, a playlist) opens nothing.
+    """
+    head = data[:64]
+    if head.startswith(b"OggS"):
+        return "ogg"
+    if head.startswith(b"fLaC"):
+        return "flac"
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        return "wav"
+    if head[4:8] == b"ftyp":
+        return "mov"  # mp4 / m4a / 3gp: one demuxer
+    if head.startswith(b"\x1a\x45\xdf\xa3"):
+        return "matroska"  # webm and mkv
+    if head.startswith(b"ID3") or (
+        len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0 and head[1] & 0x06
+    ):
+        return "mp3"  # an ID3 tag, or an MPEG audio frame sync (layers I-III)
+    if len(head) > 1 and head[0] == 0xFF and head[1] & 0xF6 == 0xF0:
+        return "aac"  # ADTS
+    return None
 
 
 def declared_length_s(container: Any, stream: Any) -> float | None:
