@@ -648,8 +648,12 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 
 def chat_until_done(settings: Settings) -> int:
     """The terminal chat until /quit, end of input or Ctrl-C (each a normal end: exit 0)."""
+    import signal
+
     from knowledge.chat import holding_the_terminal
 
+    if sys.stdin.isatty():  # a person at a terminal: Ctrl-C leaves, even if kb's parent ignored it (a job
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # started with & in a script inherits that)
     try:
         with holding_the_terminal():
             return asyncio.run(_chat(settings))

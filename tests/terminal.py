@@ -20,8 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 # Run a command in a new session whose controlling terminal is stdin (as a login shell's is).
+# Ctrl-C and Ctrl-\\ back to their defaults, as a login shell has them (a test run started as a
+# background job of a script inherits them ignored).
 _TAKE_THE_TERMINAL = (
-    "import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "import fcntl, os, signal, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGQUIT, signal.SIG_DFL); "
     "os.execvp(sys.argv[1], sys.argv[1:])"
 )
 
