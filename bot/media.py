@@ -40,6 +40,7 @@ DOCUMENTS = {".pdf": "PDF", ".html": "HTML", ".htm": "HTML", ".txt": "text", ".m
 IMAGES = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WebP", ".heic": "HEIC", ".heif": "HEIC"}
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
 PROGRESS_EVERY_S = 1.0
+FOLLOW_MAX_S = 900.0  # a scan still being read after this is left to /status
 FIRST_LINE_CHARS = 120
 
 
@@ -100,7 +101,11 @@ async def receive(
     source: str,
     question: str | None,
 ) -> None:
-    """Download, hand to the inbox, follow the daemon's progress, report; then answer the caption."""
+    """Download, hand to the inbox, follow the daemon's progress, report; then answer the caption.
+
+    The chat's lock is held only while the file is fetched and handed over: following a long scan
+    (pages keep coming) never keeps the owner's questions, taps and /status waiting.
+    """
     deps, chat_id = deps_of(context), update.effective_chat.id
     async with deps.locks[chat_id]:
         status = await say(context, chat_id, f"<i>{esc(name)}: downloading…</i>")
@@ -111,34 +116,31 @@ async def receive(
         if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
             name = f"{name} (saved as {path.name})"
         await edit(context, status, f"<i>{esc(name)}: converting…</i>")
-        sha = sha256_hex(data)
-        record = await follow_ingest(context, deps, status, name, path, sha)
-        await edit(context, status, outcome_text(deps.settings, name, record))
-        if (
-            question
-            and question.strip()
-            and record is not None
-            and record["status"] in ("indexed", "duplicate")
-        ):
-            async with typing(context, chat_id):
-                reply = await deps.engine.ask(question, chat_id=str(chat_id), document=record["doc_id"])
-            await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+    sha = sha256_hex(data)
+    record = await follow_ingest(context, deps, status, name, path, sha)
+    await edit(context, status, outcome_text(deps.settings, name, record))
+    if question and question.strip() and record is not None and record["status"] in ("indexed", "duplicate"):
+        async with deps.locks[chat_id], typing(context, chat_id):
+            reply = await deps.engine.ask(question, chat_id=str(chat_id), document=record["doc_id"])
+        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
 
 
 async def follow_ingest(
     context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, status: Message, name: str, path: Path, sha: str
 ) -> dict | None:
     """The daemon's ingest record for these bytes; pages read so far are shown on the way, and each
-    new page gives the daemon another KB_IMPORT_WAIT_S (a 20-page scan takes longer than a note)."""
+    new page gives the daemon another KB_IMPORT_WAIT_S (a 20-page scan takes longer than a note),
+    up to FOLLOW_MAX_S in all (then /status tells how far it is)."""
     settings = deps.settings
     folder = working.folder(settings)
-    deadline = time.monotonic() + settings.import_wait_s
+    started = time.monotonic()
+    deadline = started + settings.import_wait_s
     shown: tuple[int, int] | None = None
     while True:
         record = await wait_for_ingest(
             settings, path, sha, timeout_s=min(PROGRESS_EVERY_S, settings.import_wait_s)
         )
-        if record is not None or time.monotonic() >= deadline:
+        if record is not None or time.monotonic() >= min(deadline, started + FOLLOW_MAX_S):
             return record
         now = await asyncio.to_thread(working.read, folder, sha)
         if now is not None and now.total > 1 and (now.done, now.total) != shown:

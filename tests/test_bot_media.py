@@ -85,7 +85,15 @@ async def test_a_scan_shows_its_pages_as_they_are_read(env):
     out = io.BytesIO()
     pages[0].save(out, "PDF", save_all=True, append_images=pages[1:], resolution=150)
     env.telegram.push_document(OWNER, OWNER, "survey.pdf", out.getvalue(), "application/pdf")
+    await env.bot_said(
+        lambda c: "survey.pdf: converting" in c.params["text"] or "reading page" in c.params["text"]
+    )
+    await env.say("/status")  # while the pages are read, the chat is not locked
+    answered = await env.bot_said(
+        lambda c: "model server" in c.params["text"] and "documents" in c.params["text"]
+    )
     done = await env.bot_said(lambda c: "survey.pdf: indexed" in c.params["text"], timeout_s=120)
+    assert answered.index < done.index  # /status answered before the scan was done
     assert (
         "Station 2 measured 14 metres."
         in (env.settings.raw / next(env.settings.raw.glob("survey*.md")).name).read_text()
