@@ -6,6 +6,10 @@ Threads and their jobs:
 * the scheduler (``run``'s thread) stats the noted paths, hands complete files to a bounded
   queue, rescans the inbox on start and every ``KB_RESCAN_S`` (watchdog drops events on an
   inotify overflow), re-establishes the watch if the inbox folder is replaced, and plans retries;
+  every ``probe_s`` it writes a hidden probe file in the inbox: a watch that did not see the last
+  one died (a folder thousands of levels deep kills watchdog's recursive watch silently) and is set
+  up again; while the inbox holds a folder deeper than ``MAX_DEPTH`` the inbox is watched without
+  its sub-folders and rescanned every ``LIMITED_RESCAN_S`` instead;
 * one worker takes tasks from the queue in order: ingest a file, sync a raw file, reconcile
   raw/ with the index, file an orphan sidecar.
 
@@ -43,12 +47,15 @@ from knowledge.ingest.pipeline import (
     unique_name,
     write_atomic,
 )
-from knowledge.ingest.safepath import file_identity, link_below, walk_files
+from knowledge.ingest.safepath import MAX_DEPTH, file_identity, link_below, walk_files
 
 log = structlog.get_logger()
 
 QUEUE_SIZE = 256
 POLL_S = 0.1
+PROBE_S = 30.0  # how often the watch is checked for life
+LIMITED_RESCAN_S = 5.0  # rescans while the inbox is watched without its sub-folders
+PROBE_NAME = ".kb-watch-probe"
 _STOP = ("stop", None)
 
 
@@ -73,7 +80,9 @@ class _Events(FileSystemEventHandler):
             paths.append(event.dest_path)
         for raw_path in paths:
             path = Path(os.fsdecode(raw_path))
-            if event.is_directory:
+            if path.name == PROBE_NAME:
+                self.daemon.probe_seen.set()
+            elif event.is_directory:
                 if kind in ("created", "moved") and path.exists():
                     self.daemon.note_folder(path)
             else:
@@ -90,6 +99,7 @@ class Daemon:
         *,
         clock: Callable[[], float] = time.monotonic,
         poll_s: float = POLL_S,
+        probe_s: float = PROBE_S,
         after_task: Callable[[], None] = lambda: None,
     ) -> None:
         self.settings = settings
@@ -97,6 +107,11 @@ class Daemon:
         self.ingestor = ingestor
         self.clock = clock
         self.poll_s = poll_s
+        self.probe_s = probe_s
+        self.probe_seen = threading.Event()  # the watch reported the last probe file
+        self.watch_limited = False  # the inbox is watched without its sub-folders (too deep a tree)
+        self._too_deep: set[Path] = set()  # folders found too deep by the last scan
+        self._told_too_deep: set[Path] = set()
         self.inbox = settings.inbox
         self.raw = settings.raw
         self.files = StabilityTracker(settings.settle_s)
@@ -134,10 +149,16 @@ class Daemon:
         if link is not None:
             log.info("ingest.skipped", file=link, reason="a symbolic link to a folder; kb does not follow it")
             return
-        for here, dirs, names in walk_files(folder):
+        for here, dirs, names in walk_files(folder, too_deep=self._found_too_deep):
             dirs[:] = [d for d in dirs if self._is_input(here / d / "x") and not os.path.islink(here / d)]
             for name in names:
                 self.note(here / name)
+
+    def _found_too_deep(self, folder: Path, depth: int) -> None:
+        self._too_deep.add(folder)
+        if folder not in self._told_too_deep:  # once per folder, not at every rescan
+            self._told_too_deep.add(folder)
+            log.warning("inbox.too_deep", folder=str(folder), depth=depth, limit=MAX_DEPTH)
 
     def _is_input(self, path: Path) -> bool:
         """A file the inbox takes: inside it, not in processed/ or failed/, no hidden or temporary part."""
@@ -176,21 +197,41 @@ class Daemon:
         """Watch until stopped (blocks); the caller holds the writer lock."""
         log.info("daemon.start", inbox=str(self.inbox), pid=os.getpid(), settle_s=self.settings.settle_s)
         handler = _Events(self)
+        self._scan_inbox()  # before the watch: a tree too deep for a recursive watch is known first
         observer, inbox_watch = self._start_observer(handler)
         inbox_id = file_identity(self.inbox)
         worker = threading.Thread(target=self._work, name="kb-ingest-worker", daemon=True)
         worker.start()
         self._scan()
         self.started.set()
-        next_scan = self.clock() + self.settings.rescan_s
+        next_scan = self.clock() + self._rescan_s()
+        next_probe = self.clock()
+        probe_out = False
         try:
             while not self._stop.is_set():
                 if self.tasks.empty() and self._index_gone():
                     break
                 self._schedule()
+                restart = False
                 if self.clock() >= next_scan:
                     self._scan()
-                    next_scan = self.clock() + self.settings.rescan_s
+                    next_scan = self.clock() + self._rescan_s()
+                    restart = self.watch_limited != bool(self._too_deep)
+                if self.clock() >= next_probe:
+                    if probe_out and not self.probe_seen.is_set():
+                        log.warning("daemon.watch_died", inbox=str(self.inbox), silent_s=self.probe_s)
+                        self._scan_inbox()  # is a tree too deep to watch whole the cause?
+                        restart = True
+                    probe_out = self._send_probe()
+                    next_probe = self.clock() + self.probe_s
+                if restart:  # the watch died, or the inbox got (or lost) a tree too deep to watch whole
+                    observer.stop()
+                    observer.join(timeout=5)
+                    observer, inbox_watch = self._start_observer(handler)
+                    inbox_id = file_identity(self.inbox)
+                    self._scan()  # what arrived while no watch was up
+                    next_scan = self.clock() + self._rescan_s()
+                    probe_out = False
                 if (
                     file_identity(self.inbox) != inbox_id
                 ):  # the inbox was deleted or replaced: watch the new one
@@ -199,7 +240,7 @@ class Daemon:
                     with contextlib.suppress(KeyError, OSError):  # watchdog may have dropped it already
                         observer.unschedule(inbox_watch)
                     try:
-                        inbox_watch = observer.schedule(handler, str(self.inbox), recursive=True)
+                        inbox_watch = self._schedule_inbox(observer, handler)
                     except OSError as exc:  # replaced again meanwhile: the next tick tries again
                         log.warning("daemon.watch_failed", inbox=str(self.inbox), error=str(exc))
                     else:
@@ -213,13 +254,28 @@ class Daemon:
             observer.join(timeout=5)
             log.info("daemon.stop", pid=os.getpid())
 
+    def _rescan_s(self) -> float:
+        return min(self.settings.rescan_s, LIMITED_RESCAN_S) if self.watch_limited else self.settings.rescan_s
+
+    def _send_probe(self) -> bool:
+        """Write and remove the probe file; its events prove the watch alive. False when it could not be written."""
+        self.probe_seen.clear()
+        probe = self.inbox / PROBE_NAME
+        try:
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            log.debug("daemon.probe_failed", inbox=str(self.inbox), error=str(exc))
+            return False
+        return True
+
     def _start_observer(self, handler: _Events, attempts: int = 5) -> tuple[Observer, object]:
-        """Watch the inbox (recursively) and raw/; retried if a folder vanishes while the watch is set up."""
+        """Watch the inbox and raw/; retried if a folder vanishes while the watch is set up."""
         for attempt in range(1, attempts + 1):
             self._make_folders()
             observer = Observer()
             try:
-                inbox_watch = observer.schedule(handler, str(self.inbox), recursive=True)
+                inbox_watch = self._schedule_inbox(observer, handler)
                 observer.schedule(handler, str(self.raw), recursive=False)
                 observer.start()
                 return observer, inbox_watch
@@ -231,6 +287,29 @@ class Daemon:
                 log.warning("daemon.watch_failed", inbox=str(self.inbox), error=str(exc))
                 time.sleep(0.1 * attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _schedule_inbox(self, observer: Observer, handler: _Events) -> object:
+        """The inbox with its sub-folders, or without them (rescanned often instead) while it holds a
+        folder too deep to watch: watchdog's recursive watch recurses once per level."""
+        if not self._too_deep:
+            try:
+                watch = observer.schedule(handler, str(self.inbox), recursive=True)
+            except RecursionError:  # deeper than the last scan saw (it stops at MAX_DEPTH anyway)
+                self._too_deep.add(self.inbox)
+            else:
+                if self.watch_limited:
+                    log.info("daemon.watch_restored", inbox=str(self.inbox))
+                self.watch_limited = False
+                return watch
+        if not self.watch_limited:
+            log.warning(
+                "daemon.watch_limited",
+                inbox=str(self.inbox),
+                folders=sorted(str(f) for f in self._too_deep)[:5],
+                rescan_s=min(self.settings.rescan_s, LIMITED_RESCAN_S),
+            )
+        self.watch_limited = True
+        return observer.schedule(handler, str(self.inbox), recursive=False)
 
     def _index_gone(self) -> bool:
         """Has the index vanished under this writer (checked while idle, so a deletion is seen at once)?"""
@@ -255,9 +334,13 @@ class Daemon:
 
     # -- scheduler --------------------------------------------------------------------------
 
+    def _scan_inbox(self) -> None:
+        self._too_deep = set()
+        self.note_folder(self.inbox)
+
     def _scan(self) -> None:
         """Note everything in the inbox and queue a raw/ reconciliation (start-up and periodic)."""
-        self.note_folder(self.inbox)
+        self._scan_inbox()
         self._file_orphan_sidecars()
         self._put(("reconcile", None))
 

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
@@ -99,11 +100,25 @@ def configure_logging(
     for noisy in NOISY_LIBRARIES:
         library = logging.getLogger(noisy)
         library.setLevel(max(library.level, logging.WARNING))  # never louder than a module made it
+    threading.excepthook = (
+        _log_thread_crash  # a library thread's death is a log record, not a traceback mid-chat
+    )
     structlog.configure(
         processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
+    )
+
+
+def _log_thread_crash(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    structlog.get_logger().error(
+        "thread.crashed",
+        thread=args.thread.name if args.thread else None,
+        error=f"{args.exc_type.__name__}: {args.exc_value}",
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
     )
 
 

@@ -139,3 +139,28 @@ def test_the_log_is_rotated_even_while_two_processes_write_it(tmp_path):
     assert all(p.stat().st_size <= 500 for p in tmp_path.glob("kb.jsonl*"))
     first.close()
     second.close()
+
+
+def test_a_library_thread_that_dies_is_a_log_record_not_a_traceback_on_the_chat(tmp_path, monkeypatch):
+    import json
+    import threading
+
+    import structlog
+
+    from knowledge.logs import configure_logging
+
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # put back after the test
+    path, console = tmp_path / "kb.jsonl", io.StringIO()
+    configure_logging(path, console=console)
+
+    def dies() -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    thread = threading.Thread(target=dies, name="inotify-reader")
+    thread.start()
+    thread.join()
+    structlog.reset_defaults()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    crash = next(r for r in records if r["event"] == "thread.crashed")
+    assert crash["thread"] == "inotify-reader" and "RecursionError" in crash["error"]
+    assert "Traceback" in crash["exception"]

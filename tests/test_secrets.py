@@ -4,6 +4,7 @@ import io
 import logging
 import subprocess
 import sys
+import threading
 
 import pytest
 import structlog
@@ -39,7 +40,9 @@ def restored_logging():
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
+    hook = threading.excepthook
     yield
+    threading.excepthook = hook
     for handler in list(root.handlers):
         root.removeHandler(handler)
         handler.close()

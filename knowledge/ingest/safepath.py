@@ -12,8 +12,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import structlog
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -26,6 +28,9 @@ class LinkRefused(OSError):
             errno.ELOOP, f"{part} is a symbolic link or not a folder; kb does not follow it", str(path)
         )
         self.part = part
+
+
+log = structlog.get_logger()
 
 
 def parts_below(root: Path, path: Path) -> tuple[str, ...] | None:
@@ -80,12 +85,54 @@ def link_below(root: Path, path: Path) -> str | None:
     return None
 
 
-def walk_files(root: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
-    """``os.walk`` that never enters a linked folder, the root included when it is a link itself."""
+MAX_DEPTH = 64  # folders deeper than this below the root are not entered (a legal 1,100-deep tree exists)
+
+
+def _warn_too_deep(folder: Path, depth: int) -> None:
+    log.warning("inbox.too_deep", folder=str(folder), depth=depth, limit=MAX_DEPTH)
+
+
+def walk_files(
+    root: Path,
+    *,
+    max_depth: int = MAX_DEPTH,
+    too_deep: Callable[[Path, int], None] = _warn_too_deep,
+) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """``os.walk`` (top down: the caller may prune ``dirs``) that never enters a linked folder, the
+    root included when it is a link itself, nor one deeper than ``max_depth`` (``too_deep`` hears of
+    each folder whose sub-folders are left out); iterative, so any depth is safe (Python 3.11's own
+    walk recurses and fails past a thousand levels)."""
     if os.path.islink(root):
         return
-    for here, dirs, files in os.walk(root, followlinks=False):
-        yield Path(here), dirs, files
+    pending: list[tuple[Path, int]] = [(Path(root), 0)]
+    while pending:
+        here, depth = pending.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        dirs, files, linked = [], [], set()
+        for entry in sorted(entries, key=lambda e: e.name):
+            if _is_dir(entry):
+                dirs.append(entry.name)
+                if entry.is_symlink():
+                    linked.add(entry.name)
+            else:
+                files.append(entry.name)
+        yield here, dirs, files
+        enter = [d for d in dirs if d not in linked]
+        if depth >= max_depth:
+            if enter:
+                too_deep(here, depth)
+            continue
+        pending.extend((here / d, depth + 1) for d in reversed(enter))
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def file_identity(path: Path) -> tuple[int, int] | None:
