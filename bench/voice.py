@@ -145,11 +145,11 @@ def main() -> int:
         bench_transcribe("tiny", str(tiny), args.runs, work / "kb")
         spec = args.model or load_settings({}, home=work).whisper_model
         try:
-            cached = find_model(spec)
+            cached = find_model(spec, own_dir=load_settings().model_dir)  # the kb of the current folder
         except SpeechError as exc:
             cached, reason = None, str(exc)
         else:
-            reason = "not in the Hugging Face cache (this benchmark downloads nothing)"
+            reason = "not in runs/models/ nor the Hugging Face cache (this benchmark downloads nothing)"
         if cached is None:
             print(f"3. real model {spec}: skipped, {reason}")
         else:

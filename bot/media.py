@@ -221,7 +221,9 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await say(context, chat_id, "That recording is over 20 MB, the most a bot can download.")
         return
     async with deps.locks[chat_id]:
-        notice = await asyncio.to_thread(model_notice, deps.settings.whisper_model)
+        notice = await asyncio.to_thread(
+            model_notice, deps.settings.whisper_model, own_dir=deps.settings.model_dir
+        )
         status = await say(context, chat_id, "<i>listening…</i>" + (f"\n{esc(notice)}" if notice else ""))
         telegram_file = await audio.get_file()
         data = bytes(await telegram_file.download_as_bytearray())

@@ -768,7 +768,7 @@ def hear(path: Path, settings: Settings) -> Transcript:
     if (size := path.stat().st_size) > MAX_AUDIO_BYTES:
         raise too_large(size)
     data = path.read_bytes()
-    if notice := model_notice(settings.whisper_model):
+    if notice := model_notice(settings.whisper_model, own_dir=settings.model_dir):
         print(f"kb: {notice}", file=sys.stderr, flush=True)
     with speech_runner() as runner:
         return transcribe_audio(data, settings=settings, runner=runner)

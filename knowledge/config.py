@@ -258,6 +258,11 @@ class Settings:
         return self.runs / "tokenizers"
 
     @property
+    def model_dir(self) -> Path:
+        """Where kb keeps the speech models it downloaded itself (one folder per model)."""
+        return self.runs / "models"
+
+    @property
     def tokenizer_spec(self) -> str:
         """What to load the tokenizer from: KB_TOKENIZER, else the model id."""
         return self.tokenizer or self.model

@@ -176,7 +176,7 @@ def _check_voice(settings: Settings) -> Finding:
             is_warning=True,
         )  # fmt: skip
     try:
-        folder = find_model(settings.whisper_model)
+        folder = find_model(settings.whisper_model, own_dir=settings.model_dir)
     except SpeechError as exc:
         return Finding("voice", False, str(exc), "set KB_WHISPER_MODEL (kb config shows it)")
     if folder is None:

@@ -34,8 +34,6 @@ import re
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +41,9 @@ from typing import Protocol
 
 import structlog
 
+from knowledge import hub
 from knowledge.errors import TokenizerError
+from knowledge.hub import is_hub_id, is_offline, own_name
 
 log = structlog.get_logger()
 
@@ -163,11 +163,6 @@ def find_tokenizer_file(spec: str, *, cache_dir: Path, own_dir: Path | None = No
     return None
 
 
-def own_name(model_id: str) -> str:
-    """The folder name of a model's tokenizer in kb's own folder: ``owner--name``."""
-    return model_id.replace("/", "--")
-
-
 def is_qwen3(spec: str) -> bool:
     """A Qwen3 model id (any size, instruct or base, any quantisation): they share one tokenizer."""
     return is_hub_id(spec) and re.search(r"(?i)(^|/|-)qwen3(?![.\d])", spec) is not None
@@ -206,17 +201,6 @@ FETCH_MAX_BYTES = 64 * 1024 * 1024  # a real tokenizer.json is 2-20 MB
 RETRY_AFTER_S = 24 * 3600  # a failed fetch is not tried again for a day
 
 
-def is_hub_id(spec: str) -> bool:
-    """Does spec look like ``owner/name`` on the Hugging Face hub (and not like a path)?"""
-    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}", spec)) and not Path(spec).exists()
-
-
-def is_offline(env: dict[str, str] | None = None) -> bool:
-    """``HF_HUB_OFFLINE`` set to a true value."""
-    env = dict(os.environ) if env is None else env
-    return env.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def fetch_from_hub(
     model_id: str,
     own_dir: Path,
@@ -243,12 +227,9 @@ def fetch_from_hub(
     except (OSError, ValueError, KeyError, TypeError):
         pass
     folder = own_dir / own_name(model_id)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = _download(model_id, "tokenizer.json", folder, timeout_s, max_bytes)
-        HfCounter(path)  # a file that does not load is not kept
+    try:  # a file that does not load is not kept
+        path = _download(model_id, "tokenizer.json", folder, timeout_s, max_bytes, check=HfCounter)
     except TokenizerError as exc:
-        (folder / "tokenizer.json").unlink(missing_ok=True)
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(clock()))
         _write_json(remembered, {"at": clock(), "when": when, "reason": str(exc)})
         raise
@@ -260,30 +241,19 @@ def fetch_from_hub(
     return path
 
 
-def _download(model_id: str, name: str, folder: Path, timeout_s: float, max_bytes: int) -> Path:
+def _download(
+    model_id: str,
+    name: str,
+    folder: Path,
+    timeout_s: float,
+    max_bytes: int,
+    check: Callable[[Path], None] | None = None,
+) -> Path:
     """One file of a hub model into ``folder``, atomically; TokenizerError on any failure."""
-    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
-    request = urllib.request.Request(
-        f"{endpoint}/{model_id}/resolve/main/{name}", headers={"User-Agent": "kb"}
-    )
-    if os.environ.get("HF_TOKEN"):
-        request.add_header("Authorization", f"Bearer {os.environ['HF_TOKEN']}")
-    target = folder / name
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (http(s) only)
-            data = response.read(max_bytes + 1)
-    except urllib.error.HTTPError as exc:
-        raise TokenizerError(f"the hub answered {exc.code} for {name} of {model_id}") from exc
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise TokenizerError(f"cannot reach the hub for {model_id}: {reason}") from exc
-    if len(data) > max_bytes:
-        raise TokenizerError(f"{name} of {model_id} is larger than {max_bytes:,} bytes: refused")
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(temporary, target)
-    return target
+        return hub.download(model_id, name, folder, timeout_s=timeout_s, max_bytes=max_bytes, check=check)
+    except hub.HubError as exc:
+        raise TokenizerError(str(exc)) from exc
 
 
 def _write_json(path: Path, value: object) -> None:

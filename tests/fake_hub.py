@@ -1,68 +1,70 @@
-"""A Hugging Face Hub stand-in on 127.0.0.1: one model repository, served as huggingface_hub fetches it.
+"""A Hugging Face hub stand-in on 127.0.0.1 (``HF_ENDPOINT``): serves files of any model, records requests.
 
-``snapshot_download`` asks for the revision (``/api/models/REPO/revision/main``), the file tree
-(``/api/models/REPO/tree/SHA``), then each file's metadata (HEAD) and bytes (GET) under
-``/REPO/resolve/SHA/NAME``. Point ``HF_ENDPOINT`` at ``hub.base_url``; every request is recorded in
-``hub.seen`` as (method, path).
+Every answer carries a hostile ``ETag`` (a path out of any cache folder): a client that builds a
+path from it writes outside its folder, which the tests check for.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
+import asyncio
 
 from aiohttp import web
 
 from tests.fake_llm import ThreadedServer
 from tests.local_server import serve_app
 
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
+HOSTILE_ETAG = '"../../../x/sitecustomize.py"'
 
 
-@dataclass
-class FakeHub:
-    """The repository it serves and what it saw."""
+class Hub:
+    """``files`` maps a file name (of any model) to its bytes; ``status`` other than 200 answers every
+    request with it; ``redirect`` maps a file name to a Location; ``slow`` sends bodies 64 KiB at a
+    time with that many seconds between pieces."""
 
-    repo: str
-    files: dict[str, bytes]
-    seen: list[tuple[str, str]] = field(default_factory=list)
-    base_url: str = ""
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.seen.append((request.method, request.path))
-        path = request.path
-        if path == f"/api/models/{self.repo}/revision/main":
-            siblings = [{"rfilename": name} for name in self.files]
-            return web.json_response({"id": self.repo, "sha": COMMIT, "private": False, "siblings": siblings})
-        if path == f"/api/models/{self.repo}/tree/{COMMIT}":
-            return web.json_response(
-                [
-                    {"type": "file", "path": name, "size": len(body), "oid": hashlib.sha1(body).hexdigest()}
-                    for name, body in self.files.items()
-                ]
-            )
-        prefix = f"/{self.repo}/resolve/{COMMIT}/"
-        if path.startswith(prefix) and path[len(prefix) :] in self.files:
-            body = self.files[path[len(prefix) :]]
-            headers = {"X-Repo-Commit": COMMIT, "ETag": f'"{hashlib.sha1(body).hexdigest()}"'}
-            if request.method == "HEAD":
-                return web.Response(headers=headers | {"Content-Length": str(len(body))})
-            return web.Response(body=body, headers=headers)
-        return web.Response(status=404, headers={"X-Error-Code": "RepoNotFound"})
+    def __init__(
+        self,
+        files: dict[str, bytes],
+        status: int = 200,
+        *,
+        redirect: dict[str, str] | None = None,
+        slow: float = 0.0,
+    ) -> None:
+        self.files, self.status, self.seen, self.port = files, status, [], 0
+        self.redirect, self.slow = redirect or {}, slow
 
     def downloads(self) -> list[str]:
         """The file names fetched (GET) so far."""
-        return [p.rsplit("/", 1)[1] for m, p in self.seen if m == "GET" and "/resolve/" in p]
+        return [p.rsplit("/", 1)[1] for p in self.seen if p.startswith("GET ")]
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self, _: object):
+        async def resolve(request: web.Request) -> web.StreamResponse:
+            self.seen.append(f"{request.method} {request.path}")
+            name = request.match_info["file"]
+            if name in self.redirect:
+                return web.Response(status=302, headers={"Location": self.redirect[name]})
+            body = self.files.get(name)
+            if self.status != 200 or body is None:
+                return web.Response(status=self.status if self.status != 200 else 404)
+            if not self.slow:
+                return web.Response(body=body, headers={"ETag": HOSTILE_ETAG})
+            response = web.StreamResponse(headers={"ETag": HOSTILE_ETAG})
+            await response.prepare(request)
+            for start in range(0, len(body), 65536):
+                await response.write(body[start : start + 65536])
+                await asyncio.sleep(self.slow)
+            await response.write_eof()
+            return response
+
+        app = web.Application()
+        app.router.add_route("*", "/{owner}/{name}/resolve/{rev}/{file}", resolve)
+        runner, self.port = await serve_app(app)
+        return runner
 
 
-async def start(hub: FakeHub) -> web.AppRunner:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", hub.handle)
-    runner, port = await serve_app(app)
-    hub.base_url = f"http://127.0.0.1:{port}"
-    return runner
-
-
-def ThreadedFakeHub(hub: FakeHub) -> ThreadedServer:  # noqa: N802 - reads like the class it makes
+def ThreadedHub(hub: Hub) -> ThreadedServer:  # noqa: N802 - reads like the class it makes
     """The hub stand-in in a thread of its own, for kb subprocesses."""
-    return ThreadedServer(hub, start)
+    return ThreadedServer(hub, hub.start)

@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -147,25 +148,28 @@ def test_damaged_model_weights_are_refused_in_words(tmp_path, runner):
 def test_a_folder_that_is_not_a_model_is_refused_naming_the_setting(tmp_path):
     (tmp_path / "config.json").write_text("{}")  # no weights beside it
     with pytest.raises(SpeechError) as caught:
-        find_model(str(tmp_path))
+        find_model(str(tmp_path), own_dir=tmp_path / "models")
     assert caught.value.reason == "model-missing"
     assert str(caught.value).startswith(f"KB_WHISPER_MODEL={tmp_path} is not a Whisper model folder")
 
 
-def test_a_hub_model_not_downloaded_while_offline_is_a_clear_error():
-    assert find_model(NOT_CACHED) is None
+def test_a_hub_model_not_downloaded_while_offline_is_a_clear_error(tmp_path):
+    assert find_model(NOT_CACHED, own_dir=tmp_path) is None
     with pytest.raises(SpeechError) as caught:
-        whisper_transcriber(NOT_CACHED, is_offline=True)
+        whisper_transcriber(NOT_CACHED, own_dir=tmp_path, is_offline=True)
     assert caught.value.reason == "model-missing"
     message = str(caught.value)
     assert f"The speech model {NOT_CACHED} is not downloaded and HF_HUB_OFFLINE is set" in message
     assert "KB_WHISPER_MODEL" in message
 
 
-def test_the_download_notice_is_given_only_when_a_download_will_happen(whisper_en):
-    assert model_notice(str(whisper_en), is_offline=False) is None
-    assert model_notice(NOT_CACHED, is_offline=True) is None  # no download then: the error will say why
-    notice = model_notice(NOT_CACHED, is_offline=False)
+def test_the_download_notice_is_given_only_when_a_download_will_happen(whisper_en, tmp_path):
+    own = tmp_path / "models"
+    assert model_notice(str(whisper_en), own_dir=own, is_offline=False) is None
+    assert (
+        model_notice(NOT_CACHED, own_dir=own, is_offline=True) is None
+    )  # no download: the error will say why
+    notice = model_notice(NOT_CACHED, own_dir=own, is_offline=False)
     assert notice is not None and notice.startswith(f"Downloading the speech model {NOT_CACHED}")
 
 
@@ -175,3 +179,80 @@ def test_the_decoded_samples_reach_the_model_unchanged(runner, whisper_en):
     samples[::50] = 0.5
     transcript = runner.call(WhisperTranscriber(str(whisper_en), "en").transcribe, samples, timeout_s=120)
     assert transcript.duration_s == 2.0 and transcript.text == HEARD_EN
+
+
+@pytest.fixture
+def hub_mirror(monkeypatch, tmp_path):
+    """A hub stand-in as HF_ENDPOINT, the hub cache in the test's folder, the working folder there too."""
+    from tests.fake_hub import Hub
+    from tests.fake_llm import ThreadedServer
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.chdir(tmp_path)
+    servers = []
+
+    def start(files: dict[str, bytes]) -> Hub:
+        hub = Hub(files)
+        servers.append(ThreadedServer(hub, hub.start))
+        servers[-1].__enter__()
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        return hub
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+def test_the_first_voice_note_downloads_the_model_into_kbs_folder_whatever_the_mirror_says(
+    tmp_path, runner, whisper_en, hub_mirror
+):
+    hub = hub_mirror(
+        {name: (whisper_en / name).read_bytes() for name in ("config.json", "weights.safetensors")}
+    )
+    settings = settings_for(tmp_path, "kbtest/whisper-tiny")
+    assert model_notice(settings.whisper_model, own_dir=settings.model_dir) is not None
+    for _ in range(2):
+        transcript = transcribe_audio(voice_note(2.0), settings=settings, runner=runner)
+        assert transcript.text == HEARD_EN
+    assert hub.seen == [
+        "GET /kbtest/whisper-tiny/resolve/main/config.json",
+        "GET /kbtest/whisper-tiny/resolve/main/weights.safetensors",
+    ]  # once, then found in kb's folder
+    own = settings.model_dir / "kbtest--whisper-tiny"
+    assert sorted(p.name for p in own.iterdir()) == ["config.json", "weights.safetensors"]
+    assert not (tmp_path / "x").exists() and not (tmp_path / "hub-cache").exists()  # the ETag chose no path
+    assert model_notice(settings.whisper_model, own_dir=settings.model_dir) is None
+
+
+def test_npz_weights_are_taken_when_there_is_no_safetensors(tmp_path, whisper_en, hub_mirror):
+    import io
+
+    weights = io.BytesIO()
+    np.savez(weights, w=np.zeros(4))
+    hub = hub_mirror(
+        {"config.json": (whisper_en / "config.json").read_bytes(), "weights.npz": weights.getvalue()}
+    )
+    folder = whisper_transcriber("kbtest/whisper-npz", own_dir=tmp_path / "models").folder
+    assert sorted(p.name for p in Path(folder).iterdir()) == ["config.json", "weights.npz"]
+    assert hub.seen[-1].endswith("/weights.npz")
+
+
+@pytest.mark.parametrize(
+    ("files", "reason", "says"),
+    [
+        ({"config.json": b"[1, 2]"}, "model-missing", "is not a Whisper model kb can use"),
+        ({"config.json": b"{}", "weights.safetensors": b"\xff" * 64}, "model-missing", "bad header size"),
+        ({"config.json": b"{}", "weights.safetensors": (9).to_bytes(8, "little") + b"{not json"}, "model-missing",
+         "is not a Whisper model kb can use"),
+        ({"config.json": b"{}"}, "model-download-failed", "is not on the model hub, or needs a login there"),
+    ],
+)  # fmt: skip
+def test_a_mirror_serving_something_else_leaves_nothing_in_place(tmp_path, hub_mirror, files, reason, says):
+    hub_mirror(files)
+    own = tmp_path / "models"
+    with pytest.raises(SpeechError, match=says) as caught:
+        whisper_transcriber("kbtest/whisper-bad", own_dir=own)
+    assert caught.value.reason == reason
+    assert find_model("kbtest/whisper-bad", own_dir=own) is None  # the next voice note tries again
+    assert not list(own.rglob("weights.*")) and not list(own.rglob("*.part"))

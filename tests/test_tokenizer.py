@@ -7,6 +7,7 @@ from tokenizers import Tokenizer
 
 from knowledge.errors import TokenizerError
 from knowledge.tokenizer import ApproxCounter, HfCounter, count, find_tokenizer_file, load_counter
+from tests.fake_hub import Hub
 
 
 @pytest.mark.parametrize(
@@ -65,30 +66,6 @@ def test_a_broken_tokenizer_file_is_an_error_not_a_fallback(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(TokenizerError, match="cannot load tokenizer"):
         load_counter(str(bad), cache_dir=tmp_path)
-
-
-class Hub:
-    """A hub stand-in on 127.0.0.1 (HF_ENDPOINT): serves ``files`` of kbtest/tiny-model, records requests."""
-
-    def __init__(self, files: dict[str, bytes], status: int = 200) -> None:
-        self.files, self.status, self.seen, self.port = files, status, [], 0
-
-    async def start(self, _: object):
-        from aiohttp import web
-
-        from tests.local_server import serve_app
-
-        async def resolve(request: web.Request) -> web.Response:
-            self.seen.append(f"{request.method} {request.path}")
-            body = self.files.get(request.match_info["file"])
-            if self.status != 200 or body is None:
-                return web.Response(status=self.status if self.status != 200 else 404)
-            return web.Response(body=body, headers={"ETag": '"../../../x/sitecustomize.py"'})
-
-        app = web.Application()
-        app.router.add_route("*", "/kbtest/tiny-model/resolve/{rev}/{file}", resolve)
-        runner, self.port = await serve_app(app)
-        return runner
 
 
 def kb_cli(home, *args, env):

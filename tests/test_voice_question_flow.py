@@ -10,7 +10,7 @@ import pytest
 
 from tests.audio_fixtures import voice_note
 from tests.conftest import ingest_texts, make_settings, subprocess_env
-from tests.fake_hub import FakeHub, ThreadedFakeHub
+from tests.fake_hub import Hub, ThreadedHub
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
 from tests.whisper_fixtures import HEARD_EN, HEARD_ZH_TRADITIONAL
 
@@ -134,13 +134,13 @@ def test_usage_mistakes_exit_2_with_a_sentence(tmp_path, note, args, says):
 def test_the_first_voice_question_downloads_the_model_once_and_says_so(tmp_path, note, whisper_en):
     settings = knowledge_base(tmp_path, "quillan.md", QUILLAN)
     files = {name: (whisper_en / name).read_bytes() for name in ("config.json", "weights.safetensors")}
-    hub = FakeHub(repo="kb-tests/tiny-whisper", files=files)
+    hub, model = Hub(files), "kb-tests/tiny-whisper"
     fake = FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])
-    with ThreadedFakeHub(hub), ThreadedFakeLLM(fake):
+    with ThreadedHub(hub), ThreadedFakeLLM(fake):
         env = {
             "KB_LLM_URL": fake.base_url,
-            "KB_WHISPER_MODEL": hub.repo,
-            "HF_ENDPOINT": hub.base_url,
+            "KB_WHISPER_MODEL": model,
+            "HF_ENDPOINT": hub.endpoint,
             "HF_HOME": str(tmp_path / "hf"),
             "HF_HUB_OFFLINE": "0",
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
@@ -155,19 +155,21 @@ def test_the_first_voice_question_downloads_the_model_once_and_says_so(tmp_path,
     assert sorted(fetched) == ["config.json", "weights.safetensors"]
     assert json.loads(first.stdout)["heard"]["text"] == HEARD_EN
     events = [json.loads(line) for line in settings.log_path.read_text().splitlines()]
-    assert any(e["event"] == "speech.model_download" and e["model"] == hub.repo for e in events)
-    # The second question finds the model in the cache: no notice, nothing fetched again.
+    assert any(e["event"] == "speech.model_download" and e["model"] == model for e in events)
+    assert sorted(p.name for p in (settings.model_dir / "kb-tests--tiny-whisper").iterdir()) == sorted(fetched)
+    assert not (tmp_path / "hf").exists()  # kb's own folder, not the hub cache
+    # The second question finds the model in kb's folder: no notice, nothing fetched again.
     assert second.returncode == 0, second.stderr
     assert "Downloading" not in second.stderr and hub.downloads() == fetched
     assert json.loads(second.stdout)["heard"]["text"] == HEARD_EN
 
 
 def test_a_model_that_cannot_be_downloaded_is_explained(tmp_path, note):
-    hub = FakeHub(repo="kb-tests/tiny-whisper", files={})
-    with ThreadedFakeHub(hub):
+    hub = Hub({})
+    with ThreadedHub(hub):
         out = kb(
             tmp_path / "kb", "ask", "--audio", str(note),
-            KB_WHISPER_MODEL="kb-tests/gone", HF_ENDPOINT=hub.base_url, HF_HOME=str(tmp_path / "hf"),
+            KB_WHISPER_MODEL="kb-tests/gone", HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf"),
             HF_HUB_OFFLINE="0",
         )  # fmt: skip
     assert out.returncode == 1 and out.stdout == ""

@@ -3,12 +3,14 @@
 :func:`transcribe_audio` is the one entry point (the Telegram bot and ``kb ask --audio`` call it)::
 
     with speech_runner() as runner:
-        notice = model_notice(settings.whisper_model)   # "Downloading the speech model …" or None
+        notice = model_notice(settings.whisper_model, own_dir=settings.model_dir)  # "Downloading …" or None
         transcript = transcribe_audio(data, settings=settings, runner=runner)
         print("I heard:", transcript.text)
 
-It finds the model (``KB_WHISPER_MODEL``: a local folder, or a Hugging Face hub id looked up in the
-hub cache and downloaded on first use unless ``HF_HUB_OFFLINE`` is set), then runs decoding and
+It finds the model (``KB_WHISPER_MODEL``: a local folder, or a Hugging Face hub id looked up in kb's
+own ``runs/models/`` and the hub cache, and otherwise downloaded on first use by kb itself into
+``runs/models/`` unless ``HF_HUB_OFFLINE`` is set: streamed, size-capped, each file checked before
+it is put in place, no path taken from the answer; see knowledge/hub.py), then runs decoding and
 transcription in the runner's worker process: spawned, memory-capped, killed when it takes longer
 than ``KB_TRANSCRIBE_TIMEOUT_S``. Hostile audio or a stuck model costs the worker, never the caller.
 The worker keeps the model loaded between calls (mlx-whisper's own per-process ``ModelHolder``).
@@ -22,7 +24,10 @@ the CPU elsewhere) in production, any picklable object with the same method in a
 
 from __future__ import annotations
 
+import json
 import time
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -30,8 +35,10 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import structlog
 
+from knowledge import hub
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, ConversionInterrupted, SpeechError, one_line
+from knowledge.hub import is_hub_id, own_name
 from knowledge.speech.decode import SAMPLE_RATE, check_size, decode_audio, describe_length, is_silent
 from knowledge.speech.filters import (
     ZH_PROMPT,
@@ -50,6 +57,9 @@ log = structlog.get_logger()
 # large-v3-turbo needs ~4 GiB of address space, large-v3 ~6 GiB (weights, activations, the libraries).
 SPEECH_MEMORY_BYTES = 8 * 1024**3
 MODEL_FILES = ("config.json", "weights.safetensors", "weights.npz")
+MODEL_MAX_BYTES = {"config.json": 1 << 20, "weights.safetensors": 8 << 30, "weights.npz": 8 << 30}
+DOWNLOAD_TIMEOUT_S = 30.0  # each wait on the network
+DOWNLOAD_DEADLINE_S = 4 * 3600.0  # the whole of one file (3.1 GB at 2 Mbit/s takes 3.5 h)
 # float16 weights: 809 M and 1.55 G parameters
 MODEL_SIZES = {
     "mlx-community/whisper-large-v3-turbo": "about 1.6 GB",
@@ -167,8 +177,9 @@ def _is_path(spec: str) -> bool:
     return Path(spec).expanduser().exists() or spec.startswith(("/", "./", "../", "~"))
 
 
-def find_model(spec: str) -> Path | None:
-    """The folder of model ``spec`` (a folder, or a hub id in the hub cache); None when not downloaded yet."""
+def find_model(spec: str, *, own_dir: Path) -> Path | None:
+    """The folder of model ``spec`` (a folder, or a hub id in ``own_dir`` or the hub cache); None when
+    not downloaded yet."""
     if not spec.strip():
         raise SpeechError(
             "model-missing", "KB_WHISPER_MODEL is empty; set it to a Whisper model folder or hub id."
@@ -183,6 +194,8 @@ def find_model(spec: str) -> Path | None:
                 "mlx-community/whisper-large-v3-turbo.",
             )
         return folder
+    if is_hub_id(spec) and is_model_folder(own_dir / own_name(spec)):
+        return own_dir / own_name(spec)
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError
 
@@ -198,17 +211,11 @@ def find_model(spec: str) -> Path | None:
     return folder if is_model_folder(folder) else None
 
 
-def _hub_offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
-
-
-def model_notice(spec: str, *, is_offline: bool | None = None) -> str | None:
+def model_notice(spec: str, *, own_dir: Path, is_offline: bool | None = None) -> str | None:
     """A sentence to show before a transcription that must first download the model, else None."""
-    offline = _hub_offline() if is_offline is None else is_offline
+    offline = hub.is_offline() if is_offline is None else is_offline
     try:
-        if offline or find_model(spec) is not None:
+        if offline or find_model(spec, own_dir=own_dir) is not None:
             return None
     except SpeechError:
         return None  # transcribe_audio will say what is wrong
@@ -219,64 +226,105 @@ def model_notice(spec: str, *, is_offline: bool | None = None) -> str | None:
     )
 
 
-def download_model(spec: str, *, is_offline: bool | None = None) -> Path:
-    """Download hub model ``spec`` into the hub cache (only the files mlx-whisper loads); its folder."""
-    if _hub_offline() if is_offline is None else is_offline:
+def download_model(
+    spec: str, *, own_dir: Path, is_offline: bool | None = None, timeout_s: float = DOWNLOAD_TIMEOUT_S
+) -> Path:
+    """Download hub model ``spec`` into ``own_dir/owner--name/`` (only the files mlx-whisper loads:
+    config.json, then weights.safetensors or else weights.npz); its folder."""
+    if hub.is_offline() if is_offline is None else is_offline:
         raise SpeechError(
             "model-missing",
             f"The speech model {spec} is not downloaded and HF_HUB_OFFLINE is set; download it once "
             f"with `hf download {spec}` (or unset HF_HUB_OFFLINE), or set KB_WHISPER_MODEL to a model folder.",
         )
-    from huggingface_hub import snapshot_download
-
-    log.info("speech.model_download", model=spec)
+    if not is_hub_id(spec):
+        raise SpeechError(
+            "model-missing", f"KB_WHISPER_MODEL={spec} is neither a folder nor a hub model id; set it to one."
+        )
+    folder = own_dir / own_name(spec)
+    log.info("speech.model_download", model=spec, folder=str(folder))
     t0 = time.perf_counter()
     try:
-        folder = Path(snapshot_download(spec, allow_patterns=list(MODEL_FILES)))
-    except Exception as exc:  # network, 404, gated, disk: the hub library raises many types
-        log.warning("speech.model_download_failed", model=spec, error=f"{type(exc).__name__}: {exc}")
-        raise SpeechError("model-download-failed", download_failure(spec, exc)) from exc
-    if not is_model_folder(folder):
-        raise SpeechError(
-            "model-missing",
-            f"{spec} has no Whisper weights for mlx (weights.safetensors or weights.npz); set KB_WHISPER_MODEL "
-            "to an mlx conversion such as mlx-community/whisper-large-v3-turbo.",
-        )
+        _fetch(spec, "config.json", folder, timeout_s, check=_check_config)
+        try:
+            _fetch(spec, "weights.safetensors", folder, timeout_s, check=_check_safetensors)
+        except hub.HubError as exc:
+            if exc.kind != "missing":
+                raise
+            _fetch(spec, "weights.npz", folder, timeout_s, check=_check_npz)
+    except hub.HubError as exc:
+        log.warning("speech.model_download_failed", model=spec, kind=exc.kind, error=str(exc))
+        raise SpeechError(*_download_failure(spec, exc)) from exc
     log.info("speech.model_downloaded", model=spec, s=round(time.perf_counter() - t0, 1))
     return folder
 
 
-def download_failure(spec: str, exc: BaseException) -> str:
-    """One sentence for the owner on why the speech model could not be downloaded: no exception
-    names, no URLs (the log has those, as speech.model_download_failed)."""
-    kinds = {type(e).__name__ for e in _chain(exc)}
-    errnos = {getattr(e, "errno", None) for e in _chain(exc)}
+def _fetch(spec: str, name: str, folder: Path, timeout_s: float, *, check: Callable[[Path], None]) -> None:
+    step = {"next": 0}
+
+    def progress(got: int, total: int | None) -> None:
+        if got >= step["next"]:  # a line every 100 MB
+            step["next"] = got + 100_000_000
+            log.info("speech.model_progress", model=spec, file=name, mb=got // 1_000_000,
+                     of_mb=total // 1_000_000 if total else None)  # fmt: skip
+
+    hub.download(
+        spec, name, folder, timeout_s=timeout_s, max_bytes=MODEL_MAX_BYTES[name],
+        deadline_s=DOWNLOAD_DEADLINE_S, check=check, progress=progress,
+    )  # fmt: skip
+
+
+def _check_config(path: Path) -> None:
+    config = json.loads(path.read_bytes())
+    if not isinstance(config, dict) or not isinstance(config.get("n_mels", 0), int):
+        raise ValueError("config.json is not a Whisper model configuration")
+
+
+def _check_safetensors(path: Path) -> None:
+    """A safetensors file: an 8-byte little-endian header size, then that much JSON, then the data."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        head = fh.read(8)
+        length = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 2 <= length <= min(size - 8, 100 << 20):
+            raise ValueError("not a safetensors file (bad header size)")
+        header = json.loads(fh.read(length))
+    if not isinstance(header, dict) or not header:
+        raise ValueError("not a safetensors file (bad header)")
+
+
+def _check_npz(path: Path) -> None:
+    if not zipfile.is_zipfile(path):
+        raise ValueError("not an .npz file")
+
+
+def _download_failure(spec: str, exc: hub.HubError) -> tuple[str, str]:
+    """The reason and one sentence for the owner on why the speech model could not be downloaded:
+    no URLs (the log has those, as speech.model_download_failed)."""
     later = f"download it once with `hf download {spec}`, or set KB_WHISPER_MODEL to a model folder."
-    if kinds & {"RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError"}:
-        return (
+    if exc.kind == "missing":
+        return "model-download-failed", (
             f"The speech model {spec} is not on the model hub, or needs a login there; set KB_WHISPER_MODEL to "
             "a model that is, such as mlx-community/whisper-large-v3-turbo, or to a model folder."
         )
-    if 28 in errnos:  # ENOSPC
-        return f"The speech model {spec} could not be downloaded: the disk is full. Free some space and try again."
-    return (
+    if exc.kind == "disk-full":
+        return "model-download-failed", (
+            f"The speech model {spec} could not be downloaded: the disk is full. Free some space and try again."
+        )
+    if exc.kind in ("too-large", "bad-file"):
+        return "model-missing", (
+            f"{spec} on the model hub is not a Whisper model kb can use ({exc}); set KB_WHISPER_MODEL to an mlx "
+            "conversion such as mlx-community/whisper-large-v3-turbo, or to a model folder."
+        )
+    return "model-download-failed", (
         f"The speech model {spec} could not be downloaded: the model hub cannot be reached from here. "
         f"Try again when online, or {later}"
     )
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    """An exception and its causes and contexts (the hub library wraps the network error)."""
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen and len(seen) < 10:
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return seen
-
-
-def whisper_transcriber(spec: str, *, is_offline: bool | None = None) -> WhisperTranscriber:
+def whisper_transcriber(spec: str, *, own_dir: Path, is_offline: bool | None = None) -> WhisperTranscriber:
     """The mlx-whisper transcriber for ``KB_WHISPER_MODEL``, downloading the model on first use."""
-    folder = find_model(spec) or download_model(spec, is_offline=is_offline)
+    folder = find_model(spec, own_dir=own_dir) or download_model(spec, own_dir=own_dir, is_offline=is_offline)
     return WhisperTranscriber(folder=str(folder), name=spec)
 
 
@@ -357,7 +405,7 @@ def _transcribe(
 ) -> _Heard:
     check_size(data)  # here too, so that a huge file is not copied to the worker first
     if transcriber is None:
-        transcriber = whisper_transcriber(settings.whisper_model)
+        transcriber = whisper_transcriber(settings.whisper_model, own_dir=settings.model_dir)
     try:
         outcome = runner.call(
             transcribe_in_worker,
