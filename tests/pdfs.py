@@ -115,3 +115,19 @@ def encrypted(
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+def lone_surrogate() -> bytes:
+    """A text PDF whose font's ToUnicode map sends the glyph for A to U+D800, a lone surrogate
+    (no character; not encodable in UTF-8): it shows "ABBA was here, a fine band from Sweden"."""
+    cmap = (
+        b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Lone def\n"
+        b"1 begincodespacerange <00> <FF> endcodespacerange\n"
+        b"1 beginbfchar <41> <D800> endbfchar\n"
+        b"endcmap CMapName currentdict /CMap defineresource pop end end"
+    )
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 8 0 R >>"
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 7 0 R /Resources " + FONT + b" >>"
+    content = stream(text_content(["ABBA was here, a fine band from Sweden"]))
+    tree = b"<< /Type /Pages /Kids [6 0 R] /Count 1 >>"
+    return build([CATALOG, tree, font, b"<< >>", stream(b"\x80", GREY_PIXEL), page, content, stream(cmap)])

@@ -480,3 +480,13 @@ def test_files_named_in_big5_or_tis_620_are_indexed_under_their_readable_names(t
     )
     for line in (home / "runs" / "logs" / "kb.jsonl").read_text(encoding="utf-8").splitlines():
         json.loads(line)  # every line written, and whole
+
+
+def test_a_pdf_that_maps_a_glyph_to_a_lone_surrogate_is_indexed(tmp_path):
+    """U+D800 is no character and cannot be written as UTF-8: it becomes U+FFFD, and the rest of the page is kept."""
+    (tmp_path / "abba.pdf").write_bytes(pdfs.lone_surrogate())
+    home = tmp_path / "kb"
+    out = kb(home, "ingest", str(tmp_path / "abba.pdf"))
+    assert out.returncode == 0 and "indexed    abba.pdf" in out.stdout, out.stdout + out.stderr
+    found = json.loads(kb(home, "search", "--json", "a fine band from Sweden").stdout)
+    assert "\ufffdBB\ufffd was here, a fine band from Sweden" in found[0]["text"]
