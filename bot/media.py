@@ -52,6 +52,7 @@ class Reading:
     first_line: str
     confidence: float | None
     illegible_pages: str | None
+    unread_pages: str | None = None
 
 
 # -- files and photos -----------------------------------------------------------------------
@@ -184,7 +185,7 @@ def read_back(raw_file: Path) -> Reading | None:
     except ValueError:
         confidence = None
     first = shorten(lines[0], FIRST_LINE_CHARS) if lines else ""
-    return Reading(len(lines), first, confidence, meta.ocr_illegible_pages)
+    return Reading(len(lines), first, confidence, meta.ocr_illegible_pages, meta.ocr_unread_pages)
 
 
 def reading_text(reading: Reading) -> str:
@@ -195,6 +196,11 @@ def reading_text(reading: Reading) -> str:
     if reading.illegible_pages:
         several = any(mark in reading.illegible_pages for mark in ",-")
         text += f"\nNothing legible on page{'s' if several else ''} {esc(reading.illegible_pages)}."
+    if reading.unread_pages:
+        text += (
+            f"\nPages {esc(reading.unread_pages)} were not read: the OCR time for one file ran out "
+            "(KB_OCR_BUDGET_S). Split the PDF and send the rest to read them."
+        )
     return text + "\nAsk me about it."
 
 

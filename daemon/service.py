@@ -124,6 +124,7 @@ class Daemon:
         self._retry_lock = threading.Lock()
         self._stop = threading.Event()
         self._idle = threading.Event()
+        self._handing_over = threading.Lock()
         self.failure: Exception | None = None  # why the daemon stopped by itself
         self.started = threading.Event()  # set once the watches are in place and the first scan queued
         self._excluded = (settings.processed, settings.failed)
@@ -182,15 +183,13 @@ class Daemon:
         """Block until nothing is pending, queued or being worked on (for tests and benchmarks)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if (
-                self._idle.wait(0.05)
-                and not len(self.files)
-                and not len(self.raw_files)
-                and self.tasks.empty()
-            ):
-                with self._retry_lock:
-                    if not self._retries:
-                        return True
+            if not self._idle.wait(0.05):
+                continue
+            with self._handing_over, self._retry_lock:
+                if not (
+                    len(self.files) or len(self.raw_files) or self.tasks.unfinished_tasks or self._retries
+                ):
+                    return True
         return False
 
     def run(self) -> None:
@@ -349,6 +348,10 @@ class Daemon:
         with self._retry_lock:
             while self._retries and self._retries[0].due <= now:
                 self.files.touch(heapq.heappop(self._retries).path, now)
+        with self._handing_over:  # wait_idle never looks between a path leaving pending and its task queued
+            self._hand_over(now)
+
+    def _hand_over(self, now: float) -> None:
         checked = self.files.check(now)
         for path in checked.not_regular:
             log.info("ingest.skipped", file=path.name, reason="not a regular file (link, FIFO or folder)")
@@ -436,7 +439,9 @@ class Daemon:
             signature = lstat_signature(self.raw / name)
             if signature is not None:
                 self._written[name] = signature
-        if outcome.status == "retry":
+        if outcome.status == "later":  # a long scan's turn is over: back in line, behind the files queued
+            self.files.touch(path, self.clock())
+        elif outcome.status == "retry":
             self.attempts[path] = attempt + 1
             delay = min(60.0, self.settings.settle_s * 2 ** (attempt + 1))
             with self._retry_lock:

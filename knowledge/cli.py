@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -376,9 +377,14 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
 
             ingestor = Ingestor(settings, index, counter, runner=runner, progress=pages_read)
             is_each_line_shown = not (bar.is_on and out.isatty())
-            for path in paths:
+            waiting = collections.deque(paths)
+            while waiting:
+                path = waiting.popleft()
                 bar.describe(path.name)
                 outcome = ingestor.ingest(path)
+                if outcome.status == "later":  # a long scan's turn is over: the other files first
+                    waiting.append(path)
+                    continue
                 outcomes.append(outcome)
                 bar.advance()
                 if is_each_line_shown or outcome.status != "indexed":
@@ -460,7 +466,13 @@ def describe_outcome(o: Outcome) -> str:
     """One line for a file: what happened and where things are (a name that is not UTF-8, readably)."""
     o = Outcome(**{**o.__dict__, "source": o.source.with_name(readable_name(o.source.name))})
     if o.status == "indexed":
-        return f"indexed    {o.source.name} → {o.raw_path} ({o.chunks} chunk{'s' if o.chunks != 1 else ''}, {o.title!r})"
+        unread = (
+            f"; OCR time ran out, pages {o.unread_pages} not read (KB_OCR_BUDGET_S)" if o.unread_pages else ""
+        )
+        return (
+            f"indexed    {o.source.name} → {o.raw_path} ({o.chunks} chunk{'s' if o.chunks != 1 else ''}, "
+            f"{o.title!r}){unread}"
+        )
     if o.status == "duplicate":
         return f"duplicate  {o.source.name} = {o.duplicate_of} ({o.title!r}), kept as {_rel(o.kept_at)}"
     if o.status == "skipped":

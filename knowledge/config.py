@@ -118,6 +118,10 @@ SETTINGS: tuple[Setting, ...] = (
             "languages OCR reads, comma-separated (zh-Hant, zh-Hans, en; th with Apple Vision only)"),
     Setting("KB_OCR_DPI", "150", _int(72, 600), "resolution scanned PDF pages are rendered at for OCR"),
     Setting("KB_OCR_PAGE_TIMEOUT_S", "20", _float(1, 3600), "conversion time allowed per page read by OCR"),
+    Setting("KB_OCR_BUDGET_S", "3600", _float(1, 7 * 86400),
+            "OCR time one file may have in all; the scanned pages past it are listed as not read"),
+    Setting("KB_OCR_TURN_S", "120", _float(0.1, 86400),
+            "OCR time a long scan has before the files waiting behind it get their turn"),
     Setting("KB_WHISPER_MODEL", "mlx-community/whisper-large-v3-turbo", _text,
             "speech-to-text model for voice questions (mlx-whisper; local folder or hub id)"),
     Setting("KB_VOICE_MAX_S", "300", _float(1, 7200), "longest voice note or audio file transcribed, in seconds"),
@@ -177,6 +181,8 @@ class Settings:
     ocr_langs: str
     ocr_dpi: int
     ocr_page_timeout_s: float
+    ocr_budget_s: float
+    ocr_turn_s: float
     whisper_model: str
     voice_max_s: float
     transcribe_timeout_s: float
@@ -256,6 +262,11 @@ class Settings:
     def tokenizer_dir(self) -> Path:
         """Where kb keeps the tokenizers it fetched itself (one folder per model)."""
         return self.runs / "tokenizers"
+
+    @property
+    def ocr_pages_dir(self) -> Path:
+        """Where the pages of long scans read so far are kept between turns and restarts."""
+        return self.runs / "ocr-pages"
 
     @property
     def model_dir(self) -> Path:

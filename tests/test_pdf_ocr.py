@@ -164,3 +164,108 @@ def test_kb_ingest_on_a_terminal_shows_the_scanned_pages_being_read(tmp_path) ->
         drawn, screen = term.drawn, term.screen
     assert all(f"scan.pdf · OCR page {n}/3" in drawn for n in (1, 2))
     assert "1 indexed" in screen and "OCR page" not in screen.splitlines()[-1]
+
+
+# -- long scans: a total budget, turns, and pages kept across a restart ---------------------------
+
+
+def small_scan(pages: int) -> bytes:
+    """An image-only PDF of small blank pages (the scripted engine "reads" any picture)."""
+    from PIL import Image
+
+    return ocr_images.scanned_pdf([Image.new("RGB", (120, 160), "white") for _ in range(pages)], dpi=72)
+
+
+def test_a_scan_longer_than_the_files_ocr_budget_keeps_what_was_read_and_lists_the_rest() -> None:
+    slow = OcrSpec(engine=ScriptedEngine(["The pilots meet at nine."], delay_s=0.1))
+    with IsolatedRunner() as runner:
+        started = time.monotonic()
+        converted = convert_source(
+            small_scan(60), name="scan.pdf", limits=Limits(ocr_budget_s=1.0), ocr=slow, runner=runner
+        )
+        took_s = time.monotonic() - started
+    read, unread = converted.ocr.pages, converted.ocr.unread_pages
+    assert 5 <= len(read) <= 12 and read == tuple(range(1, len(read) + 1))
+    assert unread == tuple(range(len(read) + 1, 61))  # every page is either read or listed
+    assert converted.markdown.count("The pilots meet at nine.") == len(read)
+    assert took_s < 20  # 60 pages × 0.1 s would be 6 s of OCR alone; it stopped at the budget
+
+
+def test_the_runner_stops_a_worker_that_reports_progress_forever() -> None:
+    from tests.ocr_stand_ins import counted_steps
+
+    with IsolatedRunner() as runner:
+        runner.call(len, b"", timeout_s=60)  # the worker is up
+        started = time.monotonic()
+        with pytest.raises(ConversionError) as caught:
+            runner.call(counted_steps, b"", steps=1000, step_s=0.05, timeout_s=0.5, progress_timeout_s=1.0,
+                        total_timeout_s=2.0)  # fmt: skip
+        took_s = time.monotonic() - started
+    assert caught.value.reason == "timeout" and "all one file may have in one go" in str(caught.value)
+    assert 2.0 <= took_s < 10
+
+
+def test_a_long_scan_is_read_in_turns_and_a_restart_goes_on_from_the_pages_read(settings) -> None:
+    """The turn ends (status later, the file stays); a new Ingestor and worker, as after a restart,
+    begin where it stopped; each page is read once in all; the kept pages go once it is indexed."""
+    settings = type(settings)(**{**settings.__dict__, "ocr_turn_s": 0.5})
+    settings.inbox.mkdir(parents=True)
+    scan = settings.inbox / "harbour-ledger.pdf"
+    scan.write_bytes(small_scan(24))
+    spec = OcrSpec(engine=ScriptedEngine(["Ledger entry: two ferries."], delay_s=0.1))
+    firsts, statuses = [], []
+    with Index(settings.index_path) as index:
+        for _ in range(20):
+            told: list[tuple[int, int]] = []
+
+            def listen(*, name, sha256, stage, done, total, told=told):
+                if stage == "ocr":
+                    told.append((done, total))
+
+            with IsolatedRunner() as runner:  # a fresh worker each time: nothing carried in memory
+                outcome = Ingestor(
+                    settings, index, ApproxCounter(), runner=runner, progress=listen, ocr=spec
+                ).ingest(scan)
+            statuses.append(outcome.status)
+            firsts.append(told[0][0])
+            if outcome.status != "later":
+                break
+            assert scan.exists() and outcome.reason == "ocr-paused"
+    assert statuses[-1] == "indexed" and 3 <= statuses.count("later") <= 10, statuses
+    assert (
+        firsts[0] == 0 and firsts == sorted(firsts) and len(set(firsts)) == len(firsts)
+    )  # never page 1 again
+    meta = rawfile.parse(
+        (settings.raw / outcome.raw_path.removeprefix("raw/")).read_text(encoding="utf-8"),
+        fallback_name="x",
+        sha256="",
+    ).meta
+    assert meta.ocr_pages == "1-24" and meta.ocr_unread_pages is None
+    assert list(settings.ocr_pages_dir.glob("*.jsonl")) == []  # the kept pages went with the file
+
+
+def test_the_daemon_indexes_a_note_dropped_behind_a_long_scan_before_the_scan_is_done(tmp_path) -> None:
+    import threading
+
+    from daemon.service import Daemon
+    from tests.conftest import make_settings
+
+    settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.2", KB_OCR_TURN_S="0.5")
+    settings.inbox.mkdir(parents=True)
+    spec = OcrSpec(engine=ScriptedEngine(["Ledger entry: two ferries."], delay_s=0.1))
+    with Index(settings.index_path) as index, IsolatedRunner() as runner:
+        daemon = Daemon(settings, Ingestor(settings, index, ApproxCounter(), runner=runner, ocr=spec))
+        thread = threading.Thread(target=daemon.run, daemon=True)
+        thread.start()
+        assert daemon.started.wait(30)
+        try:
+            (settings.inbox / "ledger.pdf").write_bytes(small_scan(40))  # 4 s of OCR, in turns of 0.5 s
+            time.sleep(1.0)  # the scan is being read
+            (settings.inbox / "note.md").write_text("# Note\n\nThe narwhal count was 12.\n")
+            assert daemon.wait_idle(60)
+        finally:
+            daemon.stop()
+            thread.join(30)
+        finished = {r.path.rsplit("/", 1)[-1]: r.finished_at for r in index.last_ingests(10)}
+    assert finished["note.md"] < finished["ledger.pdf"]  # the note did not wait 4 s behind the scan
+    assert (settings.processed / "ledger.pdf").exists()

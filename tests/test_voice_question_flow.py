@@ -156,7 +156,9 @@ def test_the_first_voice_question_downloads_the_model_once_and_says_so(tmp_path,
     assert json.loads(first.stdout)["heard"]["text"] == HEARD_EN
     events = [json.loads(line) for line in settings.log_path.read_text().splitlines()]
     assert any(e["event"] == "speech.model_download" and e["model"] == model for e in events)
-    assert sorted(p.name for p in (settings.model_dir / "kb-tests--tiny-whisper").iterdir()) == sorted(fetched)
+    assert sorted(p.name for p in (settings.model_dir / "kb-tests--tiny-whisper").iterdir()) == sorted(
+        fetched
+    )
     assert not (tmp_path / "hf").exists()  # kb's own folder, not the hub cache
     # The second question finds the model in kb's folder: no notice, nothing fetched again.
     assert second.returncode == 0, second.stderr

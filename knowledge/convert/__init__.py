@@ -5,8 +5,11 @@ runner, converts in an isolated worker process under the conversion timeout, wha
 pypdf can hang or blow up on hostile files, and a pathological text or HTML file must not hold the
 single worker either. Images and scanned PDF pages are read by OCR (``ocr``, off when None); each page
 OCR reads reports progress, and has ``Limits.ocr_page_timeout_s`` of its own on top of the conversion
-timeout. Every failure is a ``ConversionError`` with a stable reason code and a sentence for the
-owner; an unexpected exception in a converter is reason ``internal-error``.
+timeout; a scanned PDF has ``Limits.ocr_budget_s`` of OCR in all, in turns of ``Limits.ocr_turn_s``
+when a ``PageStore`` keeps its pages between turns (reason ``ocr-paused``: call again later), and
+the worker is stopped past that whatever the pages report. Every failure is a ``ConversionError``
+with a stable reason code and a sentence for the owner; an unexpected exception in a converter is
+reason ``internal-error``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from knowledge.convert.html import convert_html_bytes
 from knowledge.convert.image import image_to_markdown
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.convert.ocr import OcrSpec
+from knowledge.convert.pagestore import PageStore
 from knowledge.convert.pdf import pdf_to_markdown
 from knowledge.convert.sniff import sniff
 from knowledge.convert.text import shorten, text_to_markdown
@@ -39,10 +43,11 @@ def convert_source(
     runner: IsolatedRunner | None = None,
     ocr: OcrSpec | None = None,
     progress: Callable[[int, int], None] | None = None,
+    pages: PageStore | None = None,
 ) -> Converted:
     """Convert a source's bytes to Markdown; the title falls back to the file name.
 
-    ``progress(done, total)`` hears about pages read by OCR.
+    ``progress(done, total)`` hears about pages read by OCR; ``pages`` keeps them between turns.
     """
     if not data:
         raise ConversionError("empty", "the file is empty")
@@ -55,6 +60,7 @@ def convert_source(
     kind = sniff(data, name)
     timeout_s = limits.convert_timeout_s
     page_timeout_s: float | None = None  # converters that read pages by OCR report progress
+    total_s: float | None = None  # however often pages are reported, never longer than this
     convert: Callable[..., Converted]
     if kind == "pdf":
         convert = partial(
@@ -63,9 +69,14 @@ def convert_source(
             timeout_s=timeout_s,
             ocr=ocr,
             page_timeout_s=limits.ocr_page_timeout_s,
+            ocr_budget_s=limits.ocr_budget_s,
+            ocr_turn_s=limits.ocr_turn_s,
+            pages=pages,
         )
         timeout_s += 5.0  # the PDF converter's own deadline fires first; the runner's kill is the backstop
         page_timeout_s = limits.ocr_page_timeout_s + 5.0
+        ocr_s = min(limits.ocr_turn_s, limits.ocr_budget_s) if pages is not None else limits.ocr_budget_s
+        total_s = timeout_s + ocr_s + page_timeout_s  # a turn may end with one page begun in time
     elif kind == "image":
         if ocr is None or not ocr.is_on:  # refused here: no worker needs to start for it
             return image_to_markdown(data, name=name, ocr=None)
@@ -77,7 +88,12 @@ def convert_source(
         convert = partial(text_to_markdown, markdown=kind == "markdown", declared=declared_charset)
     if runner is not None:
         converted = runner.call(
-            convert, data, timeout_s=timeout_s, progress_timeout_s=page_timeout_s, on_progress=progress
+            convert,
+            data,
+            timeout_s=timeout_s,
+            progress_timeout_s=page_timeout_s,
+            on_progress=progress,
+            total_timeout_s=total_s,
         )
     elif page_timeout_s is not None:
         converted = convert(data, progress=progress)

@@ -20,6 +20,7 @@ class OcrFacts:
     confidence: float | None
     pages: tuple[int, ...] = ()
     illegible_pages: tuple[int, ...] = ()
+    unread_pages: tuple[int, ...] = ()  # scanned pages not read: the file's OCR budget ran out
 
 
 @dataclass(frozen=True)
@@ -41,3 +42,5 @@ class Limits:
     pdf_max_pages: int = 2000
     convert_timeout_s: float = 30.0
     ocr_page_timeout_s: float = 20.0
+    ocr_budget_s: float = 3600.0  # OCR one file may have in all
+    ocr_turn_s: float = 120.0  # OCR a file has before the files waiting behind it get the worker

@@ -75,11 +75,13 @@ class IsolatedRunner:
         timeout_s: float,
         progress_timeout_s: float | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        total_timeout_s: float | None = None,
         **kwargs: Any,
     ) -> T:
         """Return ``fn(*args, **kwargs)`` computed in the worker; failures become ConversionError.
 
-        With ``progress_timeout_s``, ``fn`` also gets ``progress=`` (see the module docstring).
+        With ``progress_timeout_s``, ``fn`` also gets ``progress=`` (see the module docstring);
+        ``total_timeout_s`` bounds the call however often progress is reported.
         """
         with self._lock:
             if self._is_closed:
@@ -87,9 +89,10 @@ class IsolatedRunner:
             if self._interrupted.is_set():
                 raise ConversionInterrupted("kb is shutting down; the conversion was not started")
             conn = self._worker()
+            started = time.monotonic()
             try:
                 conn.send((fn, args, kwargs, progress_timeout_s is not None))
-                reply, last = self._wait(conn, timeout_s, progress_timeout_s, on_progress)
+                reply, last = self._wait(conn, timeout_s, progress_timeout_s, on_progress, total_timeout_s)
             except (EOFError, OSError):
                 raise self._crashed() from None
             except BaseException:
@@ -97,6 +100,12 @@ class IsolatedRunner:
                 raise
             if reply is None:
                 self._stop(kill=True)
+                if total_timeout_s is not None and time.monotonic() - started >= total_timeout_s:
+                    raise ConversionError(
+                        "timeout",
+                        f"the conversion went on for {total_timeout_s:g} s, all one file may have in one go, and "
+                        "was stopped; split the file, or raise KB_OCR_TURN_S or KB_OCR_BUDGET_S",
+                    )
                 if last is not None and progress_timeout_s is not None:
                     done, total = last
                     raise ConversionError(
@@ -120,13 +129,16 @@ class IsolatedRunner:
         timeout_s: float,
         progress_timeout_s: float | None,
         on_progress: Callable[[int, int], None] | None,
+        total_timeout_s: float | None = None,
     ) -> tuple[tuple[Any, ...] | None, tuple[int, int] | None]:
         """The reply (None on timeout) and the last progress report, waited for in short slices.
 
         Short slices, so an interrupt (SIGTERM) is obeyed mid-conversion; each progress report moves
-        the deadline to at least ``progress_timeout_s`` away.
+        the deadline to at least ``progress_timeout_s`` away, never past ``total_timeout_s``.
         """
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
+        end = started + total_timeout_s if total_timeout_s is not None else float("inf")
         last: tuple[int, int] | None = None
         while True:
             if self._interrupted.is_set():
@@ -142,7 +154,7 @@ class IsolatedRunner:
                 return reply, last
             last = (reply[1], reply[2])
             if progress_timeout_s is not None:
-                deadline = max(deadline, time.monotonic() + progress_timeout_s)
+                deadline = min(max(deadline, time.monotonic() + progress_timeout_s), end)
             if on_progress is not None:
                 on_progress(*last)
 

@@ -15,6 +15,11 @@ reason: ``empty``, ``pdf-malformed``, ``pdf-encrypted``, ``pdf-unsupported``, ``
 hang or eat memory, so callers run this through ``knowledge.convert.isolate.IsolatedRunner``; here the
 deadline is only checked between pages. Text pages share ``timeout_s``; each page read by OCR has
 ``page_timeout_s`` of its own, and ``progress(done, total)`` is told before the first and after each.
+
+A long scan is read in turns: with a ``PageStore`` (pagestore.py) each page read is kept there, and
+once OCR has had ``ocr_turn_s`` the conversion stops with reason ``ocr-paused`` so that other files
+get the worker; the next call goes on from the stored pages. In all, a file gets ``ocr_budget_s`` of
+OCR: the pages past it are not read and are listed (``OcrFacts.unread_pages``), what was read is kept.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
@@ -33,6 +39,7 @@ from pypdf.errors import DependencyError, LimitReachedError
 from knowledge.convert.base import Converted, OcrFacts
 from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
 from knowledge.convert.ocr_text import OcrLine, is_readable, lines_markdown, mean_confidence
+from knowledge.convert.pagestore import PageStore
 from knowledge.convert.pdf_text import drop_running_lines, reading_text
 from knowledge.errors import ConversionError, one_line
 
@@ -69,10 +76,13 @@ def pdf_to_markdown(
     ocr: OcrSpec | None = None,
     page_timeout_s: float = 20.0,
     progress: Callable[[int, int], None] | None = None,
+    ocr_budget_s: float = math.inf,
+    ocr_turn_s: float = math.inf,
+    pages: PageStore | None = None,
 ) -> Converted:
     """Convert PDF bytes to Markdown, one section per page with text; raise ConversionError otherwise.
 
-    With ``ocr`` on, pages without a text layer are read by OCR.
+    With ``ocr`` on, pages without a text layer are read by OCR (in turns, within a budget: see above).
     """
     if not data:
         raise ConversionError("empty", "the file is empty (0 bytes); nothing to convert")
@@ -102,11 +112,13 @@ def pdf_to_markdown(
         n for n, text in enumerate(texts, start=1) if text.strip() and _word_chars(text) < STAMP_MAX_CHARS
     ]
     read: dict[int, list[list[OcrLine]]] = {}
+    unread: tuple[int, ...] = ()
     engine_name = ""
     if ocr is not None and ocr.is_on and (scans or stamped):
+        turn = _Turn(budget_s=ocr_budget_s, turn_s=ocr_turn_s if pages is not None else math.inf, store=pages)
         with _pdfium_errors():
-            engine_name, read = _read_scans(
-                data, scans, stamped, spec=ocr, page_timeout_s=page_timeout_s, progress=progress
+            engine_name, read, unread = _read_scans(
+                data, scans, stamped, spec=ocr, page_timeout_s=page_timeout_s, progress=progress, turn=turn
             )
         for number in read:
             texts[number - 1] = ""  # the picture's text replaces a stamp's
@@ -116,8 +128,16 @@ def pdf_to_markdown(
     for number, blocks in read.items():
         texts[number - 1] = firsts[number - 1] = lines_markdown(blocks)
     sections = [f"## Page {number}\n\n{text}\n" for number, text in enumerate(texts, start=1) if text]
-    illegible = tuple(n for n in scans if n not in read) if engine_name else ()
+    illegible = tuple(n for n in scans if n not in read and n not in unread) if engine_name else ()
     if not sections:
+        if unread:
+            raise ConversionError(
+                "pdf-no-text",
+                f"nothing legible on the {page_count - len(unread)} page(s) read before the OCR time for one file "
+                f"ran out (KB_OCR_BUDGET_S, {ocr_budget_s:g} s); {len(unread)} scanned page(s) from page {unread[0]} on "
+                "were not read: raise "
+                "KB_OCR_BUDGET_S, or split the PDF, and drop it in again",
+            )
         if engine_name:
             raise ConversionError(
                 "pdf-no-text",
@@ -138,6 +158,7 @@ def pdf_to_markdown(
             confidence=mean_confidence(lines),
             pages=tuple(sorted(read)),
             illegible_pages=illegible,
+            unread_pages=unread,
         )
     return Converted(
         title=choose_title(info_title, firsts, tools=tools),
@@ -152,6 +173,15 @@ def _word_chars(text: str) -> int:
     return sum(1 for ch in text if ch.isalnum())
 
 
+@dataclass(frozen=True)
+class _Turn:
+    """How much OCR this call and this file may have, and where pages read are kept."""
+
+    budget_s: float
+    turn_s: float
+    store: PageStore | None
+
+
 def _read_scans(
     data: bytes,
     scans: list[int],
@@ -160,36 +190,60 @@ def _read_scans(
     spec: OcrSpec,
     page_timeout_s: float,
     progress: Callable[[int, int], None] | None,
-) -> tuple[str, dict[int, list[list[OcrLine]]]]:
-    """OCR of the scanned pages (and of stamped pages a picture covers): the engine's name, legible pages."""
+    turn: _Turn,
+) -> tuple[str, dict[int, list[list[OcrLine]]], tuple[int, ...]]:
+    """OCR of the scanned pages (and of stamped pages a picture covers): the engine's name, the legible
+    pages, and the pages left unread when the file's OCR budget ran out."""
     import pypdfium2 as pdfium
 
     pdf = pdfium.PdfDocument(data)
     try:
         pages = sorted(scans + [n for n in stamped if _picture_cover(pdf[n - 1]) >= SCAN_COVER_SHARE])
         if not pages:
-            return "", {}
+            return "", {}, ()
         engine = engine_for(spec)
         if engine is None:  # OCR is off
-            return "", {}
-        read: dict[int, list[list[OcrLine]]] = {}
+            return "", {}, ()
+        known, spent = turn.store.load() if turn.store is not None else ({}, 0.0)
+        seen = {n: blocks for n, blocks in known.items() if n in pages}
+        todo = [n for n in pages if n not in seen]
+        started = time.monotonic()
+        done = len(seen)
         if progress:
-            progress(0, len(pages))
-        for done, number in enumerate(pages, start=1):
-            started = time.monotonic()
+            progress(done, len(pages))
+        unread: tuple[int, ...] = ()
+        for i, number in enumerate(todo):
+            if spent >= turn.budget_s:
+                unread = tuple(todo[i:])
+                break
+            if time.monotonic() - started >= turn.turn_s:
+                raise ConversionError(
+                    "ocr-paused",
+                    f"{done} of {len(pages)} scanned pages read so far; the rest after the files waiting behind it",
+                )
+            page_started = time.monotonic()
             blocks = read_text(engine, render_page(pdf, number, dpi=spec.dpi))
-            took_s = time.monotonic() - started
+            took_s = time.monotonic() - page_started
             if took_s > page_timeout_s:
                 raise ConversionError(
                     "timeout",
                     f"OCR of page {number} took {took_s:.0f} s, longer than the {page_timeout_s:g} s allowed per "
                     "scanned page; raise KB_OCR_PAGE_TIMEOUT_S or lower KB_OCR_DPI",
                 )
-            if blocks and is_readable([line for block in blocks for line in block]):
-                read[number] = blocks  # a page read as no words (a script not read here) is illegible
+            spent += took_s
+            seen[number] = blocks
+            if turn.store is not None:
+                turn.store.add(number, blocks, took_s)
+            done += 1
             if progress:
                 progress(done, len(pages))
-        return engine.name, read
+        # a page read as no words (a script not read here) is illegible
+        read = {
+            n: b
+            for n, b in sorted(seen.items())
+            if b and is_readable([line for block in b for line in block])
+        }
+        return engine.name, read, unread
     finally:
         pdf.close()
 

@@ -40,7 +40,7 @@ from typing import Protocol
 import structlog
 
 from knowledge.config import Settings
-from knowledge.convert import Converted, Limits, convert_source
+from knowledge.convert import Converted, Limits, convert_source, pagestore
 from knowledge.convert.isolate import InternalError, IsolatedRunner
 from knowledge.convert.ocr import OcrSpec, ocr_spec, ocr_warnings, parse_langs
 from knowledge.errors import ConversionError, ConversionInterrupted, IndexVanished, KbError
@@ -73,7 +73,7 @@ class Outcome:
     """What happened to one source file."""
 
     source: Path
-    status: str  # indexed | duplicate | failed | skipped | retry
+    status: str  # indexed | duplicate | failed | skipped | retry | later (a long scan's turn ended)
     doc_id: str | None = None
     title: str | None = None
     chunks: int = 0
@@ -83,6 +83,7 @@ class Outcome:
     stage: str | None = None
     reason: str | None = None
     message: str | None = None
+    unread_pages: str | None = None  # scanned pages left unread: the file's OCR time ran out ("421-2000")
     ms: float = 0.0
 
     @property
@@ -162,6 +163,8 @@ class Ingestor:
             pdf_max_pages=settings.pdf_max_pages,
             convert_timeout_s=settings.convert_timeout_s,
             ocr_page_timeout_s=settings.ocr_page_timeout_s,
+            ocr_budget_s=settings.ocr_budget_s,
+            ocr_turn_s=settings.ocr_turn_s,
         )
         self.ocr = ocr_spec(settings) if ocr is None else ocr
         if self.ocr.engine is None:
@@ -171,6 +174,7 @@ class Ingestor:
         for folder in (settings.inbox, settings.processed, settings.failed, settings.raw):
             folder.mkdir(parents=True, exist_ok=True)
         self._inbox = settings.inbox.resolve()
+        pagestore.drop_stale(settings.ocr_pages_dir)
         self._index_identity = file_identity(settings.index_path)
         if index.meta("tokenizer") is None:
             index.set_meta("tokenizer", counter.name)
@@ -193,6 +197,12 @@ class Ingestor:
             self._finish_progress()
             raise  # kb is stopping: the file stays where it is and is taken again on the next start
         except Exception as exc:
+            if isinstance(exc, _Failure) and exc.reason == "ocr-paused":  # not a failure: the rest later
+                self._finish_progress()
+                structlog.contextvars.unbind_contextvars("file")
+                outcome = Outcome(path, "later", stage="convert", reason=exc.reason, message=exc.message)
+                _log_outcome(outcome)
+                return outcome
             if isinstance(exc, _Failure):
                 failure = exc
             else:  # a bug in kb, or a database error: the file must still end somewhere, never in limbo
@@ -289,6 +299,7 @@ class Ingestor:
         def report(done: int, total: int) -> None:
             self._report(readable_name(path.name), sha, done, total)
 
+        pages = pagestore.page_store(self.settings.ocr_pages_dir, sha, self.ocr)
         try:
             converted = convert_source(
                 data,
@@ -299,17 +310,16 @@ class Ingestor:
                 runner=self.runner,
                 ocr=self.ocr,
                 progress=report,
+                pages=pages,
             )
-        except InternalError as exc:
-            log.error(
-                "ingest.internal_error", file=readable_name(path.name), error=str(exc), traceback=exc.details
-            )
-            raise _Failure("convert", exc.reason, str(exc), exc) from exc
         except ConversionError as exc:
-            raise _Failure("convert", exc.reason, str(exc), exc) from exc
+            if exc.reason != "ocr-paused":
+                pages.remove()
+            raise self._conversion_failure(path, exc) from exc
         except ConversionInterrupted:
-            raise
+            raise  # the pages read so far are kept for the next start
         except Exception as exc:  # a converter run in-process (no runner) failed unexpectedly
+            pages.remove()
             log.exception(
                 "ingest.internal_error", file=readable_name(path.name), error=f"{type(exc).__name__}: {exc}"
             )
@@ -320,7 +330,16 @@ class Ingestor:
             converted, title=clean_text(converted.title), markdown=clean_text(converted.markdown)
         )
         _log_ocr(readable_name(path.name), converted)
-        return self._store(path, data, sha, converted, sidecar, started)
+        outcome = self._store(path, data, sha, converted, sidecar, started)
+        pages.remove()
+        return outcome
+
+    def _conversion_failure(self, path: Path, exc: ConversionError) -> _Failure:
+        if isinstance(exc, InternalError):
+            log.error(
+                "ingest.internal_error", file=readable_name(path.name), error=str(exc), traceback=exc.details
+            )
+        return _Failure("convert", exc.reason, str(exc), exc)
 
     def _report(self, name: str, sha: str, done: int, total: int) -> None:
         """Pass OCR progress on; a failure to publish it never fails the file."""
@@ -360,6 +379,7 @@ class Ingestor:
             ocr_illegible_pages=rawfile.page_ranges(ocr.illegible_pages)
             if ocr and ocr.illegible_pages
             else None,
+            ocr_unread_pages=rawfile.page_ranges(ocr.unread_pages) if ocr and ocr.unread_pages else None,
         )
         text = rawfile.render(meta, converted.markdown)
         try:
@@ -386,8 +406,9 @@ class Ingestor:
             )
         )
         return Outcome(
-            path, "indexed", doc_id=doc_id, title=meta.title, chunks=chunks, raw_path=raw_rel, kept_at=kept
-        )
+            path, "indexed", doc_id=doc_id, title=meta.title, chunks=chunks, raw_path=raw_rel, kept_at=kept,
+            unread_pages=meta.ocr_unread_pages,
+        )  # fmt: skip
 
     def _claim_raw(self, source_name: str, sha: str, data: bytes) -> str:
         """Write the raw file under the first of its names that is free or holds this same source.
@@ -584,7 +605,9 @@ def _internal_message(exc: BaseException) -> str:
     )
 
 
-_PROBLEM_EVENTS = {"retry": "ingest.retry", "failed": "ingest.failed", "skipped": "ingest.skipped"}
+_PROBLEM_EVENTS = {
+    "retry": "ingest.retry", "failed": "ingest.failed", "skipped": "ingest.skipped", "later": "ingest.paused",
+}  # fmt: skip
 
 
 def _log_ocr(name: str, converted: Converted) -> None:
@@ -596,6 +619,8 @@ def _log_ocr(name: str, converted: Converted) -> None:
     log.info("ocr.read", file=name, engine=ocr.engine, confidence=confidence, pages=len(ocr.pages) or None)
     if ocr.illegible_pages:
         log.warning("ocr.illegible", file=name, pages=rawfile.page_ranges(ocr.illegible_pages))
+    if ocr.unread_pages:
+        log.warning("ocr.budget_spent", file=name, unread=rawfile.page_ranges(ocr.unread_pages))
 
 
 def _log_outcome(o: Outcome) -> None:

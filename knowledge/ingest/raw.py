@@ -17,7 +17,8 @@ A raw file is the truth the index is built from::
 A source read by OCR (a photo, a scanned PDF) also records ``ocr_engine`` ("rapidocr 3.10.0
 PP-OCRv6", "apple-vision"), ``ocr_confidence`` (the mean over its lines, "0.93"), ``ocr_pages`` (the
 pages whose text came from OCR, "1-3,5") and, when there are any, ``ocr_illegible_pages`` (scanned
-pages with nothing legible). Every key but the first four is optional.
+pages with nothing legible) and ``ocr_unread_pages`` (scanned pages not read: the file's OCR time,
+``KB_OCR_BUDGET_S``, ran out). Every key but the first four is optional.
 
 Values are JSON strings (valid YAML too). The same source bytes give the same raw bytes:
 nothing time-dependent is written. A raw file's document id depends only on its name, so
@@ -46,6 +47,7 @@ FRONT_MATTER_KEYS = (
     "ocr_confidence",
     "ocr_pages",
     "ocr_illegible_pages",
+    "ocr_unread_pages",
 )
 _SLUG_MAX = 60
 _SLUG_MAX_BYTES = 120  # 40 Thai or Chinese characters: raw names stay far below 255 bytes
@@ -65,6 +67,7 @@ class RawMeta:
     ocr_confidence: str | None = None
     ocr_pages: str | None = None
     ocr_illegible_pages: str | None = None
+    ocr_unread_pages: str | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,7 @@ def parse(text: str, *, fallback_name: str, sha256: str) -> RawFile:
         ocr_confidence=values.get("ocr_confidence"),
         ocr_pages=values.get("ocr_pages"),
         ocr_illegible_pages=values.get("ocr_illegible_pages"),
+        ocr_unread_pages=values.get("ocr_unread_pages"),
     )
     return RawFile(meta=meta, body_lines=body, first_body_line=first_body)
 
