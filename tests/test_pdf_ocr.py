@@ -269,3 +269,29 @@ def test_the_daemon_indexes_a_note_dropped_behind_a_long_scan_before_the_scan_is
         finished = {r.path.rsplit("/", 1)[-1]: r.finished_at for r in index.last_ingests(10)}
     assert finished["note.md"] < finished["ledger.pdf"]  # the note did not wait 4 s behind the scan
     assert (settings.processed / "ledger.pdf").exists()
+
+
+def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from bot.media import read_back, reading_text
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "ledger.pdf").write_bytes(
+        ocr_images.scanned_pdf([page([f"Ledger page {n}, two ferries."]) for n in range(12)])
+    )
+    home = tmp_path / "kb"
+    done = subprocess.run(
+        [sys.executable, "-m", "knowledge.cli", "--home", str(home), "ingest", str(src / "ledger.pdf")],
+        capture_output=True, text=True, timeout=300,
+        env=subprocess_env(KB_OCR="rapidocr", KB_OCR_BUDGET_S="1"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [line] = [x for x in done.stdout.splitlines() if x.startswith("indexed")]
+    unread = line.split("OCR time ran out, pages ")[1].split(" not read")[0]
+    assert unread.endswith("-12") and line.endswith("not read (KB_OCR_BUDGET_S)")
+    raw = next((home / "knowledge" / "raw").glob("ledger-*.md"))
+    reply = reading_text(read_back(raw))
+    assert f"Pages {unread} were not read: the OCR time for one file ran out" in reply
