@@ -103,6 +103,19 @@ def test_overlap_inside_a_cut_line_is_a_tail_of_the_previous_piece():
         assert first in prev.text.split()[-8:]
 
 
+def test_a_long_thai_line_carries_almost_all_the_overlap_into_the_next_chunk(qwen_counter):
+    # Thai puts spaces between phrases, not words: a tail that jumped to the next space could lose
+    # most of its 24 tokens. It may skip at most 24 // 8 = 3 tokens to start after a space, and the
+    # chunk text drops the piece's trailing space (one token): at least 24 - 3 - 1 = 20 repeat.
+    line = " ".join(p for article in xquad_articles("th") for p in article["paragraphs"])
+    chunks = chunk_lines([line], qwen_counter, max_tokens=160, overlap_tokens=24)
+    check(chunks, [line], qwen_counter, 160, 24)
+    assert len(chunks) > 20
+    for prev, cur in zip(chunks, chunks[1:], strict=False):
+        start = next(i for i in range(len(prev.text) + 1) if cur.text.startswith(prev.text[i:]))
+        assert 20 <= count(qwen_counter, prev.text[start:]) <= 24, (prev.text[-80:], cur.text[:80])
+
+
 def test_blank_and_empty_inputs():
     assert chunk_lines([], APPROX, max_tokens=160, overlap_tokens=24) == []
     assert chunk_lines(["", "   ", ""], APPROX, max_tokens=160, overlap_tokens=24) == []

@@ -14,6 +14,7 @@ Rules:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ class _Unit:
 
 
 _SPACE = re.compile(r"(?<=\S)\s+")
+_GAP = re.compile(r"\s+")
 
 
 def chunk_lines(
@@ -178,9 +180,23 @@ def _trim(text: str, counter: TokenCounter, max_tokens: int) -> tuple[str, int]:
 
 
 def _overlap(units: list[_Unit], counter: TokenCounter, overlap_tokens: int) -> list[_Unit]:
-    """Trailing units of a finished chunk that fit the overlap, or the tail of its last piece."""
+    """At most ``overlap_tokens`` tokens from the end of a finished chunk, to start the next one.
+
+    A chunk that ends inside a cut line passes on the tail of its part of that line
+    (:func:`_tail`), or all of that part and whole lines before it while they fit. A chunk
+    that ends with a whole line passes on whole lines while they fit, and none when the last
+    one alone is too long.
+    """
     if overlap_tokens == 0 or not units:
         return []
+    last = units[-1]
+    if last.is_piece:  # its pieces of the cut line, as one text counted as the next chunk sees it
+        run = [u for u in units if u.line == last.line]
+        text = "".join(u.text for u in run)
+        tokens = counter.count_many([text])[0]
+        if tokens > overlap_tokens:
+            return _tail(text, last.line, counter, overlap_tokens)
+        units = [*units[: len(units) - len(run)], _Unit(last.line, text, tokens, True)]
     tail: list[_Unit] = []
     total = 0
     for unit in reversed(units):
@@ -188,17 +204,25 @@ def _overlap(units: list[_Unit], counter: TokenCounter, overlap_tokens: int) -> 
             break
         tail.insert(0, unit)
         total += unit.tokens
-    if tail or not units[-1].is_piece:
-        return tail
-    last = units[-1]
-    spans = counter.spans(last.text)
-    if len(spans) <= 1:
-        return []
-    start = spans[max(1, len(spans) - overlap_tokens)][0]
-    # Begin the overlap at a word boundary when one is near.
-    space = last.text.find(" ", start)
-    if 0 <= space < len(last.text) - 1 and space - start < 40:
-        start = space + 1
-    piece = last.text[start:]
-    tokens = counter.count_many([piece])[0]
-    return [_Unit(last.line, piece, tokens, True)] if 0 < tokens <= overlap_tokens else []
+    return tail
+
+
+def _tail(text: str, line: int, counter: TokenCounter, budget: int) -> list[_Unit]:
+    """The end of a piece of a line, in at most ``budget`` tokens.
+
+    It starts ``budget`` tokens from the end, moved forward to just after the next spaces only
+    when that skips at most ``budget // 8`` tokens (3 of 24): English starts on a word, while
+    Thai (spaces between phrases, not words) and Chinese keep at least seven eighths of the
+    budget. A tail that re-counts above the budget on its own starts one token later.
+    """
+    starts = [a for a, _ in counter.spans(text)]
+    for first in range(max(1, len(starts) - budget), len(starts)):
+        start = starts[first]
+        gap = _GAP.search(text, start)
+        if gap and gap.end() < len(text.rstrip()) and bisect_left(starts, gap.end()) - first <= budget // 8:
+            start = gap.end()
+        piece = text[start:]
+        tokens = counter.count_many([piece])[0]
+        if tokens <= budget:
+            return [_Unit(line, piece, tokens, True)] if piece.strip() else []
+    return []
