@@ -34,6 +34,7 @@ from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
+from knowledge.retrieval.translate import Translation, translations_for
 from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.status import (
     activity_facts,
@@ -115,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--json",
         action="store_true",
-        help='print {"text","mode","citations":[...],"note","door":{"taken","by","why"},"candidates":[...]} '
-        "(door: local, web or none, decided by retrieval, the model or you; "
+        help='print {"text","mode","citations":[...],"note","door":{"taken","by","why"},"candidates":[...],'
+        '"translations":[{"language","text"}]} (door: local, web or none, decided by retrieval, the model or you; '
+        "translations: the question as also searched in the index's other languages; "
         'with --audio also "heard": {"text","language","duration_s"})',
     )
     p.add_argument("--audio", type=Path, metavar="FILE", help="ask the question spoken in this audio file")
@@ -223,8 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Rank passages for a question (any text is a valid query) and say whether they answer it. "
         "With --json each result is "
         '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text",'
-        '"relevance","answerable"}: relevance is the probability (0-1) that the passage answers the question, '
-        "answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), the same on every result.",
+        '"relevance","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
+        "the question, answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), "
+        'translations the question as also searched in the index\'s other languages ([{"language","text"}], '
+        "from the model), both the same on every result.",
     )
     p.add_argument("query", nargs="*", help="the question (words are joined with spaces)")
     p.add_argument(
@@ -232,11 +236,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument(
+        "--no-translate",
+        action="store_true",
+        help="search with the question as written only (by default, when the model server is up and the "
+        "index holds other languages, the question translated by the model is searched too; KB_TRANSLATE)",
+    )
+    p.add_argument(
         "--batch",
         type=Path,
         metavar="FILE",
         help='one query per line; prints one line per query, in order: {"query": ..., "results": [...], '
-        '"answerable": ..., "verdict": {"answerable","relevance","threshold","basis","why"}}',
+        '"answerable": ..., "verdict": {"answerable","relevance","threshold","basis","why"}, "translations": [...]}',
     )
     p.set_defaults(func=cmd_search)
 
@@ -513,38 +523,74 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     if args.batch is None and not args.query:
         print("kb: search needs a QUERY or --batch FILE", file=sys.stderr)
         return EXIT_USAGE
+    if args.batch is not None:
+        queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
+    else:
+        queries = [" ".join(args.query)]
+    translate = settings.translate != "off" and not args.no_translate
     with Index(settings.index_path, readonly=True) as index:
         meaning = search_meaning(settings, index)
-        if args.batch is not None:
-            queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
-            for query in queries:
-                found = find(index, query, k=k, meaning=meaning, threshold=settings.min_relevance)
-                if args.json:
-                    line = {
-                        "query": query,
-                        "results": [result_json(r, found.verdict) for r in found.results],
-                        "answerable": found.verdict.answerable,
-                        "verdict": found.verdict.to_json(),
-                    }
-                    print(json.dumps(line, ensure_ascii=False), flush=False)
-                else:
-                    print(f"## {query}")
-                    print_results(found, sys.stdout)
-            return EXIT_OK
-        found = find(index, " ".join(args.query), k=k, meaning=meaning, threshold=settings.min_relevance)
-    if args.json:
-        print(
-            json.dumps([result_json(r, found.verdict) for r in found.results], ensure_ascii=False, indent=2)
-        )
-    else:
-        print_results(found, sys.stdout)
+        answers = asyncio.run(_find_all(settings, index, queries, k=k, meaning=meaning, translate=translate))
+    for query, (found, translations) in zip(queries, answers, strict=True):
+        if args.batch is not None and args.json:
+            line = {
+                "query": query,
+                "results": [result_json(r, found.verdict, translations) for r in found.results],
+                "answerable": found.verdict.answerable,
+                "verdict": found.verdict.to_json(),
+                "translations": [t.to_json() for t in translations],
+            }
+            print(json.dumps(line, ensure_ascii=False), flush=False)
+        elif args.json:
+            results = [result_json(r, found.verdict, translations) for r in found.results]
+            print(json.dumps(results, ensure_ascii=False, indent=2))
+        else:
+            if args.batch is not None:
+                print(f"## {query}")
+            print_results(found, sys.stdout, translations)
     return EXIT_OK
 
 
-def result_json(result: SearchResult, verdict: Verdict) -> dict[str, object]:
-    """One result as ``kb search --json`` prints it: the contract's fields, its relevance, and the
-    query's verdict (``answerable``: whether the documents answer it, the same on every result)."""
-    return {**result.to_json(), "answerable": verdict.answerable}
+async def _find_all(
+    settings: Settings, index: Index, queries: list[str], *, k: int, meaning: Meaning | None, translate: bool
+) -> list[tuple[Found, list[Translation]]]:
+    """Each query's passages and verdict, searched also in the index's other languages when the
+    model can translate it and that can help (knowledge.retrieval.translate)."""
+    from knowledge.wiring import http_session, model_client, translator
+
+    out: list[tuple[Found, list[Translation]]] = []
+    async with contextlib.AsyncExitStack() as stack:
+        translate_with = None
+        if translate and meaning is not None:
+            session = await stack.enter_async_context(http_session())
+            translate_with = translator(settings, model_client(settings, session))
+        for query in queries:
+            found = find(index, query, k=k, meaning=meaning, threshold=settings.min_relevance)
+            translations = (
+                await translations_for(translate_with, query, found.best, meaning.cache.group_counts())
+                if meaning is not None
+                else []
+            )
+            if translations:
+                found = find(
+                    index, query, k=k, meaning=meaning, threshold=settings.min_relevance,
+                    translations=[t.text for t in translations],
+                )  # fmt: skip
+            out.append((found, translations))
+    return out
+
+
+def result_json(
+    result: SearchResult, verdict: Verdict, translations: Sequence[Translation] = ()
+) -> dict[str, object]:
+    """One result as ``kb search --json`` prints it: the contract's fields, its relevance, the
+    query's verdict (``answerable``: whether the documents answer it, the same on every result)
+    and the translations of the query searched with it (the same on every result)."""
+    return {
+        **result.to_json(),
+        "answerable": verdict.answerable,
+        "translations": [t.to_json() for t in translations],
+    }
 
 
 def search_meaning(settings: Settings, index: Index) -> Meaning | None:
@@ -564,8 +610,11 @@ def search_meaning(settings: Settings, index: Index) -> Meaning | None:
     return meaning
 
 
-def print_results(found: Found, out: TextIO) -> None:
-    """Readable results: rank, citation, relevance, a few lines of text; then the verdict."""
+def print_results(found: Found, out: TextIO, translations: Sequence[Translation] = ()) -> None:
+    """Readable results: rank, citation, relevance, a few lines of text; then the translations
+    searched too, and the verdict."""
+    if translations:
+        print("also searched as: " + " · ".join(f"{t.language}: {t.text}" for t in translations), file=out)
     if not found.results:
         print("no matching passages", file=out)
         return
@@ -757,6 +806,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             "note": reply.note,
             "door": reply.route.to_json() if reply.route else None,
             "candidates": [{"id": c.id, "title": c.title, "url": c.url} for c in reply.candidates],
+            "translations": [t.to_json() for t in reply.translations],
         }
         if heard is not None:
             payload["heard"] = {

@@ -148,6 +148,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_EMBED_TIMEOUT_S", "60", _float(1, 3600), "longest wait for one batch of embeddings"),
     Setting("KB_EMBED_BATCH", "16", _int(1, 1024), "passages embedded per batch"),
     Setting("KB_EMBED_THREADS", "0", _int(0, 256), "threads of the local embedder (0: all cores)"),
+    Setting("KB_TRANSLATE", "auto", _choice("auto", "off"),
+            "also search with the question in the index's other languages, translated by the model: auto, off"),
+    Setting("KB_TRANSLATE_TIMEOUT_S", "8", _float(0.5, 120), "longest wait for the model's translation"),
     Setting("KB_WEB_SEARCH", "on", _choice("on", "ask", "off"),
             "search the web when the documents do not answer: on (at once), ask (only /search, kb websearch), off"),
     Setting("KB_DDG_URL", "https://lite.duckduckgo.com/lite/", _url, "DuckDuckGo Lite endpoint"),
@@ -207,6 +210,8 @@ class Settings:
     embed_timeout_s: float
     embed_batch: int
     embed_threads: int
+    translate: str
+    translate_timeout_s: float
     web_search: str
     ddg_url: str
     brave_api_key: str

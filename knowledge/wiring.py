@@ -18,6 +18,7 @@ from knowledge.config import Settings
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning
+from knowledge.retrieval.translate import Translator
 from knowledge.tokenizer import HfCounter, TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.websearch.fetch import Fetcher
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
@@ -147,7 +148,20 @@ def build_engine(
         web=searcher,
         auto_web=settings.web_search == "on",
         meaning=meaning(settings),
+        translator=translator(settings, llm),
     )
+
+
+def translator(settings: Settings, llm: ModelClient) -> Translator | None:
+    """The question's translations by the model (KB_TRANSLATE), or None."""
+    if settings.translate == "off":
+        return None
+
+    async def chat(messages: list[dict[str, str]], max_tokens: int) -> tuple[str, int | None, int | None]:
+        completion = await llm.chat(messages, max_tokens=max_tokens, temperature=0.0)
+        return completion.text, completion.prompt_tokens, completion.completion_tokens
+
+    return Translator(chat, timeout_s=settings.translate_timeout_s)
 
 
 @asynccontextmanager

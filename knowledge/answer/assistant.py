@@ -39,7 +39,8 @@ from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, SearchResult, find, get_document_chunks
-from knowledge.retrieval.sufficiency import Verdict, judge
+from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
+from knowledge.retrieval.translate import Translation, Translator, translations_for
 from knowledge.tokenizer import TokenCounter
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited
@@ -126,6 +127,9 @@ class Reply:
     candidates: list[object] = field(default_factory=list)
     note: str | None = None
     route: Route | None = None
+    translations: list[Translation] = field(
+        default_factory=list
+    )  # the question in other languages, searched too
 
     def render(self) -> str:
         """Plain text: the answer, then a 'Sources' list, then web candidates."""
@@ -213,9 +217,11 @@ class Engine:
         web: WebSearcher | None = None,
         auto_web: bool = True,
         meaning: Meaning | None = None,
+        translator: Translator | None = None,
     ) -> None:
         self.open_index = open_index
         self.meaning = meaning
+        self.translator = translator
         self.llm = llm
         self.counter = counter
         self.template = template
@@ -262,27 +268,50 @@ class Engine:
         return passages if verdict is None or verdict.answerable else []
 
     def find(
-        self, question: str, *, document: str | None = None
+        self, question: str, *, document: str | None = None, translations: Sequence[str] = ()
     ) -> tuple[list[SearchResult], Verdict | None]:
         """The evidence pack for a question and retrieval's verdict on it (None for a question about
         one ``document``: that document's passages best for the question, its opening when none matches)."""
+        passages, verdict, _ = self._find(question, document, translations)
+        return passages, verdict
+
+    def _find(
+        self, question: str, document: str | None, translations: Sequence[str]
+    ) -> tuple[list[SearchResult], Verdict | None, Evidence | None]:
         try:
             index = self.open_index()
         except IndexError_:  # no index yet: an empty knowledge base
-            return [], judge([], vectors=self.meaning is not None)
+            return [], judge([], vectors=self.meaning is not None), None
         with index:
             if document is not None:
-                return get_document_chunks(index, document, question), None
+                return get_document_chunks(index, document, question), None, None
             found = find(
                 index, question, k=self.settings.candidates, meaning=self.meaning,
-                threshold=self.settings.min_relevance,
+                threshold=self.settings.min_relevance, translations=translations,
             )  # fmt: skip
             packed = pack(  # once the documents answer, the pack takes the best passages that fit
                 found.results,
                 chunks_of=index.chunks_of,
                 fits=evidence_fits(self.counter, self.settings.evidence_tokens),
             )
-            return packed, found.verdict
+            return packed, found.verdict, found.best
+
+    async def lookup(
+        self, question: str, *, document: str | None = None
+    ) -> tuple[list[SearchResult], Verdict | None, list[Translation]]:
+        """:meth:`find`, with the question also asked in the other languages the index holds when
+        that can help (knowledge.retrieval.translate): the translations used are returned."""
+        passages, verdict, best = await asyncio.to_thread(self._find, question, document, ())
+        if document is not None or self.meaning is None:
+            return passages, verdict, []
+        translations = await translations_for(
+            self.translator, question, best, self.meaning.cache.group_counts()
+        )
+        if not translations:
+            return passages, verdict, []
+        texts = [t.text for t in translations]
+        passages, verdict, _ = await asyncio.to_thread(self._find, question, document, texts)
+        return passages, verdict, translations
 
     def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:
         """The exact prompt for a question and its ranked passages."""
@@ -333,7 +362,18 @@ class Engine:
     async def ask(self, question: str, *, chat_id: str = "cli", document: str | None = None) -> Reply:
         """Answer from the knowledge base (or from one ``document`` of it); when the documents do not
         answer, go on to the web; degrade to the passages without the model."""
-        passages, verdict = await asyncio.to_thread(self.find, question, document=document)
+        passages, verdict, translations = await self.lookup(question, document=document)
+        reply = await self._answer(question, chat_id, document, passages, verdict)
+        return dataclasses.replace(reply, translations=translations) if translations else reply
+
+    async def _answer(
+        self,
+        question: str,
+        chat_id: str,
+        document: str | None,
+        passages: list[SearchResult],
+        verdict: Verdict | None,
+    ) -> Reply:
         if document is not None:
             route = Route("local", "document", "a question about one document")
             if not passages:

@@ -28,7 +28,7 @@ Any string is a valid query: terms are quoted for FTS5, never parsed as its synt
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
@@ -66,6 +66,9 @@ VECTOR_WEIGHT = 0.5
 # below: words a question shares with a passage in its own language about something else
 # (common words, names) must not outweigh the right passage in another language.
 LEXICAL_FULL_COVERAGE = 0.7
+# Each translation of the question (knowledge.retrieval.translate) ranks with this share of the
+# question's own weight; their scores add up (chosen on XQuAD with reference translations).
+TRANSLATION_WEIGHT = 0.8
 # A chunk's meaning score is how far its (language-centred) cosine rises above the question's
 # typical cosine with any chunk, relative to the best.
 
@@ -135,6 +138,7 @@ class Found:
 
     results: list[SearchResult]
     verdict: Verdict
+    best: Evidence | None = None  # the evidence of the best passage (see translate.is_strong)
 
 
 def score_body(body: str, weights: Mapping[str, float], avg_terms: float) -> tuple[float, float, float]:
@@ -212,9 +216,16 @@ class Meaning:
         self.cache.refresh(index, background=self.background)
 
 
-def search(index: Index, query: str, *, k: int = 5, meaning: Meaning | None = None) -> list[SearchResult]:
+def search(
+    index: Index,
+    query: str,
+    *,
+    k: int = 5,
+    meaning: Meaning | None = None,
+    translations: Sequence[str] = (),
+) -> list[SearchResult]:
     """The k best passages for a question (any string is a valid query; empty gives [])."""
-    return find(index, query, k=k, meaning=meaning).results
+    return find(index, query, k=k, meaning=meaning, translations=translations).results
 
 
 def find(
@@ -224,28 +235,57 @@ def find(
     k: int = 5,
     meaning: Meaning | None = None,
     threshold: float = sufficiency.DEFAULT_THRESHOLD,
+    translations: Sequence[str] = (),
 ) -> Found:
-    """The k best passages for a question and the verdict on whether the documents answer it."""
-    ranked = rank(index, query, k=k, meaning=meaning)
+    """The k best passages for a question and the verdict on whether the documents answer it.
+
+    ``translations``: the question in other languages (knowledge.retrieval.translate); each
+    ranks too, with TRANSLATION_WEIGHT of the question's own weight. The verdict judges the
+    question itself.
+    """
+    ranked = rank(index, query, k=k, meaning=meaning, translations=translations)
     judged = [r.relevance for r in ranked]
     vectors = any(r.evidence is not None and r.evidence.standout is not None for r in ranked)
-    return Found(_results(index, ranked[:k]), sufficiency.judge(judged, threshold=threshold, vectors=vectors))
+    return Found(
+        _results(index, ranked[:k]),
+        sufficiency.judge(judged, threshold=threshold, vectors=vectors),
+        ranked[0].evidence if ranked else None,
+    )
 
 
-def rank(index: Index, query: str, *, k: int = 5, meaning: Meaning | None = None) -> list[Ranked]:
+def rank(
+    index: Index,
+    query: str,
+    *,
+    k: int = 5,
+    meaning: Meaning | None = None,
+    translations: Sequence[str] = (),
+) -> list[Ranked]:
     """Every candidate for a question, best first, each judged (relevance and evidence)."""
+    translations = [t for t in translations if t.strip() and t != query]
     if meaning is not None:
-        fused = _hybrid(index, query, meaning, k=k)
+        fused = _hybrid(index, query, meaning, k=k, translations=translations)
         if fused is not None:
             return fused
-    ranked = _rank(index, query, limit=max(CANDIDATES, k))
+    limit = max(CANDIDATES, k)
+    scorings = [_scoring(index, text) for text in (query, *translations)]
+    if scorings[0] is None and not translations:
+        return []
+    pool, _ = _pool(index, scorings, limit=limit, nearest=())
+    lexical = [_lexical(pool, scoring) for scoring in scorings]
     group = language_group(query)
-    bodies = index.bodies(r.rowid for r in ranked)
+    bodies = {c.rowid: c.body for c in pool}
     out = []
-    for r in ranked:
-        evidence = Evidence(None, r.relevance, r.score, language_group(bodies.get(r.rowid, "")) == group)
-        out.append(r._replace(relevance=sufficiency.relevance(evidence), evidence=evidence))
-    return out
+    for rowid in bodies:
+        own = lexical[0].get(rowid)
+        score = sum(
+            (1.0 if n == 0 else TRANSLATION_WEIGHT) * (lex[rowid].score if rowid in lex else 0.0)
+            for n, lex in enumerate(lexical)
+        )
+        coverage, lexical_score = (own.relevance, own.score) if own else (0.0, 0.0)
+        evidence = Evidence(None, coverage, lexical_score, language_group(bodies[rowid]) == group)
+        out.append(Ranked(rowid, score, sufficiency.relevance(evidence), evidence))
+    return sorted(out, key=lambda x: (-x.score, x.rowid))
 
 
 def fuse(
@@ -259,18 +299,49 @@ def fuse(
     return words + VECTOR_WEIGHT * max(cosine - typical, 0.0) / max(top_cosine - typical, 1e-6)
 
 
-def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranked] | None:
+_Scoring = tuple[dict[str, float], float, list[tuple[str, float]]]
+
+
+def _pool(
+    index: Index, scorings: Sequence[_Scoring | None], *, limit: int, nearest: Iterable[int]
+) -> tuple[list[Candidate], set[int]]:
+    """The lexical candidates of each text and the chunks nearest by meaning, with their bodies;
+    and the rowids the first text's words found."""
+    pool: dict[int, Candidate] = {}
+    first: set[int] = set()
+    for n, scoring in enumerate(scorings):
+        if scoring is not None:
+            for c in index.candidates(scoring[2], limit=limit):
+                pool.setdefault(c.rowid, c)
+                if n == 0:
+                    first.add(c.rowid)
+    extra = index.bodies(r for r in dict.fromkeys(nearest) if r not in pool)
+    return [*pool.values(), *(Candidate(r, 0.0, b) for r, b in extra.items())], first
+
+
+def _lexical(pool: Sequence[Candidate], scoring: _Scoring | None) -> dict[int, Ranked]:
+    """Each pooled chunk's lexical score (best = 1 + SENTENCE_WEIGHT) and coverage for one text."""
+    if scoring is None:
+        return {}
+    weights, total, _ = scoring
+    return {r.rowid: r for r in rerank(pool, weights, total_weight=total) if r.relevance > 0}
+
+
+def _hybrid(
+    index: Index, query: str, meaning: Meaning, *, k: int, translations: Sequence[str] = ()
+) -> list[Ranked] | None:
     """The fused ranking, or None when there are no vectors to search (the caller ranks lexically)."""
     if not query.strip():
         return []
     meaning.refresh(index)
     if meaning.cache.size == 0:
         return None
+    texts = [query, *translations]
     try:
-        vector = meaning.embedder.embed([query], "query")[0]
-        if vector.shape[-1] != meaning.cache.dimension:
+        raw = meaning.embedder.embed(texts, "query")
+        if raw.shape[-1] != meaning.cache.dimension:
             raise EmbedderError(
-                f"the embedder now gives vectors of {vector.shape[-1]} dimensions, the stored ones have "
+                f"the embedder now gives vectors of {raw.shape[-1]} dimensions, the stored ones have "
                 f"{meaning.cache.dimension}: they are made again in the background (the daemon, or kb ingest)"
             )
     except Exception as exc:  # whatever the embedder does, search falls back to words
@@ -279,46 +350,49 @@ def _hybrid(index: Index, query: str, meaning: Meaning, *, k: int) -> list[Ranke
         meaning.failed = True
         return None
     meaning.failed = False
-    vector = meaning.cache.query_vector(vector, query)
-    typical_of, typical, passages, noise = meaning.cache.reference(vector)
-    nearest = dict(meaning.cache.nearest(vector, max(VECTOR_POOL, k)))
-    scoring = _scoring(index, query)
-    lexical: dict[int, Ranked] = {}
-    seen: set[int] = set()
-    if scoring is not None:
-        weights, total, probe = scoring
-        found = index.candidates(probe, limit=max(LEXICAL_POOL, k))
-        seen = {c.rowid for c in found}
-        extra = index.bodies(r for r in nearest if r not in seen)
-        pool = [*found, *(Candidate(r, 0.0, b) for r, b in extra.items())]
-        lexical = {r.rowid: r for r in rerank(pool, weights, total_weight=total)}
-    pooled = list(set(lexical) | set(nearest))
-    cosines = {**meaning.cache.cosines(vector, [r for r in lexical if r not in nearest]), **nearest}
+    vectors = [meaning.cache.query_vector(v, t) for v, t in zip(raw, texts, strict=True)]
+    nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k))) for v in vectors]
+    scorings = [_scoring(index, t) for t in texts]
+    limit = max(LEXICAL_POOL, k)
+    pool, seen = _pool(index, scorings, limit=limit, nearest=[r for near in nearest for r in near])
+    pooled = [c.rowid for c in pool]
+    scores = dict.fromkeys(pooled, 0.0)
+    for n, (vector, near, scoring) in enumerate(zip(vectors, nearest, scorings, strict=True)):
+        lexical = _lexical(pool, scoring)
+        cosines = {**meaning.cache.cosines(vector, [r for r in pooled if r not in near]), **near}
+        if n == 0:
+            typical_of, typical, passages, noise = meaning.cache.reference(vector)
+            own_lexical, own_cosines, own_typical = lexical, cosines, typical
+        else:
+            typical = meaning.cache.reference(vector)[1]
+        top_cosine = max(cosines.values(), default=typical)
+        top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0
+        weight = 1.0 if n == 0 else TRANSLATION_WEIGHT
+        for rowid in pooled:
+            lex = lexical.get(rowid)
+            scores[rowid] += weight * fuse(
+                lex.score / top_lexical if lex else 0.0,
+                lex.relevance if lex else 0.0,
+                cosines.get(rowid),
+                top_cosine=top_cosine,
+                typical=typical,
+            )
     groups = meaning.cache.groups_of(pooled)
     group = language_group(query)
-    top_cosine = max(cosines.values(), default=typical)
-    top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0
     fused = []
     for rowid in pooled:
-        lex = lexical.get(rowid)
-        cos = cosines.get(rowid)
-        score = fuse(
-            lex.score / top_lexical if lex else 0.0,
-            lex.relevance if lex else 0.0,
-            cos,
-            top_cosine=top_cosine,
-            typical=typical,
-        )
+        lex = own_lexical.get(rowid)
+        cos = own_cosines.get(rowid)
         chunk_group = groups.get(rowid)
         evidence = Evidence(
             None
             if cos is None or chunk_group is None
-            else sufficiency.standout(cos, typical_of.get(chunk_group, typical), passages, noise),
+            else sufficiency.standout(cos, typical_of.get(chunk_group, own_typical), passages, noise),
             lex.relevance if lex else 0.0,
             lex.score if lex and rowid in seen else 0.0,
             chunk_group == group if chunk_group is not None else True,
         )
-        fused.append(Ranked(rowid, score, sufficiency.relevance(evidence), evidence))
+        fused.append(Ranked(rowid, scores[rowid], sufficiency.relevance(evidence), evidence))
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 

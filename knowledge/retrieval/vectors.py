@@ -394,6 +394,11 @@ class VectorCache:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(rowids[rows[i]]), float(scores[i])) for i in top]
 
+    def group_counts(self) -> dict[str, int]:
+        """How many chunks with a vector each language group has."""
+        groups, counts = np.unique(self._current().groups.astype(str), return_counts=True)
+        return {str(g): int(n) for g, n in zip(groups, counts, strict=True)}
+
     def groups_of(self, rowids: list[int]) -> dict[int, str]:
         """The language group of each of these chunks that has a vector."""
         loaded = self._current()
