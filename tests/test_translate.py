@@ -77,7 +77,7 @@ def test_the_languages_asked_for_are_those_the_index_holds_besides_the_questions
 def test_strong_lexical_evidence_is_a_passage_of_the_questions_own_script_found_by_its_words():
     assert is_strong(Evidence(1.0, 0.8, 1.2, True))
     assert not is_strong(Evidence(1.0, 0.8, 1.2, False))  # another script: its words did not find it
-    assert not is_strong(Evidence(1.0, 0.4, 1.2, True))  # a few of the question's words only
+    assert not is_strong(Evidence(1.0, 0.2, 1.2, True))  # a few of the question's words only
     assert not is_strong(Evidence(1.0, 0.8, 0.0, True))  # found by meaning, not by words
     assert not is_strong(None)
 
