@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections import Counter
 from contextlib import closing
 
 import numpy as np
@@ -295,6 +296,8 @@ def assert_as_a_full_load(cache: VectorCache, index: Index, queries: list[tuple[
     ).fetchall()
     stored = {r for r, size in rows if size == rows[-1][1]}  # of the newest dimension
     assert cache.size == fresh.size == len(stored)
+    lang = dict(index.conn.execute("SELECT rowid, lang FROM chunk_vectors WHERE model = ?", (cache.model,)))
+    assert cache.group_counts() == fresh.group_counts() == dict(Counter(lang[r] for r in stored))
     for raw, text in queries:
         query = cache.query_vector(raw, text)
         assert np.array_equal(query, fresh.query_vector(raw, text))

@@ -365,8 +365,8 @@ def _hybrid(
         if n == 0:
             typical_of, typical, passages, noise = meaning.cache.reference(vector)
             own_lexical, own_cosines, own_typical = lexical, cosines, typical
-        else:
-            typical = meaning.cache.reference(vector)[1]
+        else:  # a translation: only its typical cosine (the sample alone, not the background)
+            typical = meaning.cache.typical(vector)
         top_cosine = max(cosines.values(), default=typical)
         top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0
         weight = 1.0 if n == 0 else TRANSLATION_WEIGHT

@@ -395,9 +395,8 @@ class VectorCache:
         return [(int(rowids[rows[i]]), float(scores[i])) for i in top]
 
     def group_counts(self) -> dict[str, int]:
-        """How many chunks with a vector each language group has."""
-        groups, counts = np.unique(self._current().groups.astype(str), return_counts=True)
-        return {str(g): int(n) for g, n in zip(groups, counts, strict=True)}
+        """How many chunks with a vector each language group has (from the kept group sums)."""
+        return {group: n for group, (n, _) in self._current().sums.items()}
 
     def groups_of(self, rowids: list[int]) -> dict[int, str]:
         """The language group of each of these chunks that has a vector."""
