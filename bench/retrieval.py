@@ -62,6 +62,7 @@ LANGS = ("en", "zh", "th")
 TARGETS = {"r1": {"en": 0.95, "zh": 0.93, "th": 0.85}, "r5": 0.98, "cross_r5": 0.90, "cross_r1": 0.70}
 
 Question = tuple[str, str, str, list[str]]  # language, article title, question, answers
+Calls = list[tuple[int | None, int | None, float]]  # a model's calls: prompt, output tokens, ms
 
 
 class CachingEmbedder:
@@ -276,7 +277,7 @@ def main() -> int:
     docs, questions = load_xquad(args.data)
     max_tokens, overlap = args.chunk.split("/")
     env, counter, why, inner, embedder, template = setup(args.tokenizer, args.embed, args.chunk, args.cache)
-    translate = model_translator(args.llm_url, 60.0) if args.llm_url else None
+    translate, calls = model_translator(args.llm_url, 60.0) if args.llm_url else (None, [])
 
     if args.only_cross:
         if embedder is None:
@@ -285,7 +286,7 @@ def main() -> int:
             untitled, _ = load_xquad(args.data, titles=False)
             cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, translate)
         embedder.save()
-        report_calls()
+        report_calls(calls)
         return 0
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         home = Path(tmp) / "all"
@@ -402,17 +403,17 @@ def main() -> int:
             cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, translate)
         if embedder is not None:
             embedder.save()
-    report_calls()
+    report_calls(calls)
     return 0
 
 
-def report_calls() -> None:
+def report_calls(calls: Calls) -> None:
     """The model's translation calls: prompt and output tokens, time (median / p95)."""
-    if not TRANSLATION_CALLS:
+    if not calls:
         return
-    print(f"\nthe model's translation calls: {len(TRANSLATION_CALLS)} (median / p95)")
+    print(f"\nthe model's translation calls: {len(calls)} (median / p95)")
     for label, n in (("prompt tokens", 0), ("output tokens", 1), ("ms", 2)):
-        xs = sorted(float(c[n] or 0) for c in TRANSLATION_CALLS)
+        xs = sorted(float(c[n] or 0) for c in calls)
         print(f"  {label:<14}{statistics.median(xs):>8.0f}{xs[int(0.95 * (len(xs) - 1))]:>8.0f}")
 
 
@@ -520,9 +521,11 @@ def cross(
     )
 
 
-def model_translator(url: str, timeout_s: float) -> Callable[[str, list[str]], list[str]] | None:
+def model_translator(
+    url: str, timeout_s: float
+) -> tuple[Callable[[str, list[str]], list[str]] | None, Calls]:
     """The model's translations through kb's own client (one event loop for the run), or None when
-    no model server answers at ``url``."""
+    no model server answers at ``url``; and the list its calls are recorded in."""
     import asyncio
 
     import aiohttp
@@ -530,35 +533,29 @@ def model_translator(url: str, timeout_s: float) -> Callable[[str, list[str]], l
     from knowledge.answer.llm import ModelClient, ModelError
     from knowledge.retrieval.translate import Translator
 
+    async def open_session() -> aiohttp.ClientSession:  # made inside the loop that uses it
+        return aiohttp.ClientSession()
+
+    calls: Calls = []
     loop = asyncio.new_event_loop()
-    session = loop.run_until_complete(_session())
+    session = loop.run_until_complete(open_session())
     llm = ModelClient(session, url, timeout_s=timeout_s)
     try:
         loop.run_until_complete(llm.health())
     except ModelError as exc:
         print(f"(no model server at {url}: {exc}; the model's translations are not measured)")
         loop.run_until_complete(session.close())
-        return None
+        return None, calls
 
     async def chat(messages: list[dict[str, str]], max_tokens: int) -> tuple[str, int | None, int | None]:
         completion = await llm.chat(messages, max_tokens=max_tokens)
-        TRANSLATION_CALLS.append(
-            (completion.prompt_tokens, completion.completion_tokens, completion.elapsed_ms)
-        )
+        calls.append((completion.prompt_tokens, completion.completion_tokens, completion.elapsed_ms))
         return completion.text, completion.prompt_tokens, completion.completion_tokens
 
     translator = Translator(chat, timeout_s=timeout_s, cache_size=100_000)
-    _ = aiohttp  # the session type
-    return lambda question, groups: [t.text for t in loop.run_until_complete(translator(question, groups))]
-
-
-TRANSLATION_CALLS: list[tuple[int | None, int | None, float]] = []
-
-
-async def _session():  # noqa: ANN202 - an aiohttp session made inside the loop that uses it
-    import aiohttp
-
-    return aiohttp.ClientSession()
+    return lambda question, groups: [
+        t.text for t in loop.run_until_complete(translator(question, groups))
+    ], calls
 
 
 if __name__ == "__main__":

@@ -127,9 +127,8 @@ class Reply:
     candidates: list[object] = field(default_factory=list)
     note: str | None = None
     route: Route | None = None
-    translations: list[Translation] = field(
-        default_factory=list
-    )  # the question in other languages, searched too
+    # the question in the index's other languages, searched too (knowledge.retrieval.translate)
+    translations: list[Translation] = field(default_factory=list)
 
     def render(self) -> str:
         """Plain text: the answer, then a 'Sources' list, then web candidates."""
