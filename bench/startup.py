@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,22 +83,13 @@ def time_run(tree: Path, tmp: Path) -> float:
 def time_daemon(tree: Path, tmp: Path) -> float:
     home = tmp / "kb"
     log = home / "runs" / "logs" / "kb.jsonl"
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(kb_command(tree, home, "daemon"), env=offline_env(tmp),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        while time.perf_counter() - t0 < 300:
-            if (
-                (home / "knowledge" / "inbox").is_dir()
-                and log.is_file()
-                and '"daemon.start"' in log.read_text()
-            ):
-                return time.perf_counter() - t0
-            time.sleep(0.02)
-        raise SystemExit("kb daemon never started")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+
+    def started() -> bool:
+        return (
+            (home / "knowledge" / "inbox").is_dir() and log.is_file() and '"daemon.start"' in log.read_text()
+        )
+
+    return time_until(kb_command(tree, home, "daemon"), offline_env(tmp), started, "kb daemon never started")
 
 
 def time_bot(tree: Path, tmp: Path) -> float:
@@ -106,18 +98,27 @@ def time_bot(tree: Path, tmp: Path) -> float:
     with threaded_fake_telegram(TOKEN) as telegram:
         env = offline_env(tmp, KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS="42",
                           KB_TELEGRAM_API_URL=telegram.base_url)  # fmt: skip
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(kb_command(tree, tmp / "kb", "bot"), env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        try:
-            while time.perf_counter() - t0 < 300:
-                if telegram.calls("getUpdates"):
-                    return time.perf_counter() - t0
-                time.sleep(0.02)
-            raise SystemExit("kb bot never polled")
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+        return time_until(
+            kb_command(tree, tmp / "kb", "bot"),
+            env,
+            lambda: bool(telegram.calls("getUpdates")),
+            "kb bot never polled",
+        )
+
+
+def time_until(command: list[str], env: dict[str, str], ready: Callable[[], bool], failure: str) -> float:
+    """Seconds from starting a long-running kb command until ``ready()`` (polled), then it is stopped."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while time.perf_counter() - t0 < 300:
+            if ready():
+                return time.perf_counter() - t0
+            time.sleep(0.02)
+        raise SystemExit(failure)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 MEASURES = {"ask": time_ask, "run": time_run, "daemon": time_daemon, "bot": time_bot}
