@@ -482,6 +482,30 @@ def test_files_named_in_big5_or_tis_620_are_indexed_under_their_readable_names(t
         json.loads(line)  # every line written, and whole
 
 
+def test_files_named_in_big5_are_handed_to_a_running_daemon_and_reported(tmp_path):
+    """The same names while the daemon runs: kb ingest hands them over and reports each by its readable name."""
+    import os
+
+    from daemon.main import background
+    from knowledge.tokenizer import ApproxCounter
+    from tests.conftest import make_settings
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, data in (("烏龍茶筆記.txt", "高山烏龍茶用九十五度的水沖泡。".encode()),
+                       ("鎖住.pdf", pdfs.encrypted(pdfs.text_pdf([["x"]]), user_password="pw"))):  # fmt: skip
+        with open(os.fsencode(src) + b"/" + name.encode("big5"), "wb") as fh:
+            fh.write(data)
+    home = tmp_path / "kb"
+    settings = make_settings(home, KB_SETTLE_S="0.1")
+    with background(settings, ApproxCounter()):
+        out = kb(home, "ingest", str(src), env={"KB_SETTLE_S": "0.1"})
+    assert out.returncode == 1, out.stderr  # the locked PDF
+    assert "handing 2 file(s) to its inbox" in out.stdout
+    assert "indexed    烏龍茶筆記.txt → raw/烏龍茶筆記-" in out.stdout
+    assert "failed     鎖住.pdf: pdf-encrypted" in out.stdout, out.stdout
+
+
 def test_a_pdf_that_maps_a_glyph_to_a_lone_surrogate_is_indexed(tmp_path):
     """U+D800 is no character and cannot be written as UTF-8: it becomes U+FFFD, and the rest of the page is kept."""
     (tmp_path / "abba.pdf").write_bytes(pdfs.lone_surrogate())

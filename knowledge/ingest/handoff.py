@@ -16,6 +16,7 @@ from pathlib import Path
 
 from knowledge.config import Settings
 from knowledge.errors import IndexError_
+from knowledge.ingest.names import readable_name, stored_path
 from knowledge.ingest.pipeline import ERROR_SUFFIX, Outcome, inbox_name, unique_name
 from knowledge.ingest.raw import sha256_hex
 from knowledge.retrieval.index import Index
@@ -45,7 +46,7 @@ def ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
             row = index.conn.execute(
                 "SELECT status, doc_id, chunks, error, stage, duplicate_of FROM ingests"
                 " WHERE path = ? AND sha256 = ? ORDER BY id DESC LIMIT 1",
-                (path, sha256),
+                (stored_path(path), sha256),  # as the pipeline wrote it
             ).fetchone()
             if row is None:
                 return None
@@ -148,13 +149,14 @@ def outcome_of(settings: Settings, source: Path, inbox_path: Path, record: dict)
 def failure_reason(failed: Path, name: str) -> tuple[str, Path | None]:
     """(reason code, where the original is kept) from the newest error record written for ``name``."""
     newest: tuple[float, str, Path | None] = (-1.0, "failed", None)
+    wanted = readable_name(name)  # as the pipeline wrote it
     for error_file in failed.glob(f"*{ERROR_SUFFIX}"):
         try:
             found = json.loads(error_file.read_text(encoding="utf-8"))
             when = error_file.stat().st_mtime
         except (OSError, ValueError):
             continue
-        if isinstance(found, dict) and found.get("file") == name and when > newest[0]:
+        if isinstance(found, dict) and found.get("file") == wanted and when > newest[0]:
             original = failed / error_file.name.removesuffix(ERROR_SUFFIX)
             newest = (when, str(found.get("reason") or "failed"), original)
     return newest[1], newest[2]
