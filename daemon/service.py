@@ -203,7 +203,8 @@ class Daemon:
         worker.start()
         self._scan()
         self.started.set()
-        next_scan = self.clock() + self._rescan_s()
+        next_scan = self.clock() + self.settings.rescan_s
+        next_inbox_scan = self.clock() + LIMITED_RESCAN_S
         next_probe = self.clock()
         probe_out = False
         try:
@@ -212,9 +213,16 @@ class Daemon:
                     break
                 self._schedule()
                 restart = False
+                scanned = True
                 if self.clock() >= next_scan:
                     self._scan()
-                    next_scan = self.clock() + self._rescan_s()
+                    next_scan = self.clock() + self.settings.rescan_s
+                elif self.watch_limited and self.clock() >= next_inbox_scan:
+                    self._scan_inbox()  # a watch without sub-folders: the inbox is walked often, raw/ is not
+                else:
+                    scanned = False
+                if scanned:
+                    next_inbox_scan = self.clock() + LIMITED_RESCAN_S
                     restart = self.watch_limited != bool(self._too_deep)
                 if self.clock() >= next_probe:
                     if probe_out and not self.probe_seen.is_set():
@@ -229,7 +237,7 @@ class Daemon:
                     observer, inbox_watch = self._start_observer(handler)
                     inbox_id = file_identity(self.inbox)
                     self._scan()  # what arrived while no watch was up
-                    next_scan = self.clock() + self._rescan_s()
+                    next_scan = self.clock() + self.settings.rescan_s
                     probe_out = False
                 if (
                     file_identity(self.inbox) != inbox_id
@@ -252,9 +260,6 @@ class Daemon:
             worker.join()
             observer.join(timeout=5)
             log.info("daemon.stop", pid=os.getpid())
-
-    def _rescan_s(self) -> float:
-        return min(self.settings.rescan_s, LIMITED_RESCAN_S) if self.watch_limited else self.settings.rescan_s
 
     def _send_probe(self) -> bool:
         """Write and remove the probe file; its events prove the watch alive. False when it could not be written."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from daemon.main import background, open_daemon
+from daemon.service import LIMITED_RESCAN_S
 from knowledge.ingest.pipeline import Ingestor, is_transient
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import search
@@ -529,6 +530,13 @@ def test_a_tree_a_thousand_levels_deep_moved_in_does_not_blind_the_watch(quiet_k
     wait_for(lambda: found(s, "okapi"), what="the file three levels down")
     assert daemon.watch_limited
     assert not found(s, "gecko")  # below the depth kb enters: left where it is
+    reconciled = []
+    reconcile = daemon.ingestor.reconcile_raw
+    daemon.ingestor.reconcile_raw = lambda: reconciled.append(1) or reconcile()
+    (s.inbox / "deep" / "d" / "wombat.md").write_text("# Wombat\n\nThe wombat note, in the deep tree.\n")
+    wait_for(lambda: found(s, "wombat"), what="a file in the deep tree, by the inbox's frequent rescans")
+    time.sleep(1.5 * LIMITED_RESCAN_S)
+    assert not reconciled  # the frequent rescans walk the inbox only: raw/ waits for KB_RESCAN_S (300 s here)
     # the tree gone, the whole inbox is watched again: a file in a new sub-folder is found without a rescan
     remove_tree(s.inbox / "deep")
     wait_for(lambda: not daemon.watch_limited, what="the full watch restored")
