@@ -25,6 +25,7 @@ from knowledge.errors import IndexError_
 from knowledge.retrieval import analysis
 
 SCHEMA_VERSION = "1"
+EMBED_TURN = 8  # chunks of each document a turn of chunks_without_vectors takes (a new note waits one turn)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -395,10 +396,10 @@ class Index:
         return versions.pop(), [(lang, vec) for _, lang, vec in rows]
 
     def chunks_without_vectors(
-        self, model: str, *, limit: int, per_document: int = 8, vector_bytes: int | None = None
+        self, model: str, *, limit: int, vector_bytes: int | None = None
     ) -> list[tuple[int, str, str, str]]:
         """(rowid, text_sha256, title, text) of chunks with no vector of this model, in turns: each
-        document's next ``per_document`` chunks a turn, the newest document first in every turn.
+        document's next ``EMBED_TURN`` chunks a turn, the newest document first in every turn.
 
         A note added after a 30,000-chunk file is embedded within a turn, not after the whole file.
         With ``vector_bytes``, a vector of another size counts as missing (the model changed its
@@ -413,7 +414,7 @@ class Index:
             "   AND (? IS NULL OR length(v.vec) = ?))"
             " ) m JOIN chunks c ON c.rowid = m.rowid JOIN documents d ON d.id = m.document_id"
             " ORDER BY m.turn, d.indexed_at DESC, d.id, c.seq LIMIT ?",
-            (max(per_document, 1), model, vector_bytes, vector_bytes, limit),
+            (EMBED_TURN, model, vector_bytes, vector_bytes, limit),
         ).fetchall()
 
     def vector_count(self, model: str) -> int:
