@@ -110,13 +110,7 @@ def embed_background(embedder: Embedder) -> Background:
     found = background_passages.passages()
     vectors = embedder.embed([text for _, text in found], "passage")
     groups = np.array([group for group, _ in found], dtype=object)
-    return Background(background_passages.VERSION, groups, normalised(np.asarray(vectors, dtype=np.float32)))
-
-
-def normalised(rows: np.ndarray) -> np.ndarray:
-    """Rows at unit length (zero rows stay zero)."""
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows / np.where(norms == 0, 1.0, norms)
+    return Background(background_passages.VERSION, groups, np.asarray(vectors, dtype=np.float32))  # unit rows
 
 
 def encode(vector: np.ndarray) -> bytes:
