@@ -266,7 +266,7 @@ async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """The start-up summary's facts (knowledge base, model server, tokenizer, web search, inbox) and activity."""
     deps, chat_id = deps_of(context), update.effective_chat.id
     model = await probe_model(deps.engine.llm)
-    report = await asyncio.to_thread(status_report, deps.settings, model=model)
+    report = await asyncio.to_thread(status_report, deps.settings, model=model, counter=deps.tokenizer)
     facts = summary_facts(report) + activity_facts(report)
     await say(context, chat_id, "\n".join(esc(f"{label}: {fact}") for label, fact in facts))
 

@@ -13,6 +13,7 @@ from telegram.ext import ContextTypes
 from bot.notes import PendingNotes
 from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
+from knowledge.status import LoadedCounter
 from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.store import CandidateStore
 
@@ -37,6 +38,9 @@ class BotDeps:
     notes: PendingNotes = field(default_factory=PendingNotes)
     locks: defaultdict[int, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     taps: set[tuple[str, str]] = field(default_factory=set)
+    tokenizer: LoadedCounter | None = (
+        None  # the engine's token counter and why it is approximate, for /status
+    )
 
 
 def deps_of(context: ContextTypes.DEFAULT_TYPE) -> BotDeps:

@@ -19,7 +19,14 @@ from knowledge.config import Settings
 from knowledge.errors import ConfigError, KbError
 from knowledge.retrieval.index import Index
 from knowledge.speech.transcribe import Transcript, speech_runner, transcribe_audio
-from knowledge.wiring import build_engine, candidate_store, http_session, load_language, make_fetcher
+from knowledge.wiring import (
+    Language,
+    build_engine,
+    candidate_store,
+    http_session,
+    load_language,
+    make_fetcher,
+)
 
 log = structlog.get_logger()
 
@@ -40,16 +47,21 @@ def check_settings(settings: Settings) -> None:
 
 
 def create(
-    settings: Settings, *, transcribe: Callable[[bytes], Transcript] | None = None, **fetch_test_only: object
+    settings: Settings,
+    *,
+    transcribe: Callable[[bytes], Transcript] | None = None,
+    language: Language | None = None,
+    **fetch_test_only: object,
 ):
     """The application, with the engine and its HTTP session made at start-up and closed at shutdown.
 
     ``transcribe`` replaces the speech-to-text model (tests script it: no Whisper weights there); by
     default voice notes are transcribed with KB_WHISPER_MODEL in a worker process started on the first
-    one, or refused with a sentence when mlx-whisper is not installed.
+    one, or refused with a sentence when mlx-whisper is not installed. ``language``: the token counter
+    and chat template (load_language's) when the caller has them already.
     """
     check_settings(settings)
-    counter, template, _ = load_language(settings)
+    counter, template, why = language or load_language(settings)  # the caller's, when it has loaded them
     session_box: dict[str, object] = {}
     runner = speech_runner()
     if transcribe is None and importlib.util.find_spec("mlx_whisper") is not None:
@@ -73,6 +85,7 @@ def create(
             fetch=make_fetcher(settings, **fetch_test_only).fetch,
             allowed_users=frozenset(settings.telegram_allowed_users),
             transcribe=transcribe,
+            tokenizer=(counter, why),
         )
         if register is not None:
             await register(application)
@@ -107,9 +120,9 @@ def announce(settings: Settings, username: str | None) -> None:
     )  # fmt: skip
 
 
-def serve(settings: Settings) -> int:
-    """Poll Telegram until SIGTERM or SIGINT; exit 0 after a clean stop."""
-    app = create(settings)
+def serve(settings: Settings, *, language: Language | None = None) -> int:
+    """Poll Telegram until SIGTERM or SIGINT; exit 0 after a clean stop (``language``: see create)."""
+    app = create(settings, language=language)
     try:
         app.run_polling(allowed_updates=Update.ALL_TYPES, stop_signals=(signal.SIGINT, signal.SIGTERM))
     except InvalidToken:  # its message carries the token: never chained into a traceback or a log

@@ -49,6 +49,7 @@ from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load
 
 if TYPE_CHECKING:
     from knowledge.speech.transcribe import Transcript
+    from knowledge.wiring import Language
 
 log = structlog.get_logger()
 
@@ -689,17 +690,20 @@ def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """kb run: the daemon in the background and the terminal chat in the foreground."""
     from daemon.main import background
+    from knowledge.wiring import load_language
 
-    counter = load_tokenizer(settings, background=True)
-    with background(settings, counter):
+    language = load_language(settings)  # once: the daemon, the chat or the bot, and the summary share it
+    with background(settings, language[0]):
         if settings.telegram_token:
             from bot.main import serve
 
-            report = status_report(settings, model=asyncio.run(check_model(settings)))
+            report = status_report(
+                settings, model=asyncio.run(check_model(settings)), counter=(language[0], language[2])
+            )
             print("\n".join(summary_lines(report)), flush=True)
             print("KB_TELEGRAM_TOKEN is set: serving the Telegram bot (Ctrl-C stops it).", flush=True)
-            return serve(settings)
-        return chat_until_done(settings)
+            return serve(settings, language=language)
+        return chat_until_done(settings, language)
 
 
 def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
@@ -707,7 +711,7 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     return chat_until_done(settings)
 
 
-def chat_until_done(settings: Settings) -> int:
+def chat_until_done(settings: Settings, language: Language | None = None) -> int:
     """The terminal chat until /quit, end of input or Ctrl-C (each a normal end: exit 0)."""
     import signal
 
@@ -717,17 +721,17 @@ def chat_until_done(settings: Settings) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # started with & in a script inherits that)
     try:
         with holding_the_terminal():
-            return asyncio.run(_chat(settings))
+            return asyncio.run(_chat(settings, language))
     except KeyboardInterrupt:
         print(flush=True)  # leave the shell's prompt on a line of its own
         return EXIT_OK
 
 
-async def _chat(settings: Settings) -> int:
+async def _chat(settings: Settings, language: Language | None = None) -> int:
     from knowledge.chat import chat_loop
     from knowledge.errors import FetchRefused
     from knowledge.websearch.importer import ImportRefused
-    from knowledge.wiring import candidate_store, open_engine
+    from knowledge.wiring import candidate_store, load_language, open_engine
 
     async def do_import(source_id: str) -> str:
         try:
@@ -741,11 +745,15 @@ async def _chat(settings: Settings) -> int:
         return f"web-1 · {record.candidates[0].title} — {url}\nImport it with: /import web-1"
 
     async def status_text() -> str:
-        report = await asyncio.to_thread(status_report, settings, model=await probe_model(engine.llm))
+        model = await probe_model(engine.llm)
+        report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
         return "\n".join(aligned(summary_facts(report) + activity_facts(report)))
 
-    async with open_engine(settings) as engine:
-        report = await asyncio.to_thread(status_report, settings, model=await probe_model(engine.llm))
+    language = language or load_language(settings)
+    counter = (language[0], language[2])
+    async with open_engine(settings, language) as engine:
+        model = await probe_model(engine.llm)
+        report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
         print("\n".join(summary_lines(report)), flush=True)
         await chat_loop(
             engine,

@@ -23,7 +23,11 @@ from knowledge.ingest.pipeline import is_candidate_name
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.vectors import coverage
-from knowledge.tokenizer import hf_cache_dir, load_counter
+from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter
+
+LoadedCounter = tuple[
+    TokenCounter, str | None
+]  # a token counter, and why it is an approximation (None: exact)
 
 
 async def probe_model(llm: ModelClient, *, timeout_s: float = 5.0) -> dict[str, object]:
@@ -38,18 +42,22 @@ async def probe_model(llm: ModelClient, *, timeout_s: float = 5.0) -> dict[str, 
     return state
 
 
-def counter_state(settings: Settings) -> dict[str, object]:
-    """The token counter queries are budgeted with: ``{"name", "exact"[, "why"]}``."""
-    counter, why = load_counter(
+def counter_state(settings: Settings, loaded: LoadedCounter | None = None) -> dict[str, object]:
+    """The token counter queries are budgeted with: ``{"name", "exact"[, "why"]}`` (``loaded``: the
+    one the caller already has, with why it is an approximation; else it is loaded here)."""
+    counter, why = loaded or load_counter(
         settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir
     )
     return {"name": counter.name, "exact": why is None} | ({"why": why} if why else {})
 
 
-def status_report(settings: Settings, *, model: dict[str, object] | None = None) -> dict[str, object]:
+def status_report(
+    settings: Settings, *, model: dict[str, object] | None = None, counter: LoadedCounter | None = None
+) -> dict[str, object]:
     """What ``kb status --json`` prints (and the start-up summary, the chat's and the bot's /status show).
 
-    ``model`` is the result of :func:`probe_model`, when the caller has asked the server.
+    ``model`` is the result of :func:`probe_model`, when the caller has asked the server; ``counter``
+    the token counter a running engine uses (see counter_state).
     """
     providers = ["DuckDuckGo Lite"] + (["Brave"] if settings.brave_api_key else [])
     report: dict[str, object] = {
@@ -67,7 +75,7 @@ def status_report(settings: Settings, *, model: dict[str, object] | None = None)
         "vectors": {"model": embed_model_name(settings), "vectors": 0, "chunks": 0},
         "inbox_path": str(settings.inbox),
         "model_server": model,
-        "token_counter": counter_state(settings),
+        "token_counter": counter_state(settings, counter),
         "web_search": {
             "on": settings.web_search == "on",
             "mode": settings.web_search,

@@ -28,9 +28,10 @@ from knowledge.websearch.store import CandidateStore
 log = structlog.get_logger()
 
 
-def load_language(
-    settings: Settings, *, background: bool = True
-) -> tuple[TokenCounter, ChatTemplate, str | None]:
+Language = tuple[TokenCounter, ChatTemplate, str | None]  # token counter, chat template, why approximate
+
+
+def load_language(settings: Settings, *, background: bool = True) -> Language:
     """The tokenizer and chat template of the configured model; a note when they are approximations.
 
     A tokenizer that must come from the hub is fetched in the background for the next start
@@ -165,8 +166,9 @@ def translator(settings: Settings, llm: ModelClient) -> Translator | None:
 
 
 @asynccontextmanager
-async def open_engine(settings: Settings) -> AsyncIterator[Engine]:
-    """An engine with its own HTTP session, closed on exit."""
-    counter, template, _ = load_language(settings)
+async def open_engine(settings: Settings, language: Language | None = None) -> AsyncIterator[Engine]:
+    """An engine with its own HTTP session, closed on exit (``language``: load_language's, when the
+    caller has it already)."""
+    counter, template, _ = language or load_language(settings)
     async with http_session() as session:
         yield build_engine(settings, session, counter, template)
