@@ -136,23 +136,35 @@ class SharedRotatingFileHandler(RotatingFileHandler):
     WatchedFileHandler does, instead of writing on into the renamed one."""
 
     def __init__(self, path: Path) -> None:
+        self._opened: tuple[int, int] | None = None  # (device, inode) of the file the stream writes
         super().__init__(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
+
+    def _open(self):  # noqa: ANN202 - the base class's stream
+        stream = super()._open()
+        opened = os.fstat(stream.fileno())
+        self._opened = (opened.st_dev, opened.st_ino)
+        return stream
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             now = os.stat(self.baseFilename)
-            opened = os.fstat(self.stream.fileno()) if self.stream else None
-            if opened is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
-                if self.stream:
-                    self.stream.close()
-                self.stream = self._open()
+            moved = (now.st_dev, now.st_ino) != self._opened
         except FileNotFoundError:
-            if self.stream:
-                self.stream.close()
+            moved = True
+        except OSError:
+            moved = False  # an odd path: the base class reports what then fails
+        if moved and self.stream:
+            self.stream.close()
             self.stream = self._open()
-        except (OSError, ValueError):
-            pass  # a closed or odd stream: the base class reports what then fails
         super().emit(record)
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802 - the base class's name
+        """Once the file has reached its size (the base class formats every record a second time
+        to count the line it is about to write)."""
+        if self.stream is None:
+            self.stream = self._open()
+        self.stream.seek(0, os.SEEK_END)  # past what other processes wrote
+        return self.stream.tell() >= self.maxBytes
 
 
 class ConsoleHandler(logging.StreamHandler):
