@@ -197,12 +197,6 @@ class Ingestor:
             self._finish_progress()
             raise  # kb is stopping: the file stays where it is and is taken again on the next start
         except Exception as exc:
-            if isinstance(exc, _Failure) and exc.reason == "ocr-paused":  # not a failure: the rest later
-                self._finish_progress()
-                structlog.contextvars.unbind_contextvars("file")
-                outcome = Outcome(path, "later", stage="convert", reason=exc.reason, message=exc.message)
-                _log_outcome(outcome)
-                return outcome
             if isinstance(exc, _Failure):
                 failure = exc
             else:  # a bug in kb, or a database error: the file must still end somewhere, never in limbo
@@ -313,8 +307,9 @@ class Ingestor:
                 pages=pages,
             )
         except ConversionError as exc:
-            if exc.reason != "ocr-paused":
-                pages.remove()
+            if exc.reason == "ocr-paused":  # not a failure: the pages read are kept, the rest later
+                return Outcome(path, "later", stage="convert", reason=exc.reason, message=str(exc))
+            pages.remove()
             raise self._conversion_failure(path, exc) from exc
         except ConversionInterrupted:
             raise  # the pages read so far are kept for the next start
