@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 import structlog
 
 from knowledge import __version__
-from knowledge.config import SETTINGS, Settings, describe, load_settings
+from knowledge.config import SETTINGS, Settings, describe, load_settings, read_dotenv
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConfigError, KbError, WriterLockHeld
 from knowledge.ingest.lock import WriterLock, holder
@@ -1072,7 +1072,7 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
     )  # fmt: skip
     host = service.Host("darwin" if sys.platform == "darwin" else "linux", Path.home(), os.getuid())
     if args.dry_run:
-        environment = service.read_env_file(Path(place.env_file))
+        environment = read_dotenv(Path(place.env_file), lenient=True)
         for one in chosen:
             print(f"# {host.file_of(one)}")
             if host.platform == "darwin":

@@ -10,6 +10,7 @@ A bad value stops kb at start-up with the variable's name, the value and what is
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -288,8 +289,10 @@ class Settings:
         return int(self.max_source_mb * 1024 * 1024)
 
 
-def read_dotenv(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines of a .env file (comments, blank lines, `export` and quotes allowed)."""
+def read_dotenv(path: Path, *, lenient: bool = False) -> dict[str, str]:
+    """KEY=VALUE lines of a .env file (comments, blank lines, `export` and quotes allowed); a line
+    that is none of these is a ConfigError, or skipped when ``lenient`` (with a key that is no
+    variable name)."""
     out: dict[str, str] = {}
     if not path.is_file():
         return out
@@ -298,6 +301,8 @@ def read_dotenv(path: Path) -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         key, sep, value = line.removeprefix("export ").partition("=")
+        if lenient and not (sep and _ENV_NAME.fullmatch(key.strip())):
+            continue
         if not sep:
             raise ConfigError(f"{path}:{n}: expected KEY=VALUE, got {line!r}")
         value = value.strip()
@@ -305,6 +310,9 @@ def read_dotenv(path: Path) -> dict[str, str]:
             value = value[1:-1]
         out[key.strip()] = value
     return out
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def read_toml(path: Path) -> dict[str, str]:

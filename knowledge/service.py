@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from knowledge.config import SETTINGS, read_dotenv
+
 LABEL_PREFIX = "local.kb."
 THINKING_OFF = '{"enable_thinking":false}'
 
@@ -83,7 +85,7 @@ SERVICES = (
         comment="kb Telegram bot. Needs KB_TELEGRAM_TOKEN and KB_TELEGRAM_ALLOWED_USERS in ~/.config/kb/env.",
     ),
 )
-DEFAULT_MODEL = "mlx-community/Qwen3-4B-Instruct-2507-4bit"
+DEFAULT_MODEL = next(s.default for s in SETTINGS if s.env == "KB_MODEL")
 
 
 @dataclass(frozen=True)
@@ -177,25 +179,6 @@ def plist_dict(service: Service, place: Place, environment: dict[str, str]) -> d
     }
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    """``KEY=value`` lines (comments, blank lines and ``export`` ignored; quotes around a value removed)."""
-    values: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return values
-    for line in text.splitlines():
-        line = line.strip().removeprefix("export ").strip()
-        key, sep, value = line.partition("=")
-        if not sep or line.startswith("#") or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
-            continue
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        values[key.strip()] = value
-    return values
-
-
 Run = Callable[[Sequence[str]], subprocess.CompletedProcess]
 
 
@@ -229,7 +212,7 @@ def install(services: Sequence[Service], place: Place, host: Host, *, run: Run =
     host.folder.mkdir(parents=True, exist_ok=True)
     Path(place.home, "runs", "logs").mkdir(parents=True, exist_ok=True)
     said = []
-    environment = read_env_file(Path(place.env_file))
+    environment = read_dotenv(Path(place.env_file), lenient=True)
     for service in services:
         path = host.file_of(service)
         if host.platform == "darwin":

@@ -86,3 +86,13 @@ def test_config_file_named_by_kb_config(tmp_path):
 def test_home_default_is_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert load_settings({}).home == Path(tmp_path).resolve()
+
+
+def test_an_env_file_is_read_strictly_by_kb_and_leniently_for_the_service_manager(tmp_path):
+    from knowledge.config import read_dotenv
+
+    env = tmp_path / "env"
+    env.write_text("# kb\nexport KB_MODEL='acme/model'\nKB_LOG_LEVEL=debug\nnot a setting\nMY-KEY=1\n")
+    assert read_dotenv(env, lenient=True) == {"KB_MODEL": "acme/model", "KB_LOG_LEVEL": "debug"}
+    with pytest.raises(ConfigError, match=r"env:4: expected KEY=VALUE"):
+        read_dotenv(env)
