@@ -39,31 +39,42 @@ def write_whole(path: Path, data: bytes) -> Path:
     return path
 
 
-def ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
-    """The latest ingest record of these bytes at this inbox path, with its document's title and raw path."""
+def ingest_records(index_path: Path, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """The latest ingest record of each (inbox path, sha256) that has one, with its document's title
+    and raw path; the index is opened once for all of them."""
+    found: dict[tuple[str, str], dict] = {}
     try:
         with Index(index_path, readonly=True) as index:
-            row = index.conn.execute(
-                "SELECT status, doc_id, chunks, error, stage, duplicate_of FROM ingests"
-                " WHERE path = ? AND sha256 = ? ORDER BY id DESC LIMIT 1",
-                (stored_path(path), sha256),  # as the pipeline wrote it
-            ).fetchone()
-            if row is None:
-                return None
-            status, doc_id, chunks, error, stage, duplicate_of = row
-            doc = index.document(doc_id) if doc_id else None
+            for path, sha256 in wanted:
+                row = index.conn.execute(
+                    "SELECT status, doc_id, chunks, error, stage, duplicate_of FROM ingests"
+                    " WHERE path = ? AND sha256 = ? ORDER BY id DESC LIMIT 1",
+                    (stored_path(path), sha256),  # as the pipeline wrote it
+                ).fetchone()
+                if row is None:
+                    continue
+                status, doc_id, chunks, error, stage, duplicate_of = row
+                doc = index.document(doc_id) if doc_id else None
+                found[(path, sha256)] = {
+                    "status": status,
+                    "doc_id": doc_id,
+                    "chunks": chunks,
+                    "error": error,
+                    "stage": stage,
+                    "duplicate_of": duplicate_of,
+                    "title": doc.title if doc else None,
+                    "raw_path": doc.raw_path
+                    if doc
+                    else None,  # e.g. raw/photo-….md, to read what was indexed
+                }
     except IndexError_:
-        return None
-    return {
-        "status": status,
-        "doc_id": doc_id,
-        "chunks": chunks,
-        "error": error,
-        "stage": stage,
-        "duplicate_of": duplicate_of,
-        "title": doc.title if doc else None,
-        "raw_path": doc.raw_path if doc else None,  # e.g. raw/photo-….md, to read what was indexed
-    }
+        pass
+    return found
+
+
+def ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
+    """The latest ingest record of these bytes at this inbox path (see ingest_records)."""
+    return ingest_records(index_path, [(path, sha256)]).get((path, sha256))
 
 
 def hand_over(
@@ -107,8 +118,9 @@ def hand_over(
             pending[source] = (deliver(settings.inbox, source.name, data), sha256_hex(data))
     last = clock()
     while pending and clock() - last < idle_s:
+        records = ingest_records(settings.index_path, [(str(p), sha) for p, sha in pending.values()])
         for source, (inbox_path, sha) in list(pending.items()):
-            record = ingest_record(settings.index_path, str(inbox_path), sha)
+            record = records.get((str(inbox_path), sha))
             if record is None:
                 continue
             outcome = outcome_of(settings, source, inbox_path, record)
