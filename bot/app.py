@@ -33,11 +33,11 @@ from bot.access import refusal
 from bot.deps import BotDeps, deps_of
 from bot.media import on_document, on_photo, on_save_note, on_voice
 from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
-from bot.render import chunks, esc, link, parse_callback
+from bot.render import esc, link, parse_callback
 from bot.send import NO_PREVIEW, keyboard, say, send_reply, typing
 from knowledge.errors import FetchRefused, KbError
 from knowledge.retrieval.index import Index
-from knowledge.status import activity_facts, probe_model, status_report, summary_facts
+from knowledge.status import activity_facts, plural, probe_model, status_report, summary_facts
 from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
 
 log = structlog.get_logger()
@@ -230,7 +230,7 @@ async def run_import(
             await show(f"refused: {exc}")
             return
         if result.status == "indexed":
-            await show(f"indexed, {chunks(result.chunks)} — {result.title}")
+            await show(f"indexed, {plural(result.chunks, 'chunk')} — {result.title}")
         elif result.status == "already":
             await show(f"already imported — {result.title}")
         elif result.status == "queued":

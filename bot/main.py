@@ -19,6 +19,7 @@ from knowledge.config import Settings
 from knowledge.errors import ConfigError, KbError
 from knowledge.retrieval.index import Index
 from knowledge.speech.transcribe import Transcript, speech_runner, transcribe_audio
+from knowledge.status import plural
 from knowledge.wiring import (
     Language,
     build_engine,
@@ -109,7 +110,7 @@ def announce(settings: Settings, username: str | None) -> None:
     with contextlib.suppress(KbError), Index(settings.index_path, readonly=True) as index:
         documents = f"{index.document_count()} documents"
     print(
-        f"kb bot @{username or '?'}: serving {users} allowed user{'s' if users != 1 else ''}, "
+        f"kb bot @{username or '?'}: serving {plural(users, 'allowed user')}, "
         f"model {settings.model or '(none)'} at {settings.llm_url}, {documents} in {settings.home}; "
         "SIGTERM or Ctrl-C stops it",
         flush=True,

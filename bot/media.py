@@ -21,7 +21,7 @@ from telegram.constants import ChatAction
 from telegram.ext import ContextTypes
 
 from bot.deps import BotDeps, deps_of
-from bot.render import chunks, esc
+from bot.render import esc
 from bot.send import edit, say, send_reply, typing
 from knowledge.config import Settings
 from knowledge.convert.text import shorten
@@ -31,6 +31,7 @@ from knowledge.ingest import working
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
 from knowledge.speech.transcribe import model_notice
+from knowledge.status import plural
 from knowledge.websearch.importer import hand_off, wait_for_ingest
 
 log = structlog.get_logger()
@@ -160,7 +161,9 @@ def outcome_text(settings: Settings, name: str, record: dict | None) -> str:
             f"{settings.import_wait_s:g} s — /status shows when it is in."
         )
     if record["status"] == "indexed":
-        text = f"{esc(name)}: indexed, {chunks(record['chunks'] or 0)} — {esc(record['title'] or name)}"
+        text = (
+            f"{esc(name)}: indexed, {plural(record['chunks'] or 0, 'chunk')} — {esc(record['title'] or name)}"
+        )
     elif record["status"] == "duplicate":
         text = f"{esc(name)}: already in the knowledge base — {esc(record['title'] or '')}"
     else:

@@ -28,11 +28,6 @@ def esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def chunks(n: int) -> str:
-    """``1 chunk``, ``3 chunks``."""
-    return f"{n} chunk" if n == 1 else f"{n} chunks"
-
-
 def link(url: str, label: str) -> str:
     """An <a> tag whose URL and label are escaped."""
     return f'<a href="{html.escape(url, quote=True)}">{esc(label)}</a>'

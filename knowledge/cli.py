@@ -39,6 +39,7 @@ from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.status import (
     activity_facts,
     aligned,
+    plural,
     probe_model,
     status_report,
     summary_facts,
@@ -480,10 +481,7 @@ def describe_outcome(o: Outcome) -> str:
         unread = (
             f"; OCR time ran out, pages {o.unread_pages} not read (KB_OCR_BUDGET_S)" if o.unread_pages else ""
         )
-        return (
-            f"indexed    {o.source.name} → {o.raw_path} ({o.chunks} chunk{'s' if o.chunks != 1 else ''}, "
-            f"{o.title!r}){unread}"
-        )
+        return f"indexed    {o.source.name} → {o.raw_path} ({plural(o.chunks, 'chunk')}, {o.title!r}){unread}"
     if o.status == "duplicate":
         return f"duplicate  {o.source.name} = {o.duplicate_of} ({o.title!r}), kept as {_rel(o.kept_at)}"
     if o.status == "skipped":
@@ -944,7 +942,7 @@ def describe_import(result: object) -> str:
     """One line for an import's outcome."""
     r = result
     if r.status == "indexed":
-        return f"indexed    {r.source_id} {r.url} → {r.title!r} ({r.chunks} chunk{'s' if r.chunks != 1 else ''}, {r.doc_id})"
+        return f"indexed    {r.source_id} {r.url} → {r.title!r} ({plural(r.chunks, 'chunk')}, {r.doc_id})"
     if r.status == "already":
         return f"already    {r.source_id} {r.url} was imported before: {r.title!r} ({r.doc_id})"
     if r.status == "queued":

@@ -262,21 +262,16 @@ class Engine:
         return Reply(f"{heading}\n{body}", "web", candidates=candidates, note=note, route=route)
 
     def retrieve(self, question: str, *, document: str | None = None) -> list[SearchResult]:
-        """The evidence for a question (see :meth:`find`); empty when the documents do not answer it."""
-        passages, verdict = self.find(question, document=document)
+        """The evidence for a question (see :meth:`_find`); empty when the documents do not answer it."""
+        passages, verdict, _ = self._find(question, document, ())
         return passages if verdict is None or verdict.answerable else []
-
-    def find(
-        self, question: str, *, document: str | None = None, translations: Sequence[str] = ()
-    ) -> tuple[list[SearchResult], Verdict | None]:
-        """The evidence pack for a question and retrieval's verdict on it (None for a question about
-        one ``document``: that document's passages best for the question, its opening when none matches)."""
-        passages, verdict, _ = self._find(question, document, translations)
-        return passages, verdict
 
     def _find(
         self, question: str, document: str | None, translations: Sequence[str]
     ) -> tuple[list[SearchResult], Verdict | None, Evidence | None]:
+        """The evidence pack for a question, retrieval's verdict on it (None for a question about one
+        ``document``: that document's passages best for the question, its opening when none matches)
+        and the evidence of its best passage."""
         try:
             index = self.open_index()
         except IndexError_:  # no index yet: an empty knowledge base
@@ -298,7 +293,7 @@ class Engine:
     async def lookup(
         self, question: str, *, document: str | None = None
     ) -> tuple[list[SearchResult], Verdict | None, list[Translation]]:
-        """:meth:`find`, with the question also asked in the other languages the index holds when
+        """:meth:`_find`, with the question also asked in the other languages the index holds when
         that can help (knowledge.retrieval.translate): the translations used are returned."""
         passages, verdict, best = await asyncio.to_thread(self._find, question, document, ())
         if document is not None or self.meaning is None:
