@@ -28,11 +28,12 @@ from knowledge.convert.text import shorten
 from knowledge.errors import SpeechError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest import working
+from knowledge.ingest.handoff import deliver
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
 from knowledge.speech.transcribe import model_notice
 from knowledge.status import plural
-from knowledge.websearch.importer import hand_off, wait_for_ingest
+from knowledge.websearch.importer import wait_for_ingest
 
 log = structlog.get_logger()
 
@@ -114,7 +115,7 @@ async def receive(
         telegram_file = await attachment.get_file()
         data = bytes(await telegram_file.download_as_bytearray())
         sidecar = {"source": source, "file_name": name, "telegram_user_id": update.effective_user.id}
-        path = hand_off(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
+        path = deliver(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
         if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
             name = f"{name} (saved as {path.name})"
         await edit(context, status, f"<i>{esc(name)}: converting…</i>")
@@ -278,7 +279,7 @@ async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     }
     try:
         path = await asyncio.to_thread(
-            hand_off, deps.settings.inbox, name, body, sidecar, staging=deps.settings.staging
+            deliver, deps.settings.inbox, name, body, sidecar, staging=deps.settings.staging
         )
     except OSError as exc:
         note.saved = False  # nothing was written: the button may be tapped again

@@ -44,15 +44,14 @@ def is_hub_id(spec: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}", spec)) and not Path(spec).exists()
 
 
-def is_offline(env: dict[str, str] | None = None) -> bool:
+def is_offline() -> bool:
     """``HF_HUB_OFFLINE`` set to a true value."""
-    env = dict(os.environ) if env is None else env
-    return env.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def file_url(model_id: str, name: str, env: dict[str, str] | None = None) -> str:
-    env = dict(os.environ) if env is None else env
-    endpoint = (env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+def file_url(model_id: str, name: str) -> str:
+    """Where the hub (or the mirror ``HF_ENDPOINT`` names) serves a model's file."""
+    endpoint = (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
     return f"{endpoint}/{model_id}/resolve/main/{name}"
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from daemon.main import background
+from knowledge.ingest.handoff import deliver
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import search
 from knowledge.tokenizer import ApproxCounter
@@ -15,7 +16,6 @@ from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.importer import (
     ImportRefused,
     file_name,
-    hand_off,
     import_web_source,
     pasted_url,
     select,
@@ -83,9 +83,9 @@ def test_pasted_urls_and_file_names():
     assert file_name("", "https://x.example/docs/Manual%20v2.pdf", "pdf") == "manual-v2-pdf.pdf"
 
 
-def test_hand_off_writes_the_sidecar_then_the_whole_file(tmp_path):
+def test_delivery_writes_the_sidecar_then_the_whole_file(tmp_path):
     settings = make_settings(tmp_path / "kb")
-    path = hand_off(
+    path = deliver(
         settings.inbox, "a.html", b"<p>x</p>", {"source_url": "https://a.example/"}, staging=settings.staging
     )
     assert path.read_bytes() == b"<p>x</p>"
@@ -93,7 +93,7 @@ def test_hand_off_writes_the_sidecar_then_the_whole_file(tmp_path):
         json.loads((settings.inbox / "a.html.source.json").read_text())["source_url"] == "https://a.example/"
     )
     assert not list(settings.inbox.glob("*.part"))
-    second = hand_off(settings.inbox, "a.html", b"<p>y</p>", {}, staging=settings.staging)
+    second = deliver(settings.inbox, "a.html", b"<p>y</p>", {}, staging=settings.staging)
     assert second.name == "a-2.html"
 
 

@@ -17,15 +17,37 @@ from pathlib import Path
 from knowledge.config import Settings
 from knowledge.errors import IndexError_
 from knowledge.ingest.names import readable_name, stored_path
-from knowledge.ingest.pipeline import ERROR_SUFFIX, Outcome, inbox_name, unique_name
+from knowledge.ingest.pipeline import (
+    ERROR_SUFFIX,
+    SIDECAR_SUFFIX,
+    Outcome,
+    inbox_name,
+    unique_name,
+    write_atomic,
+)
 from knowledge.ingest.raw import sha256_hex
 from knowledge.retrieval.index import Index
 
 
-def deliver(inbox: Path, name: str, data: bytes) -> Path:
-    """Write ``data`` into the inbox under a free name derived from ``name``, atomically; its path."""
+def deliver(
+    inbox: Path,
+    name: str,
+    data: bytes,
+    sidecar: dict[str, object] | None = None,
+    *,
+    staging: Path | None = None,
+) -> Path:
+    """Write ``data`` into the inbox under a free name derived from ``name``, atomically; its path.
+
+    With a ``sidecar`` (where the file came from), that is written first, through ``staging``: the
+    daemon reads it with the file, which it sees only once whole.
+    """
     inbox.mkdir(parents=True, exist_ok=True)
-    return write_whole(inbox / unique_name(inbox, inbox_name(name)), data)
+    name = unique_name(inbox, inbox_name(name))
+    if sidecar is not None:
+        side = json.dumps(sidecar, ensure_ascii=False, indent=1).encode()
+        write_atomic(inbox / (name + SIDECAR_SUFFIX), side, staging=staging)
+    return write_whole(inbox / name, data)
 
 
 def write_whole(path: Path, data: bytes) -> Path:

@@ -88,7 +88,8 @@ def link_below(root: Path, path: Path) -> str | None:
 MAX_DEPTH = 64  # folders deeper than this below the root are not entered (a legal 1,100-deep tree exists)
 
 
-def _warn_too_deep(folder: Path, depth: int) -> None:
+def warn_too_deep(folder: Path, depth: int) -> None:
+    """The log line for a folder deeper than MAX_DEPTH, which is not entered."""
     log.warning("inbox.too_deep", folder=str(folder), depth=depth, limit=MAX_DEPTH)
 
 
@@ -96,7 +97,7 @@ def walk_files(
     root: Path,
     *,
     max_depth: int = MAX_DEPTH,
-    too_deep: Callable[[Path, int], None] = _warn_too_deep,
+    too_deep: Callable[[Path, int], None] = warn_too_deep,
 ) -> Iterator[tuple[Path, list[str], list[str]]]:
     """``os.walk`` (top down: the caller may prune ``dirs``) that never enters a linked folder, the
     root included when it is a link itself, nor one deeper than ``max_depth`` (``too_deep`` hears of

@@ -20,9 +20,9 @@ from urllib.parse import unquote, urlsplit
 
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
-from knowledge.ingest.handoff import ingest_record, write_whole
+from knowledge.ingest.handoff import deliver, ingest_record
 from knowledge.ingest.lock import holder
-from knowledge.ingest.pipeline import ERROR_SUFFIX, SIDECAR_SUFFIX, inbox_name, unique_name, write_atomic
+from knowledge.ingest.pipeline import ERROR_SUFFIX
 from knowledge.ingest.raw import sha256_hex, slugify
 from knowledge.retrieval.index import Index
 from knowledge.websearch.store import Candidate, CandidateStore, SearchRecord
@@ -115,18 +115,6 @@ def already_imported(index_path: Path, url: str) -> tuple[str, str] | None:
     return (row[0], row[1]) if row else None
 
 
-def hand_off(inbox: Path, name: str, data: bytes, sidecar: dict[str, object], *, staging: Path) -> Path:
-    """Write the sidecar, then the bytes as NAME.part renamed to NAME: the daemon sees a complete file."""
-    inbox.mkdir(parents=True, exist_ok=True)
-    name = unique_name(inbox, inbox_name(name))
-    write_atomic(
-        inbox / (name + SIDECAR_SUFFIX),
-        json.dumps(sidecar, ensure_ascii=False, indent=1).encode(),
-        staging=staging,
-    )
-    return write_whole(inbox / name, data)
-
-
 async def wait_for_ingest(
     settings: Settings, path: Path, sha256: str, *, timeout_s: float, poll_s: float = 0.2
 ) -> dict | None:
@@ -179,7 +167,7 @@ async def import_web_source(
         "sha256": fetched.sha256,
         "size": len(fetched.data),
     }
-    path = hand_off(
+    path = deliver(
         settings.inbox,
         file_name(candidate.title, fetched.final_url, fetched.kind),
         fetched.data,
