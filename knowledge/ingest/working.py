@@ -65,14 +65,7 @@ def publish(
         total=total,
         updated=clock().isoformat(timespec="seconds"),
     )
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{sha256}.{os.getpid()}.tmp"
-    try:
-        tmp.write_text(json.dumps(asdict(record), ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    _write_json(path, asdict(record))
 
 
 def read(folder: Path, sha256: str) -> Working | None:
@@ -144,15 +137,8 @@ def publish_pace(
     folder: Path, *, model: str, rate: float, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 ) -> None:
     """Write (or replace) the embedding pace, atomically."""
-    folder.mkdir(parents=True, exist_ok=True)
     record = Pace(model=model, rate=round(rate, 3), updated=clock().isoformat(timespec="seconds"))
-    tmp = folder / f".{PACE_FILE}.{os.getpid()}.tmp"
-    try:
-        tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
-        os.replace(tmp, folder / PACE_FILE)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    _write_json(folder / PACE_FILE, asdict(record))
 
 
 def read_pace(folder: Path, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Pace | None:
@@ -164,6 +150,18 @@ def read_pace(folder: Path, *, clock: Callable[[], datetime] = lambda: datetime.
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return pace if 0 <= age <= PACE_FRESH_S and pace.rate > 0 else None
+
+
+def _write_json(path: Path, record: dict[str, object]) -> None:
+    """Write a small JSON file through a temporary one and a rename: readers see the old or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _path(folder: Path, sha256: str) -> Path:
