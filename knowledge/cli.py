@@ -34,7 +34,7 @@ from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
-from knowledge.retrieval.translate import Translation, translations_for
+from knowledge.retrieval.translate import Translation, search_translated
 from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.status import (
     activity_facts,
@@ -564,18 +564,14 @@ async def _find_all(
             session = await stack.enter_async_context(http_session())
             translate_with = translator(settings, model_client(settings, session))
         for query in queries:
-            found = find(index, query, k=k, meaning=meaning, threshold=settings.min_relevance)
-            translations = (
-                await translations_for(translate_with, query, found.best, meaning.cache.group_counts())
-                if meaning is not None
-                else []
-            )
-            if translations:
-                found = find(
-                    index, query, k=k, meaning=meaning, threshold=settings.min_relevance,
-                    translations=[t.text for t in translations],
-                )  # fmt: skip
-            out.append((found, translations))
+
+            async def search(texts: Sequence[str], query: str = query) -> Found:
+                return find(
+                    index, query, k=k, meaning=meaning, threshold=settings.min_relevance, translations=texts
+                )
+
+            groups = meaning.cache.group_counts if meaning is not None else dict
+            out.append(await search_translated(search, translate_with, query, groups))
     return out
 
 

@@ -28,6 +28,7 @@ import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import structlog
 
@@ -40,7 +41,7 @@ from knowledge.retrieval import sufficiency
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, SearchResult, find, get_document_chunks
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
-from knowledge.retrieval.translate import Translation, Translator, translations_for
+from knowledge.retrieval.translate import Translation, Translator, search_translated
 from knowledge.tokenizer import TokenCounter
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited
@@ -141,6 +142,15 @@ class Reply:
             lines = [f"{c.id} · {host_of(c.url)} — {c.title}\n       {c.url}" for c in self.candidates]
             parts.append("Web candidates (not imported):\n" + "\n".join(lines))
         return "\n\n".join(p for p in parts if p)
+
+
+class Evidenced(NamedTuple):
+    """The evidence pack for a question, retrieval's verdict (None for one document's passages) and
+    the evidence of the best passage found."""
+
+    passages: list[SearchResult]
+    verdict: Verdict | None
+    best: Evidence | None
 
 
 @dataclass(frozen=True)
@@ -266,19 +276,17 @@ class Engine:
         passages, verdict, _ = self._find(question, document, ())
         return passages if verdict is None or verdict.answerable else []
 
-    def _find(
-        self, question: str, document: str | None, translations: Sequence[str]
-    ) -> tuple[list[SearchResult], Verdict | None, Evidence | None]:
+    def _find(self, question: str, document: str | None, translations: Sequence[str]) -> Evidenced:
         """The evidence pack for a question, retrieval's verdict on it (None for a question about one
         ``document``: that document's passages best for the question, its opening when none matches)
         and the evidence of its best passage."""
         try:
             index = self.open_index()
         except IndexError_:  # no index yet: an empty knowledge base
-            return [], judge([], vectors=self.meaning is not None), None
+            return Evidenced([], judge([], vectors=self.meaning is not None), None)
         with index:
             if document is not None:
-                return get_document_chunks(index, document, question), None, None
+                return Evidenced(get_document_chunks(index, document, question), None, None)
             found = find(
                 index, question, k=self.settings.candidates, meaning=self.meaning,
                 threshold=self.settings.min_relevance, translations=translations,
@@ -288,24 +296,23 @@ class Engine:
                 chunks_of=index.chunks_of,
                 fits=evidence_fits(self.counter, self.settings.evidence_tokens),
             )
-            return packed, found.verdict, found.best
+            return Evidenced(packed, found.verdict, found.best)
 
     async def lookup(
         self, question: str, *, document: str | None = None
     ) -> tuple[list[SearchResult], Verdict | None, list[Translation]]:
         """:meth:`_find`, with the question also asked in the other languages the index holds when
         that can help (knowledge.retrieval.translate): the translations used are returned."""
-        passages, verdict, best = await asyncio.to_thread(self._find, question, document, ())
         if document is not None or self.meaning is None:
-            return passages, verdict, []
-        translations = await translations_for(
-            self.translator, question, best, self.meaning.cache.group_counts()
+            found = await asyncio.to_thread(self._find, question, document, ())
+            return found.passages, found.verdict, []
+        found, translations = await search_translated(
+            lambda texts: asyncio.to_thread(self._find, question, None, texts),
+            self.translator,
+            question,
+            self.meaning.cache.group_counts,
         )
-        if not translations:
-            return passages, verdict, []
-        texts = [t.text for t in translations]
-        passages, verdict, _ = await asyncio.to_thread(self._find, question, document, texts)
-        return passages, verdict, translations
+        return found.passages, found.verdict, translations
 
     def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:
         """The exact prompt for a question and its ranked passages."""

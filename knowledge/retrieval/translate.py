@@ -28,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import structlog
 
@@ -52,6 +53,10 @@ PAUSE_S = 60.0  # a model that is down or too slow is not asked again before thi
 
 # (messages, max_tokens) → (the reply's text, prompt tokens, output tokens); the model client's chat.
 Chat = Callable[[list[dict[str, str]], int], Awaitable[tuple[str, int | None, int | None]]]
+
+
+# (question, language groups) → its translations: a Translator, or the reference ones of a benchmark.
+Translate = Callable[[str, Sequence[str]], Awaitable[list["Translation"]]]
 
 
 class TranslationError(ValueError):
@@ -117,7 +122,7 @@ def parse(text: str, question: str, groups: Sequence[str]) -> list[Translation]:
 
 
 async def translations_for(
-    translator: Translator | None, question: str, best: Evidence | None, groups: Mapping[str, int]
+    translator: Translate | None, question: str, best: Evidence | None, groups: Mapping[str, int]
 ) -> list[Translation]:
     """The translations search should add for a question, found without them with ``best`` as its
     best evidence, in an index holding ``groups`` (chunks per language group): none when the
@@ -126,6 +131,31 @@ async def translations_for(
         return []
     wanted = targets(question, groups)
     return await translator(question, wanted) if wanted else []
+
+
+class Searched(Protocol):
+    """What a search returns, as far as translating is concerned: the evidence of its best passage."""
+
+    best: Evidence | None
+
+
+S = TypeVar("S", bound=Searched)
+
+
+async def search_translated(
+    search: Callable[[Sequence[str]], Awaitable[S]],
+    translate: Translate | None,
+    question: str,
+    groups: Callable[[], Mapping[str, int]],
+) -> tuple[S, list[Translation]]:
+    """``search(translations)`` with the question as written, then again with its translations when
+    they can help (translations_for, with ``groups()`` counted after the first search): the last
+    search's result and the translations it used."""
+    first = await search(())
+    translations = await translations_for(translate, question, first.best, groups())
+    if not translations:
+        return first, []
+    return await search([t.text for t in translations]), translations
 
 
 class Translator:

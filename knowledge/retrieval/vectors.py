@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import structlog
@@ -87,9 +88,15 @@ class Background:
             return None
         return cls(version, np.array([g for g, _ in rows], dtype=object), decode([v for _, v in rows]))
 
+    @cached_property
     def sums(self) -> dict[str, tuple[int, np.ndarray]]:
-        """Per language group: how many passages and their sum (as group_sums)."""
+        """Per language group: how many passages and their sum (as group_sums); computed once."""
         return group_sums(self.raw, self.groups)
+
+    @cached_property
+    def noise(self) -> float:
+        """The model's spread of cosines with unrelated text (noise_scale); computed once."""
+        return noise_scale(self)
 
 
 def same(a: Background | None, b: Background | None) -> bool:
@@ -502,7 +509,7 @@ def built(
     """
     if background is not None and len(raw) and background.raw.shape[1] != raw.shape[1]:
         background = None  # of another dimension: the embedder changed under the same name
-    languages, shifts = shifts_from_sums(sums, background.sums() if background is not None else None)
+    languages, shifts = shifts_from_sums(sums, background.sums if background is not None else None)
     shift_of = shift_indices(languages, groups)
     matrix, norms = centre_rows(raw, shifts, shift_of)
     step = max(1, len(matrix) // TYPICAL_SAMPLE)
@@ -514,7 +521,7 @@ def built(
         bg, _ = centred(background.raw[needed], shifts[shift_indices(languages, background.groups[needed])])
         reference = np.concatenate([sample, bg]) if len(sample) else bg
         reference_groups = np.concatenate([groups[::step], background.groups[needed]])
-        noise = noise_scale(background)
+        noise = background.noise
     centre, codes = None, None
     if len(matrix) > exact_max:
         centre = matrix.mean(axis=0)
@@ -533,7 +540,7 @@ def noise_scale(background: Background) -> float:
     QUERY_NOISE_SHARE."""
     if len(background.raw) < 8:
         return DEFAULT_NOISE
-    languages, shifts = shifts_from_sums(background.sums())
+    languages, shifts = shifts_from_sums(background.sums)
     rows, _ = centred(background.raw, shifts[shift_indices(languages, background.groups)])
     cos = rows @ rows.T  # 72 x 72: small
     spreads = []
