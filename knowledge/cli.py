@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -1043,7 +1044,6 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
     """kb service install|uninstall|status [--only NAMES] [--dry-run]"""
     import plistlib
-    import re
 
     from knowledge import service
 
@@ -1058,11 +1058,10 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
         print(
             "bot     skipped: KB_TELEGRAM_TOKEN is not set (put it in ~/.config/kb/env, then install again)"
         )
-    port = re.search(r":(\d+)", settings.llm_url.split("//", 1)[-1])
     place = service.Place(
         home=str(settings.home.resolve()), bin=str(Path(sys.executable).parent),
         env_file=str(Path.home() / ".config" / "kb" / "env"), model=settings.model or service.DEFAULT_MODEL,
-        port=int(port.group(1)) if port else 8081,
+        port=urlsplit(settings.llm_url).port or 8081,
     )  # fmt: skip
     host = service.Host("darwin" if sys.platform == "darwin" else "linux", Path.home(), os.getuid())
     if args.dry_run:

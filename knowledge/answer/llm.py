@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -123,11 +124,11 @@ class ModelClient:
         """The command that starts the server kb expects: mlx_lm.server from kb's own environment
         (it is installed there, not on PATH), thinking off."""
         model = self.model_hint or "MODEL"
-        port = re.search(r":(\d+)", self.base_url)
+        port = urlsplit(self.base_url).port or 8081
         server = Path(sys.executable).parent / "mlx_lm.server"
         program = str(server) if server.is_file() else "mlx_lm.server"
         return (
-            f"{program} --model {model} --port {port.group(1) if port else 8081} "
+            f"{program} --model {model} --port {port} "
             """--chat-template-args '{"enable_thinking": false}'"""
         )
 
