@@ -47,7 +47,7 @@ from knowledge.ingest.pipeline import (
     unique_name,
     write_atomic,
 )
-from knowledge.ingest.safepath import MAX_DEPTH, file_identity, link_below, walk_files
+from knowledge.ingest.safepath import file_identity, link_below, walk_files, warn_too_deep
 
 log = structlog.get_logger()
 
@@ -159,7 +159,7 @@ class Daemon:
         self._too_deep.add(folder)
         if folder not in self._told_too_deep:  # once per folder, not at every rescan
             self._told_too_deep.add(folder)
-            log.warning("inbox.too_deep", folder=str(folder), depth=depth, limit=MAX_DEPTH)
+            warn_too_deep(folder, depth)
 
     def _is_input(self, path: Path) -> bool:
         """A file the inbox takes: inside it, not in processed/ or failed/, no hidden or temporary part."""
@@ -278,14 +278,15 @@ class Daemon:
         for attempt in range(1, attempts + 1):
             self._make_folders()
             observer = Observer()
-            try:
+            observer.start()  # first: a watch scheduled on a running observer starts (and fails) at once,
+            try:  # where _schedule_inbox can fall back to a limited watch
                 inbox_watch = self._schedule_inbox(observer, handler)
                 observer.schedule(handler, str(self.raw), recursive=False)
-                observer.start()
                 return observer, inbox_watch
             except OSError as exc:
                 with contextlib.suppress(Exception):
                     observer.stop()
+                    observer.join(timeout=5)
                 if attempt == attempts:
                     raise
                 log.warning("daemon.watch_failed", inbox=str(self.inbox), error=str(exc))

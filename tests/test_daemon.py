@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from daemon.main import background, open_daemon
-from daemon.service import LIMITED_RESCAN_S
+from daemon.service import LIMITED_RESCAN_S, _Events
 from knowledge.ingest.pipeline import Ingestor, is_transient
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import search
@@ -544,6 +544,22 @@ def test_a_tree_a_thousand_levels_deep_moved_in_does_not_blind_the_watch(quiet_k
     time.sleep(0.5)
     (s.inbox / "sub" / "tapir.md").write_text("# Tapir\n\nThe tapir note in a sub-folder.\n")
     wait_for(lambda: found(s, "tapir"), timeout_s=10, what="a file in a sub-folder, by the watch")
+
+
+def test_a_tree_too_deep_that_arrives_between_the_scan_and_the_watch_limits_the_watch(tmp_path):
+    settings = make_settings(tmp_path / "kb", KB_SETTLE_S=SETTLE)
+    settings.inbox.mkdir(parents=True)
+    try:
+        with open_daemon(settings, ApproxCounter()) as daemon:
+            make_deep_tree(settings.inbox)  # after any scan: only setting up the watch meets it
+            observer, _ = daemon._start_observer(_Events(daemon))
+            try:
+                assert daemon.watch_limited and observer.is_alive()
+            finally:
+                observer.stop()
+                observer.join(10)
+    finally:
+        remove_tree(tmp_path)
 
 
 def test_a_daemon_starts_with_such_a_tree_in_the_inbox_and_kb_ingest_walks_it(tmp_path):
