@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.answer.assistant import Reply
+from knowledge.answer.llm import ModelUnavailable
 from knowledge.config import Settings, load_settings
 from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_langs
 from knowledge.errors import KbError
@@ -51,7 +52,7 @@ async def _check_model(settings: Settings) -> Finding:
             await client.health()
             models = await client.models()
         except KbError as exc:
-            said = str(exc).split(": start it with: ")[0]  # the fix below says it once
+            said = exc.said if isinstance(exc, ModelUnavailable) else str(exc)  # the fix below says it once
             return Finding("model server", False, said, f"start it with: {client.start_hint}")
     return Finding(
         "model server", True, f"{settings.llm_url} answers; serving {', '.join(models[:3]) or '?'}"

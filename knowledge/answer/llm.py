@@ -32,7 +32,12 @@ _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
 
 
 class ModelUnavailable(ModelError):
-    """The server cannot be reached or did not answer in time."""
+    """The server cannot be reached or did not answer in time; ``fix``, when known, how to start it
+    (the message ends with it; ``said`` is the message without it)."""
+
+    def __init__(self, said: str, fix: str = "") -> None:
+        super().__init__(f"{said}: start it with: {fix}" if fix else said)
+        self.said, self.fix = said, fix
 
 
 class ModelBadResponse(ModelError):
@@ -210,7 +215,7 @@ class ModelClient:
 
     def _unreachable(self, exc: BaseException) -> ModelUnavailable:
         return ModelUnavailable(
-            f"model server not reachable at {self.base_url} ({type(exc).__name__}): start it with: {self.start_hint}"
+            f"model server not reachable at {self.base_url} ({type(exc).__name__})", fix=self.start_hint
         )
 
 
