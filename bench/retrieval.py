@@ -25,15 +25,16 @@ second run only measures ranking; delete the file to measure embedding again.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -44,8 +45,8 @@ from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
 from knowledge.retrieval.embed import Embedder, Side, make_embedder
 from knowledge.retrieval.index import Index
-from knowledge.retrieval.search import Meaning, SearchResult, find, search
-from knowledge.retrieval.translate import is_strong, targets
+from knowledge.retrieval.search import Found, Meaning, SearchResult, find, search
+from knowledge.retrieval.translate import LANGUAGES, Translate, Translation, Translator, search_translated
 from knowledge.retrieval.vectors import embed_missing
 from knowledge.tokenizer import (
     HfCounter,
@@ -62,6 +63,7 @@ LANGS = ("en", "zh", "th")
 TARGETS = {"r1": {"en": 0.95, "zh": 0.93, "th": 0.85}, "r5": 0.98, "cross_r5": 0.90, "cross_r1": 0.70}
 
 Question = tuple[str, str, str, list[str]]  # language, article title, question, answers
+Run = Callable[[Awaitable[Any]], Any]  # runs a coroutine to its end (the bench's event loop)
 Calls = list[tuple[int | None, int | None, float]]  # a model's calls: prompt, output tokens, ms
 
 
@@ -277,14 +279,16 @@ def main() -> int:
     docs, questions = load_xquad(args.data)
     max_tokens, overlap = args.chunk.split("/")
     env, counter, why, inner, embedder, template = setup(args.tokenizer, args.embed, args.chunk, args.cache)
-    translate, calls = model_translator(args.llm_url, 60.0) if args.llm_url else (None, [])
+    loop = asyncio.new_event_loop()  # one for the run: the model client's session lives in it
+    run = loop.run_until_complete
+    translate, calls = model_translator(args.llm_url, 60.0, loop) if args.llm_url else (None, [])
 
     if args.only_cross:
         if embedder is None:
             raise SystemExit("--only-cross needs an embedder")
         with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
             untitled, _ = load_xquad(args.data, titles=False)
-            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, translate)
+            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, run, translate)
         embedder.save()
         report_calls(calls)
         return 0
@@ -338,7 +342,7 @@ def main() -> int:
             translated: dict[str, list[int | None]] = {}
             for q in questions if meaning else []:
                 parallel = {lang: by_lang[lang][nth[id(q)]][2] for lang in LANGS}
-                results, _ = with_translations(index, q, parallel, meaning, args.k)
+                results, _ = with_translations(index, q, parallel, meaning, args.k, run)
                 translated.setdefault(q[0], []).append(hit_rank(results, own_doc(q), q[3]))
             met = True
             for lang in LANGS:
@@ -400,7 +404,7 @@ def main() -> int:
 
         if meaning is not None and not args.no_cross:
             untitled, _ = load_xquad(args.data, titles=False)
-            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, translate)
+            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, run, translate)
         if embedder is not None:
             embedder.save()
     report_calls(calls)
@@ -426,22 +430,25 @@ def with_translations(
     parallel: dict[str, str],
     meaning: Meaning,
     k: int,
-    translate: Callable[[str, list[str]], list[str]] | None = None,
+    run: Run,
+    translate: Translate | None = None,
 ) -> tuple[list[SearchResult], bool]:
     """The results for a question searched also in the index's other languages, as kb decides it
-    (knowledge.retrieval.translate): the reference translations (``parallel``: XQuAD's same
-    question in each language) or ``translate``'s; and whether translations were used."""
-    found = find(index, q[2], k=k, meaning=meaning)
-    groups = targets(q[2], meaning.cache.group_counts())
-    if is_strong(found.best) or not groups:
-        return found.results, False
-    if translate is not None:
-        texts = translate(q[2], groups)
-    else:
-        texts = [text for lang, text in parallel.items() if lang != q[0] and GROUP_OF[lang] in groups]
-    if not texts:
-        return found.results, False
-    return find(index, q[2], k=k, meaning=meaning, translations=texts).results, True
+    (knowledge.retrieval.translate.search_translated): with ``translate``'s translations, or the
+    reference ones (``parallel``: XQuAD's same question in each language); and whether any were used."""
+
+    async def search(texts: Sequence[str]) -> Found:
+        return find(index, q[2], k=k, meaning=meaning, translations=texts)
+
+    async def reference(question: str, groups: Sequence[str]) -> list[Translation]:
+        return [
+            Translation(LANGUAGES[GROUP_OF[lang]][0], text)
+            for lang, text in parallel.items()
+            if lang != q[0] and GROUP_OF[lang] in groups
+        ]
+
+    found, used = run(search_translated(search, translate or reference, q[2], meaning.cache.group_counts))
+    return found.results, bool(used)
 
 
 def cross(
@@ -452,7 +459,8 @@ def cross(
     counter: TokenCounter,
     embedder: CachingEmbedder,
     k: int,
-    translate: Callable[[str, list[str]], list[str]] | None = None,
+    run: Run,
+    translate: Translate | None = None,
 ) -> None:
     """Each article in one language only (three rotations); recall per question × document language:
     words only, hybrid without the model, hybrid with the reference translations (XQuAD is
@@ -485,11 +493,11 @@ def cross(
                 pair = ranks.setdefault((q[0], dlang), {m: [] for m in methods})
                 pair["hybrid"].append(hit_rank(search(index, q[2], k=k, meaning=meaning), gold, answers))
                 parallel = {lang: by_lang[lang][n][2] for lang in LANGS}
-                results, was_used = with_translations(index, q, parallel, meaning, k)
+                results, was_used = with_translations(index, q, parallel, meaning, k, run)
                 pair["reference"].append(hit_rank(results, gold, answers))
                 used.setdefault((q[0], dlang), []).append(was_used)
                 if translate is not None:
-                    results, _ = with_translations(index, q, parallel, meaning, k, translate)
+                    results, _ = with_translations(index, q, parallel, meaning, k, run, translate)
                     pair["model"].append(hit_rank(results, gold, answers))
                 if q[0] != dlang:
                     pair["lexical"].append(hit_rank(search(index, q[2], k=k), gold, answers))
@@ -522,22 +530,18 @@ def cross(
 
 
 def model_translator(
-    url: str, timeout_s: float
-) -> tuple[Callable[[str, list[str]], list[str]] | None, Calls]:
-    """The model's translations through kb's own client (one event loop for the run), or None when
-    no model server answers at ``url``; and the list its calls are recorded in."""
-    import asyncio
-
+    url: str, timeout_s: float, loop: asyncio.AbstractEventLoop
+) -> tuple[Translate | None, Calls]:
+    """The model's translations through kb's own client (its session in ``loop``), or None when no
+    model server answers at ``url``; and the list its calls are recorded in."""
     import aiohttp
 
     from knowledge.answer.llm import ModelClient, ModelError
-    from knowledge.retrieval.translate import Translator
 
     async def open_session() -> aiohttp.ClientSession:  # made inside the loop that uses it
         return aiohttp.ClientSession()
 
     calls: Calls = []
-    loop = asyncio.new_event_loop()
     session = loop.run_until_complete(open_session())
     llm = ModelClient(session, url, timeout_s=timeout_s)
     try:
@@ -552,10 +556,7 @@ def model_translator(
         calls.append((completion.prompt_tokens, completion.completion_tokens, completion.elapsed_ms))
         return completion.text, completion.prompt_tokens, completion.completion_tokens
 
-    translator = Translator(chat, timeout_s=timeout_s, cache_size=100_000)
-    return lambda question, groups: [
-        t.text for t in loop.run_until_complete(translator(question, groups))
-    ], calls
+    return Translator(chat, timeout_s=timeout_s, cache_size=100_000), calls
 
 
 if __name__ == "__main__":
