@@ -11,7 +11,9 @@ Threads and their jobs:
   up again; while the inbox holds a folder deeper than ``MAX_DEPTH`` the inbox is watched without
   its sub-folders and rescanned every ``LIMITED_RESCAN_S`` instead;
 * one worker takes tasks from the queue in order: ingest a file, sync a raw file, reconcile
-  raw/ with the index, file an orphan sidecar.
+  raw/ with the index, file an orphan sidecar, do a request (remove or restore a document, asked
+  by the bot or ``kb rm`` through ``knowledge/requests/``, looked at every tick), and, at start and
+  once a day, empty the trash of entries older than 30 days and drop uncollected request results.
 
 ``stop()`` (SIGTERM/SIGINT in ``kb daemon``) stops taking new files and interrupts a conversion in
 progress (the file stays in the inbox for the next start); the worker finishes the file in hand
@@ -38,7 +40,7 @@ from watchdog.observers import Observer
 from daemon.stability import Signature, StabilityTracker, lstat_signature
 from knowledge.config import Settings
 from knowledge.errors import ConversionInterrupted, IndexVanished
-from knowledge.ingest import working
+from knowledge.ingest import requests, trash, working
 from knowledge.ingest.pipeline import (
     ERROR_SUFFIX,
     SIDECAR_SUFFIX,
@@ -55,6 +57,7 @@ QUEUE_SIZE = 256
 POLL_S = 0.1
 PROBE_S = 30.0  # how often the watch is checked for life
 LIMITED_RESCAN_S = 5.0  # rescans while the inbox is watched without its sub-folders
+HOUSEKEEPING_S = 86400.0  # how often the trash is purged and old request results dropped
 PROBE_NAME = ".kb-watch-probe"
 _STOP = ("stop", None)
 
@@ -128,6 +131,7 @@ class Daemon:
         self.failure: Exception | None = None  # why the daemon stopped by itself
         self.started = threading.Event()  # set once the watches are in place and the first scan queued
         self._excluded = (settings.processed, settings.failed)
+        self._requests_taken: set[str] = set()  # request files queued and not yet deleted
 
     # -- notes from the watcher -------------------------------------------------------------
 
@@ -202,8 +206,10 @@ class Daemon:
         worker = threading.Thread(target=self._work, name="kb-ingest-worker", daemon=True)
         worker.start()
         self._scan()
+        self._put(("housekeeping", None))
         self.started.set()
         next_scan = self.clock() + self.settings.rescan_s
+        next_housekeeping = self.clock() + HOUSEKEEPING_S
         next_inbox_scan = self.clock() + LIMITED_RESCAN_S
         next_probe = self.clock()
         probe_out = False
@@ -212,6 +218,10 @@ class Daemon:
                 if self.tasks.empty() and self._index_gone():
                     break
                 self._schedule()
+                self._take_requests()
+                if self.clock() >= next_housekeeping:
+                    self._put(("housekeeping", None))
+                    next_housekeeping = self.clock() + HOUSEKEEPING_S
                 restart = False
                 scanned = True
                 if self.clock() >= next_scan:
@@ -387,6 +397,16 @@ class Daemon:
             except queue.Full:
                 continue
 
+    def _take_requests(self) -> None:
+        """Queue the request files written since the last look, each once, behind the tasks queued."""
+        found = requests.pending(self.settings)
+        self._requests_taken &= {p.name for p in found}  # forget those done and deleted
+        for path in found:
+            if path.name not in self._requests_taken:
+                self._requests_taken.add(path.name)
+                if not self._put(("request", path)):
+                    return
+
     def _file_orphan_sidecars(self) -> None:
         """Sidecars whose file never came, after KB_ORPHAN_SIDECAR_S: to failed/ with a reason."""
         now = time.time()
@@ -422,6 +442,11 @@ class Daemon:
                         log.info("raw.reconciled", **counts)
                 elif kind == "orphan":
                     self._file_orphan(arg)  # type: ignore[arg-type]
+                elif kind == "request":
+                    requests.handle(self.ingestor, arg)  # type: ignore[arg-type]
+                elif kind == "housekeeping":
+                    trash.purge(self.settings, now=self.ingestor.clock())
+                    requests.clean_results(self.settings)
             except IndexVanished as exc:  # every later write would be lost: stop, and let a restart rebuild
                 log.error("daemon.index_vanished", task=kind, error=str(exc))
                 self.failure = exc

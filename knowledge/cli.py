@@ -32,7 +32,7 @@ from knowledge.logs import WarnOnce, configure_logging
 from knowledge.progress import Progress
 from knowledge.redact import redactor
 from knowledge.retrieval.embed import EmbedderError, make_embedder
-from knowledge.retrieval.index import Index
+from knowledge.retrieval.index import DocumentRecord, Index
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
@@ -261,6 +261,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_reindex)
 
+    p = sub.add_parser(
+        "ls",
+        help="list documents, newest first",
+        description="List the documents in the knowledge base, newest first: id, date indexed, title and "
+        "source (file name or URL). With WORDS, only documents whose title or source contains every word "
+        "(any case). With --json, a list of "
+        '{"id","title","indexed_at","source_name","source_url","raw_path","chunks"}. '
+        "Exit status: 0 (also when nothing matches).",
+    )
+    p.add_argument("words", nargs="*", metavar="WORDS", help="words the title or source must contain")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--limit", type=int, default=50, metavar="N", help="show at most N documents (default 50; 0: all)"
+    )
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser(
+        "rm",
+        help="remove documents (kept in the trash for 30 days; kb restore brings one back)",
+        description="Remove documents by id (kb ls shows ids): the raw file and the original go to "
+        "knowledge/trash/ for 30 days, and the document leaves the index (its passages, vectors and search "
+        "results). Each line says how to undo it: kb restore TRASH_ID. While the daemon runs, it does the "
+        "removal (kb asks it through knowledge/requests/); when it does not answer within --wait seconds, the "
+        "request stays and is done in turn. Exit status: 0 removed (or waiting for the daemon), 1 an id was "
+        "not found or the removal failed.",
+    )
+    p.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    p.add_argument(
+        "--wait", type=float, default=30.0, metavar="S", help="how long to wait for a running daemon (30 s)"
+    )
+    p.set_defaults(func=cmd_rm)
+
+    p = sub.add_parser(
+        "restore",
+        help="bring a removed document back from the trash, or list the trash",
+        description="Without TRASH_ID: list the trash (id, date removed, title, document id); entries are "
+        "deleted 30 days after their removal. With TRASH_ID: put the raw file and original back (under a free "
+        "name when theirs was taken meanwhile) and index the document again; its vectors follow within "
+        "minutes. Refused, and the entry kept, when the same source was added again since: remove that "
+        "document first. Exit status: 0 restored (or waiting for the daemon), 1 not found or refused.",
+    )
+    p.add_argument("trash_id", nargs="?", metavar="TRASH_ID")
+    p.add_argument(
+        "--wait", type=float, default=30.0, metavar="S", help="how long to wait for a running daemon (30 s)"
+    )
+    p.set_defaults(func=cmd_restore)
+
     p = sub.add_parser("status", help="documents, chunks, tokenizer, inbox and recent ingests")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_status)
@@ -323,7 +370,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # Commands a person watches (a chat, a progress bar): on the console, warnings only, each once, in one short line.
-QUIET_COMMANDS = frozenset({"run", "chat", "ingest", "reindex"})
+QUIET_COMMANDS = frozenset({"run", "chat", "ingest", "reindex", "ls", "rm", "restore"})
 
 
 def is_quiet_console(command: str, settings: Settings) -> bool:
@@ -627,6 +674,99 @@ def print_results(found: Found, out: TextIO, translations: Sequence[Translation]
         else "the documents do not answer it (kb ask would go to the web)"
     )
     print(f"verdict: {answer}: {verdict.why}", file=out)
+
+
+# -- ls, rm, restore ------------------------------------------------------------------------
+
+
+def cmd_ls(args: argparse.Namespace, settings: Settings) -> int:
+    """kb ls [WORDS] [--json] [--limit N]"""
+    docs: list[DocumentRecord] = []
+    if settings.index_path.exists():
+        with Index(settings.index_path, readonly=True) as index:
+            docs = matching_documents(index.documents(), args.words)
+    shown = docs if args.limit <= 0 else docs[: args.limit]
+    if args.json:
+        print(json.dumps([document_json(d) for d in shown], ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if not docs:
+        print("no documents match" if args.words else "no documents yet — add files with: kb ingest PATH")
+        return EXIT_OK
+    for d in shown:
+        print(f"{d.id}  {d.indexed_at[:16].replace('T', ' ')}  {d.title}  ({d.source_url or d.source_name})")
+    if len(shown) < len(docs):
+        print(f"… {len(docs) - len(shown)} more (--limit N shows more, --limit 0 all)")
+    return EXIT_OK
+
+
+def matching_documents(docs: Sequence[DocumentRecord], words: Sequence[str]) -> list[DocumentRecord]:
+    """Documents whose title or source contains every word (any case), newest first."""
+    wanted = [w.casefold() for w in words if w.strip()]
+
+    def is_match(d: DocumentRecord) -> bool:
+        text = f"{d.title} {d.source_name} {d.source_url or ''}".casefold()
+        return all(w in text for w in wanted)
+
+    found = [d for d in docs if is_match(d)]
+    return sorted(found, key=lambda d: (d.indexed_at, d.id), reverse=True)
+
+
+def document_json(d: DocumentRecord) -> dict[str, object]:
+    """One document as kb ls --json prints it."""
+    return {
+        "id": d.id, "title": d.title, "indexed_at": d.indexed_at, "source_name": d.source_name,
+        "source_url": d.source_url, "raw_path": d.raw_path, "chunks": d.chunk_count,
+    }  # fmt: skip
+
+
+def cmd_rm(args: argparse.Namespace, settings: Settings) -> int:
+    """kb rm DOC_ID..."""
+    from knowledge.ingest.requests import change
+
+    counter = load_tokenizer(settings)
+    failed = 0
+    for doc_id in args.doc_ids:
+        result = change(settings, "remove", doc_id, counter=counter, wait_s=args.wait)
+        if result.status == "done" and result.trashed is not None:
+            t = result.trashed
+            print(
+                f"removed  {t.doc_id}  {t.title!r} → trash {t.trash_id}; undo with: kb restore {t.trash_id}"
+            )
+        elif result.status == "waiting":
+            print(f"waiting  {doc_id}: {result.message}")
+        else:
+            failed += 1
+            print(f"kb: {result.message}", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
+    """kb restore [TRASH_ID]"""
+    from knowledge.ingest import trash
+    from knowledge.ingest.requests import change
+
+    if args.trash_id is None:
+        entries = trash.trashed(settings)
+        if not entries:
+            print("the trash is empty")
+            return EXIT_OK
+        for e in entries:
+            until = e.expires_at().strftime("%Y-%m-%d")
+            print(
+                f"{e.trash_id}  removed {e.removed_at[:16].replace('T', ' ')}  {e.title}  ({e.doc_id}, kept until {until})"
+            )
+        print("restore one with: kb restore TRASH_ID")
+        return EXIT_OK
+    result = change(settings, "restore", args.trash_id, counter=load_tokenizer(settings), wait_s=args.wait)
+    if result.status == "failed":
+        print(f"kb: {result.message}", file=sys.stderr)
+        return EXIT_FAILED
+    print(
+        f"restored  {result.doc_id}  {result.title!r}"
+        if result.status == "done"
+        else f"waiting  {result.message}"
+    )
+    return EXIT_OK
 
 
 # -- reindex, status, config ----------------------------------------------------------------

@@ -243,6 +243,16 @@ class Settings:
         return self.home / "knowledge" / "raw"
 
     @property
+    def trash(self) -> Path:
+        """Removed documents, one folder each (raw file, original, manifest.json), kept 30 days."""
+        return self.home / "knowledge" / "trash"
+
+    @property
+    def requests(self) -> Path:
+        """Changes asked of the running daemon (``ID.json``) and its answers (``ID.result.json``)."""
+        return self.home / "knowledge" / "requests"
+
+    @property
     def index_path(self) -> Path:
         return self.home / "knowledge" / "index" / "kb.sqlite3"
 

@@ -1,0 +1,403 @@
+"""The trash: removing a document keeps its files for 30 days, and restoring brings it back.
+
+Writer side only (the daemon, or ``kb rm`` / ``kb restore`` under the writer lock). One folder
+per removed document::
+
+    knowledge/trash/<trash_id>/manifest.json          what was removed, when, from where
+    knowledge/trash/<trash_id>/raw/<raw name>.md      the raw file
+    knowledge/trash/<trash_id>/original/<name>        the original from processed/ (+ NAME.source.json)
+
+Every step is ordered so that a crash loses nothing. Removing: the manifest, then the raw file,
+then the original, then the index rows (a raw file that is gone is dropped from the index by the
+daemon's reconciliation anyway). Restoring: the plan (where each file goes) into the manifest,
+then the original, then the raw file, then the index, then the folder; a restore cut short is
+finished by the next one. So a folder without its raw file holds nothing of value, and is
+cleared by :func:`purge`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import sqlite3
+import stat
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import structlog
+
+from knowledge.config import Settings
+from knowledge.errors import KbError
+from knowledge.ingest import raw as rawfile
+from knowledge.ingest.pipeline import (
+    SIDECAR_SUFFIX,
+    Ingestor,
+    unique_name,
+    write_atomic,
+    write_new,
+)
+from knowledge.retrieval.index import IngestRecord
+
+log = structlog.get_logger()
+
+KEEP_DAYS = 30
+MANIFEST = "manifest.json"
+MANIFEST_MAX_BYTES = 64 * 1024
+SNAPSHOT_PREFIX = "inbox/processed/"
+# Document ids, trash ids and request ids: letters, digits, '-' and '_' only, never a path.
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,80}")
+
+
+class TrashError(KbError):
+    """Removing or restoring a document failed; ``reason`` is a stable code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class NotFound(TrashError):
+    """No document with this id (reason ``no-document``), or no trash entry (``no-entry``)."""
+
+
+class RestoreRefused(TrashError):
+    """The same source is in the knowledge base again (reason ``already-indexed``): ``doc_id`` holds it."""
+
+    def __init__(self, message: str, *, doc_id: str, title: str) -> None:
+        super().__init__("already-indexed", message)
+        self.doc_id = doc_id
+        self.title = title
+
+
+@dataclass(frozen=True)
+class Trashed:
+    """A removed document, as its trash entry records it."""
+
+    trash_id: str
+    doc_id: str
+    title: str
+    removed_at: str  # ISO 8601, UTC
+    raw_name: str  # its name under raw/ when it was removed
+    original: str | None  # its original's name under inbox/processed/, when it had one
+    source_name: str = ""
+    source_url: str | None = None
+    source_sha256: str = ""
+
+    def expires_at(self, keep_days: int = KEEP_DAYS) -> datetime:
+        """When purge will drop it."""
+        return datetime.fromisoformat(self.removed_at) + timedelta(days=keep_days)
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A document back in the knowledge base (its id changes only when its raw name was taken)."""
+
+    trash_id: str
+    doc_id: str
+    title: str
+    raw_path: str  # raw/<name>.md
+    chunks: int
+    original: str | None  # its original's name under inbox/processed/ now
+
+
+# -- removing -----------------------------------------------------------------------------------
+
+
+def remove(ingestor: Ingestor, doc_id: str, *, now: datetime) -> Trashed:
+    """Move a document's raw file and original into the trash and delete it from the index.
+
+    The caller holds the writer lock. NotFound for an unknown id.
+    """
+    settings, index = ingestor.settings, ingestor.index
+    ingestor.check_index()
+    now = now.astimezone(UTC) if now.tzinfo is not None else now.replace(tzinfo=UTC)
+    doc = index.document(doc_id) if is_id(doc_id) else None
+    if doc is None:
+        raise NotFound("no-document", f"no document {doc_id!r} in the knowledge base (kb ls lists them)")
+    raw_name = doc.raw_path.removeprefix("raw/")
+    raw_path = settings.raw / raw_name
+    if not os.path.lexists(raw_path):  # deleted by hand: the index only had not caught up yet
+        index.delete_document(doc.id)
+        raise NotFound("no-document", f"{doc.raw_path} was already deleted; {doc.id} is gone from the index")
+    original = _original_name(settings, doc.source_snapshot)
+    entry = Trashed(
+        trash_id=new_trash_id(now),
+        doc_id=doc.id,
+        title=doc.title,
+        removed_at=now.isoformat(timespec="seconds"),
+        raw_name=raw_name,
+        original=original,
+        source_name=doc.source_name,
+        source_url=doc.source_url,
+        source_sha256=doc.source_sha256,
+    )
+    folder = settings.trash / entry.trash_id
+    folder.mkdir(parents=True)
+    _write_manifest(settings, folder, {**asdict(entry), "indexed_at": doc.indexed_at})
+    (folder / "raw").mkdir()
+    os.replace(raw_path, folder / "raw" / raw_name)
+    try:
+        if original is not None:  # left in processed/ if this fails: the raw file still names it there
+            (folder / "original").mkdir()
+            _move_original(settings.processed, folder / "original", original, original)
+    finally:
+        index.delete_document(doc.id)  # its raw file is gone: the document must go too
+    # History for kb status; a waiter never matches it (it looks for an inbox path).
+    stamp = entry.removed_at
+    _record(ingestor, IngestRecord(doc.raw_path, doc.source_sha256, "removed", stamp, stamp, doc_id=doc.id))
+    log.info(
+        "trash.removed",
+        doc_id=doc.id,
+        trash_id=entry.trash_id,
+        title=doc.title,
+        raw=raw_name,
+        original=original,
+    )
+    return entry
+
+
+def new_trash_id(now: datetime) -> str:
+    """``20250131-142501-3fa9c2``: sortable by time, unique, short enough for a Telegram button."""
+    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def is_id(text: object) -> bool:
+    """A document, trash or request id: letters, digits, '-' and '_' only (never a path)."""
+    return isinstance(text, str) and ID_PATTERN.fullmatch(text) is not None
+
+
+def _original_name(settings: Settings, snapshot: str | None) -> str | None:
+    """The original's name under processed/, when the snapshot names one that is a regular file there."""
+    if not snapshot or not snapshot.startswith(SNAPSHOT_PREFIX):
+        return None
+    name = snapshot.removeprefix(SNAPSHOT_PREFIX)
+    if not _is_plain_name(name) or not _is_regular(settings.processed / name):
+        return None
+    return name
+
+
+def _move_original(src_folder: Path, dest_folder: Path, name: str, dest_name: str) -> None:
+    """Move an original and its sidecar (when there is one) between folders, renamed to dest_name."""
+    if _is_regular(src_folder / name):
+        os.replace(src_folder / name, dest_folder / dest_name)
+    side = src_folder / (name + SIDECAR_SUFFIX)
+    if _is_regular(side):
+        os.replace(side, dest_folder / (dest_name + SIDECAR_SUFFIX))
+
+
+# -- restoring ----------------------------------------------------------------------------------
+
+
+def restore(ingestor: Ingestor, trash_id: str) -> Restored:
+    """Put a removed document back: its files where they were (or under a free name), indexed again.
+
+    The caller holds the writer lock. NotFound for an unknown entry; RestoreRefused (the entry kept)
+    when a source with the same bytes was added meanwhile. Its vectors come back through the backfill.
+    """
+    settings, index = ingestor.settings, ingestor.index
+    ingestor.check_index()
+    folder = settings.trash / trash_id if is_id(trash_id) else None
+    manifest = _read_manifest(folder) if folder is not None else None
+    entry = _entry(manifest) if manifest is not None else None
+    trashed_raw = folder / "raw" / entry.raw_name if folder is not None and entry is not None else None
+    if entry is None or trashed_raw is None or not _is_regular(trashed_raw):
+        raise NotFound("no-entry", f"no trash entry {trash_id!r} (kb restore lists them)")
+    text = trashed_raw.read_bytes().decode("utf-8", errors="replace")
+    sha = (
+        rawfile.parse(text, fallback_name=entry.raw_name, sha256="").meta.source_sha256 or entry.source_sha256
+    )
+    plan = manifest.get("restoring") if isinstance(manifest.get("restoring"), dict) else {}
+    same = index.document_by_source_sha256(sha) if sha else None
+    if same is not None:
+        if plan.get("raw_name") and same.raw_path == "raw/" + plan["raw_name"]:  # a restore cut short
+            return _finish(ingestor, folder, entry, same.raw_path, plan.get("original"))
+        raise RestoreRefused(
+            f"the same source is in the knowledge base again as {same.id} ({same.title!r}); trash entry "
+            f"{trash_id} is kept — remove {same.id} first (kb rm {same.id}) to restore this one",
+            doc_id=same.id,
+            title=same.title,
+        )
+    original_dest = _planned(plan, "original") or _free_original(settings, folder, entry)
+    raw_dest = _planned(plan, "raw_name") or unique_name(settings.raw, entry.raw_name)
+    _write_manifest(
+        settings, folder, {**manifest, "restoring": {"raw_name": raw_dest, "original": original_dest}}
+    )
+    if entry.original is not None and original_dest is not None:
+        settings.processed.mkdir(parents=True, exist_ok=True)
+        _move_original(folder / "original", settings.processed, entry.original, original_dest)
+        if original_dest != entry.original:
+            text = with_snapshot(text, SNAPSHOT_PREFIX + original_dest)
+    data = text.encode("utf-8")
+    is_written = write_new(settings.raw / raw_dest, data, staging=settings.staging)
+    if not is_written and (settings.raw / raw_dest).read_bytes() != data:  # taken by another file
+        raise TrashError(
+            "raw-taken", f"raw/{raw_dest} appeared while restoring; try kb restore {trash_id} again"
+        )
+    trashed_raw.unlink()
+    return _finish(ingestor, folder, entry, "raw/" + raw_dest, original_dest)
+
+
+def _finish(ingestor: Ingestor, folder: Path, entry: Trashed, raw_rel: str, original: str | None) -> Restored:
+    """Index the restored raw file, record it and drop the trash entry."""
+    doc_id, chunks = ingestor.index_raw(raw_rel)
+    doc = ingestor.index.document(doc_id)
+    title = doc.title if doc is not None else entry.title
+    now = ingestor.clock().isoformat(timespec="seconds")
+    sha = entry.source_sha256 or None
+    _record(ingestor, IngestRecord(raw_rel, sha, "indexed", now, now, doc_id=doc_id, chunks=chunks))
+    shutil.rmtree(folder)
+    log.info(
+        "trash.restored", trash_id=entry.trash_id, doc_id=doc_id, title=title, raw=raw_rel, chunks=chunks
+    )
+    return Restored(entry.trash_id, doc_id, title, raw_rel, chunks, original)
+
+
+def _record(ingestor: Ingestor, record: IngestRecord) -> None:
+    """Append an ingest record; a busy database must not undo a removal or restore that is done."""
+    try:
+        ingestor.index.record_ingest(record)
+    except sqlite3.Error as exc:
+        log.error("trash.record_failed", raw=record.path, status=record.status, error=str(exc))
+
+
+def _planned(plan: dict, key: str) -> str | None:
+    value = plan.get(key)
+    return value if isinstance(value, str) and _is_plain_name(value) else None
+
+
+def _free_original(settings: Settings, folder: Path, entry: Trashed) -> str | None:
+    """Where the original goes back: its old name under processed/, or a free one."""
+    if entry.original is None or not _is_regular(folder / "original" / entry.original):
+        return None
+    return unique_name(settings.processed, entry.original)
+
+
+def with_snapshot(text: str, snapshot: str) -> str:
+    """A raw file's text with its front matter's ``source_snapshot`` set (lines and body unchanged)."""
+    lines = text.split("\n")
+    if not lines or lines[0].strip() != "---":
+        return text
+    for n, line in enumerate(lines[1:], start=1):
+        if line.strip() in ("---", "..."):
+            return text  # no snapshot line: a hand-written raw file keeps its lines as they are
+        if line.partition(":")[0].strip() == "source_snapshot":
+            lines[n] = f"source_snapshot: {json.dumps(snapshot, ensure_ascii=False)}"
+            return "\n".join(lines)
+    return text
+
+
+# -- listing and purging ------------------------------------------------------------------------
+
+
+def trashed(settings: Settings) -> list[Trashed]:
+    """The documents in the trash, newest first (entries without their raw file are left out)."""
+    found = []
+    for folder in _entry_folders(settings):
+        manifest = _read_manifest(folder)
+        entry = _entry(manifest) if manifest is not None else None
+        if entry is not None and _is_regular(folder / "raw" / entry.raw_name):
+            found.append(entry)
+    return sorted(found, key=lambda e: (e.removed_at, e.trash_id), reverse=True)
+
+
+def find_trashed(settings: Settings, trash_id: str) -> Trashed | None:
+    """One trash entry by id (None when there is none)."""
+    return next((e for e in trashed(settings) if e.trash_id == trash_id), None)
+
+
+def purge(settings: Settings, *, now: datetime, keep_days: int = KEEP_DAYS) -> int:
+    """Delete trash entries removed more than ``keep_days`` ago (and leftovers of cut-short steps);
+    how many went. The caller holds the writer lock."""
+    cutoff = now - timedelta(days=keep_days)
+    gone: list[str] = []
+    for folder in _entry_folders(settings):
+        manifest = _read_manifest(folder)
+        entry = _entry(manifest) if manifest is not None else None
+        if entry is not None:
+            is_old = datetime.fromisoformat(entry.removed_at) < cutoff
+            is_empty = not _is_regular(folder / "raw" / entry.raw_name)  # see the module's docstring
+        else:  # no readable manifest: judged by the folder's age
+            is_old = datetime.fromtimestamp(folder.lstat().st_mtime, tz=now.tzinfo) < cutoff
+            is_empty = False
+        if is_old or is_empty:
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(folder.name)
+    if gone:
+        log.info("trash.purged", entries=len(gone), trash_ids=gone[:20], keep_days=keep_days)
+    return len(gone)
+
+
+def _entry_folders(settings: Settings) -> list[Path]:
+    """The trash's entry folders (real folders with an id for a name; links are never entered)."""
+    try:
+        children = list(settings.trash.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(p for p in children if is_id(p.name) and _is_dir(p))
+
+
+def _read_manifest(folder: Path) -> dict | None:
+    """An entry's manifest as a dict, or None when missing, linked, too large or not JSON."""
+    path = folder / MANIFEST
+    if not _is_regular(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MANIFEST_MAX_BYTES + 1)
+        manifest = json.loads(data.decode("utf-8")) if len(data) <= MANIFEST_MAX_BYTES else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _entry(manifest: dict) -> Trashed | None:
+    """The Trashed a manifest describes, or None when a field is missing or unsafe."""
+    text = {k: manifest.get(k) for k in ("trash_id", "doc_id", "title", "removed_at", "raw_name")}
+    if not all(isinstance(v, str) for v in text.values()):
+        return None
+    original, url = manifest.get("original"), manifest.get("source_url")
+    if not (is_id(text["trash_id"]) and _is_plain_name(text["raw_name"])):
+        return None
+    if original is not None and not (isinstance(original, str) and _is_plain_name(original)):
+        return None
+    try:
+        removed = datetime.fromisoformat(text["removed_at"])
+    except ValueError:
+        return None
+    if removed.tzinfo is None:
+        return None
+    return Trashed(
+        **text,  # type: ignore[arg-type]
+        original=original,
+        source_name=str(manifest.get("source_name") or ""),
+        source_url=url if isinstance(url, str) else None,
+        source_sha256=str(manifest.get("source_sha256") or ""),
+    )
+
+
+def _write_manifest(settings: Settings, folder: Path, manifest: dict) -> None:
+    data = json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8")
+    write_atomic(folder / MANIFEST, data, staging=settings.staging)
+
+
+def _is_plain_name(name: str) -> bool:
+    """A file name on its own: no folder part, not '.' or '..', no NUL."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
