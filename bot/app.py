@@ -30,7 +30,11 @@ from telegram.ext import (
 )
 
 from bot.access import refusal
+from bot.actions import CALLBACK_PREFIX as ACTION_PREFIX
+from bot.capture import IN_ALBUM, LINK_WITH_COMMENT, on_forward, on_kept_button, on_link_comment, on_note
 from bot.deps import BotDeps, deps_of
+from bot.find import on_action, on_find
+from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
 from bot.media import on_document, on_photo, on_save_note, on_voice
 from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
 from bot.render import esc, link, parse_callback
@@ -48,6 +52,8 @@ COMMANDS = [
     ("help", "how to use kb"),
     ("search", "search the web even when your documents have something"),
     ("import", "import a web candidate: /import web-2"),
+    ("find", "find your documents: /find words (open, delete)"),
+    ("note", "keep a note: /note text, or reply /note to a message"),
     ("sources", "the latest documents"),
     ("status", "documents, inbox, daemon and model server"),
     ("forget", "clear this chat's web candidates"),
@@ -60,8 +66,13 @@ HELP = (
     "• Send a voice note to ask by voice; tap “Save as note” to keep what you said.\n"
     "• When your documents do not answer, kb searches the web and shows candidates as buttons: "
     "tap one to import it, and kb answers again from it.\n"
-    "• Paste a link to import that page.\n\n"
-    "/search question · /import web-N · /sources · /status · /forget"
+    "• Paste a link to import that page; a link with a line of comment is imported with the comment.\n"
+    "• Forward a message, a photo, an album, a file or a voice note to keep it (not answered); "
+    "/note text keeps a thought. “Ask about it” and “Undo” come with each.\n"
+    "• /find words lists your documents that match: open one (its passage and the original file) or "
+    "delete it (it stays in the trash for 30 days; Undo brings it back). Under an answer, "
+    "“Sources” shows the passages it used.\n\n"
+    "/find words · /search question · /import web-N · /note text · /sources · /status · /forget"
 )
 
 
@@ -84,17 +95,23 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     new = filters.UpdateType.MESSAGE  # an edited message is not a new question
     app.add_handler(TypeHandler(Update, gatekeeper), group=-1)
     app.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, on_edited))
+    app.add_handler(MessageHandler(new & (filters.FORWARDED | IN_ALBUM), on_forward))  # kept, not answered
     app.add_handler(CommandHandler(["start", "help"], on_help, filters=new))
     app.add_handler(CommandHandler("search", on_search, filters=new))
     app.add_handler(CommandHandler("import", on_import, filters=new))
     app.add_handler(CommandHandler("sources", on_sources, filters=new))
+    app.add_handler(CommandHandler("find", on_find, filters=new))
     app.add_handler(CommandHandler("status", on_status, filters=new))
     app.add_handler(CommandHandler("forget", on_forget, filters=new))
+    app.add_handler(CommandHandler("note", on_note, filters=new))
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), on_voice))
     app.add_handler(MessageHandler(new & filters.PHOTO, on_photo))
     app.add_handler(MessageHandler(new & filters.Document.ALL, on_document))
+    app.add_handler(MessageHandler(new & LINK_WITH_COMMENT & ~filters.COMMAND, on_link_comment))
     app.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, on_text))
     app.add_handler(CallbackQueryHandler(on_save_note, pattern=f"^{NOTE_PREFIX}"))
+    app.add_handler(CallbackQueryHandler(on_kept_button, pattern=f"^{KEPT_PREFIX}"))
+    app.add_handler(CallbackQueryHandler(on_action, pattern=f"^{ACTION_PREFIX}"))
     app.add_handler(CallbackQueryHandler(on_callback))
     app.add_error_handler(on_error)
     return app

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from telegram.ext import ContextTypes
 
+from bot.actions import Actions
+from bot.kept import Collector, KeptNotes
 from bot.notes import PendingNotes
 from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
@@ -36,6 +38,9 @@ class BotDeps:
     allowed_users: frozenset[int]
     transcribe: Callable[[bytes], Transcript] | None = None
     notes: PendingNotes = field(default_factory=PendingNotes)
+    kept: KeptNotes = field(default_factory=KeptNotes)  # saved from the chat, for Ask / Undo
+    collector: Collector = field(default_factory=Collector)  # forwards and albums, gathered
+    actions: Actions = field(default_factory=Actions)  # what the document buttons do (bot.find)
     locks: defaultdict[int, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     taps: set[tuple[str, str]] = field(default_factory=set)
     tokenizer: LoadedCounter | None = (

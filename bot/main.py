@@ -93,6 +93,10 @@ def create(
         announce(settings, application.bot.username)
 
     async def stop(application) -> None:
+        deps = application.bot_data.get("deps")
+        if deps is not None:  # forwards still being gathered, notes still followed: left as they are
+            await deps.collector.close()
+            await deps.kept.close()
         session = session_box.pop("session", None)
         if session is not None:
             await session.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, Message
@@ -12,9 +12,11 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
+from bot.actions import Actions
 from bot.deps import deps_of
 from bot.render import candidate_buttons, reply_messages
-from knowledge.answer.assistant import Reply
+from knowledge.answer.assistant import Citation, Reply
+from knowledge.ingest.raw import chunk_document
 from knowledge.websearch.store import SearchRecord
 
 TYPING_EVERY_S = 4.0
@@ -55,13 +57,28 @@ async def send_reply(
     context: ContextTypes.DEFAULT_TYPE, chat_id: int, reply: Reply, *, chat_key: str
 ) -> None:
     """The reply in as many messages as it takes; web candidates as buttons under the last one."""
-    markup = keyboard(deps_of(context).store.latest(chat_key)) if reply.mode == "web" else None
+    deps = deps_of(context)
+    if reply.mode == "web":
+        markup = keyboard(deps.store.latest(chat_key))
+    else:
+        markup = sources_button(deps.actions, chat_id, reply.citations)
     messages = reply_messages(reply)
     for n, text in enumerate(messages, 1):
         await context.bot.send_message(
             chat_id, text, parse_mode=ParseMode.HTML, link_preview_options=NO_PREVIEW,
             reply_markup=markup if n == len(messages) else None,
         )  # fmt: skip
+
+
+def sources_button(
+    actions: Actions, chat_id: int, citations: Sequence[Citation]
+) -> InlineKeyboardMarkup | None:
+    """The "Sources" button under an answer that cites passages (bot.find shows them)."""
+    if not citations:
+        return None
+    cited = [(c.number, c.chunk_id, chunk_document(c.chunk_id)) for c in citations]
+    data = actions.add(chat_id, "sources", cited=cited)
+    return InlineKeyboardMarkup([[InlineKeyboardButton("Sources", callback_data=data)]])
 
 
 async def say(

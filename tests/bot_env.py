@@ -1,6 +1,7 @@
 """The bot under test: real HTTP to a local Bot API stand-in, the scripted model, web search
 stand-in, the daemon on a real inbox, and a scripted transcriber standing in for Whisper."""
 
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -58,11 +59,12 @@ class Env:
 
 @asynccontextmanager
 async def running_bot(
-    home: Path, varn_site, *, transcribe=None, **env: str
+    home: Path, varn_site, *, transcribe=None, daemon: bool = True, **env: str
 ) -> AsyncIterator[tuple[Env, str]]:
     """The bot and the daemon on a knowledge base in ``home``, with every stand-in; (Env, web base URL).
 
     ``transcribe`` None: the bot's own transcriber (mlx-whisper on KB_WHISPER_MODEL, given in ``env``).
+    ``daemon`` False: no daemon runs (a test starts one with ``daemon.main.background`` when it wants).
     """
     base, port, _ = varn_site
     telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
@@ -78,7 +80,7 @@ async def running_bot(
     app = create(
         settings, transcribe=transcribe, allow_hosts=[("127.0.0.1", port)]
     )  # the test web server only
-    with background(settings, ApproxCounter()):
+    with background(settings, ApproxCounter()) if daemon else contextlib.nullcontext():
         await app.initialize()
         await app.post_init(app)
         await app.start()

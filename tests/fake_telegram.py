@@ -55,6 +55,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -997,6 +998,98 @@ class FakeTelegram:
                  "file_name": file_name, "mime_type": mime_type, "file_size": stored.file_size}  # fmt: skip
         return self._push_media(chat_id, user_id, "audio", audio, caption, username)
 
+    @staticmethod
+    def origin(
+        kind: str,
+        *,
+        date: int,
+        name: str = "Someone",
+        username: str | None = None,
+        chat_id: int = -1001234567890,
+        message_id: int = 1,
+        user_id: int = 9000001,
+        is_bot: bool = False,
+    ) -> dict:
+        """A forward_origin of ``kind`` user, hidden_user, chat or channel (date: the original time)."""
+        if kind == "user":
+            user = {"id": user_id, "is_bot": is_bot, "first_name": name}
+            if username:
+                user["username"] = username
+            return {"type": "user", "date": date, "sender_user": user}
+        if kind == "hidden_user":
+            return {"type": "hidden_user", "date": date, "sender_user_name": name}
+        chat = {"id": chat_id, "type": "channel" if kind == "channel" else "supergroup", "title": name}
+        if username:
+            chat["username"] = username
+        if kind == "chat":
+            return {"type": "chat", "date": date, "sender_chat": chat}
+        return {"type": "channel", "date": date, "chat": chat, "message_id": message_id}
+
+    def push_forward(
+        self,
+        chat_id: int,
+        user_id: int,
+        *,
+        origin: dict,
+        text: str | None = None,
+        entities: list[dict] | None = None,
+        photo: tuple[bytes, int, int] | None = None,
+        voice: tuple[bytes, int] | None = None,
+        document: tuple[str, bytes, str] | None = None,
+        caption: str | None = None,
+        media_group_id: str | None = None,
+    ) -> int:
+        """The owner forwards a message: text (with ``entities`` as given, UTF-16 offsets), a photo
+        (bytes, width, height), a voice note (bytes, seconds) or a document (name, bytes, mime);
+        ``media_group_id`` puts it in an album. Returns the update_id."""
+        extra: dict[str, Any] = {"forward_origin": origin}
+        if media_group_id is not None:
+            extra["media_group_id"] = media_group_id
+        if caption:
+            extra["caption"] = caption
+        with self._lock:
+            if photo is not None:
+                data, width, height = photo
+                full = self._store_file(data, "photos", ".jpg", "Photo", None)
+                extra["photo"] = [{"file_id": full.file_id, "file_unique_id": full.file_unique_id,
+                                   "file_size": full.file_size, "width": width, "height": height}]  # fmt: skip
+            if voice is not None:
+                stored = self._store_file(voice[0], "voice", ".oga", "Voice", None)
+                extra["voice"] = {"file_id": stored.file_id, "file_unique_id": stored.file_unique_id,
+                                  "duration": voice[1], "mime_type": "audio/ogg", "file_size": stored.file_size}  # fmt: skip
+            if document is not None:
+                name, data, mime = document
+                stored = self._store_file(data, "documents", "." + name.rsplit(".", 1)[-1], "Document", None)
+                extra["document"] = {"file_name": name, "mime_type": mime, "file_id": stored.file_id,
+                                     "file_unique_id": stored.file_unique_id, "file_size": stored.file_size}  # fmt: skip
+            user = self._user(user_id, None, None)
+            chat = self._ensure_chat(chat_id, "private", user)
+            msg = StoredMessage(
+                chat_id=chat_id, message_id=self._new_message_id(chat_id), date=int(time.time()),
+                from_bot=False, sender=user, text=text, sent_text=text, entities=entities or [], extra=extra,
+            )  # fmt: skip
+            self._messages[chat_id][msg.message_id] = msg
+            payload = self._message_dict(msg, chat)
+        return self._enqueue({"message": payload})
+
+    def push_reply(self, chat_id: int, user_id: int, text: str, *, reply_to: int) -> int:
+        """The owner answers message ``reply_to`` of this chat with ``text`` (a command gets its entity)."""
+        with self._lock:
+            user = self._user(user_id, None, None)
+            chat = self._ensure_chat(chat_id, "private", user)
+            original = self._message_dict(self._messages[chat_id][reply_to], chat)
+            entities = [
+                self._entity("bot_command", text, m.start(), m.end()) for m in BOT_COMMAND_RE.finditer(text)
+            ]
+            msg = StoredMessage(
+                chat_id=chat_id, message_id=self._new_message_id(chat_id), date=int(time.time()),
+                from_bot=False, sender=user, text=text, sent_text=text, entities=entities,
+                extra={"reply_to_message": original},
+            )  # fmt: skip
+            self._messages[chat_id][msg.message_id] = msg
+            payload = self._message_dict(msg, chat)
+        return self._enqueue({"message": payload})
+
     def push_raw(self, update: dict) -> int:
         """Any update dict (channel_post, edited_message, my_chat_member…); update_id is added
         when missing. Returns the update_id."""
@@ -1229,6 +1322,7 @@ class FakeTelegram:
                 call.params = self._decode(raw)
                 if files:
                     call.params["_files"] = {k: v[0] for k, v in files.items()}
+                    call.params["_uploads"] = files  # (file name, bytes) by field, for sendDocument
                 if not TOKEN_RE.match(token):
                     raise ApiError(404, "Not Found")
                 if token != self.token:
@@ -1471,6 +1565,44 @@ class FakeTelegram:
         self._messages[chat["id"]][msg.message_id] = msg
         return self._message_dict(msg, chat)
 
+    def _send_document(self, params: dict) -> dict:
+        """A file uploaded by the bot (multipart), kept like a user's upload so a test can read it back."""
+        chat = self._chat(params)
+        upload = params.get("_uploads", {}).get("document")
+        if upload is None:
+            raise bad_request("there is no document in the request")  # a file_id or URL: not served here
+        name, data = upload
+        if not data:
+            raise bad_request("file must be non-empty")
+        if len(data) > 50 * 1024 * 1024:
+            raise ApiError(413, "Request Entity Too Large")
+        stored = self._store_file(data, "documents", Path(name or "").suffix, "document", None)
+        caption = params.get("caption")
+        plain, entities = (
+            format_text(str(caption), params.get("parse_mode"), params.get("caption_entities"),
+                        strict_ampersand=self.strict_ampersand)
+            if caption else (None, [])
+        )  # fmt: skip
+        extra: dict[str, Any] = {}
+        if plain:
+            extra["caption"] = plain
+            if entities:
+                extra["caption_entities"] = entities
+        msg = StoredMessage(
+            chat_id=chat["id"],
+            message_id=self._new_message_id(chat["id"]),
+            date=int(time.time()),
+            from_bot=True,
+            sender=self.bot_user,
+            text=None,
+            reply_markup=self._markup(params),
+            document={"file_id": stored.file_id, "file_unique_id": stored.file_unique_id,
+                      "file_name": name, "file_size": stored.file_size},
+            extra=extra,
+        )  # fmt: skip
+        self._messages[chat["id"]][msg.message_id] = msg
+        return self._message_dict(msg, chat)
+
     def _message_to_edit(self, params: dict) -> tuple[dict, StoredMessage]:
         if params.get("inline_message_id"):
             raise bad_request("message to edit not found")  # the stand-in keeps no inline messages
@@ -1612,6 +1744,7 @@ _HANDLERS: dict[str, Callable[[FakeTelegram, dict], Any]] = {
     "deletewebhook": FakeTelegram._delete_webhook,
     "setwebhook": FakeTelegram._set_webhook,
     "sendmessage": FakeTelegram._send_message,
+    "senddocument": FakeTelegram._send_document,
     "editmessagetext": FakeTelegram._edit_message_text,
     "editmessagereplymarkup": FakeTelegram._edit_message_reply_markup,
     "deletemessage": FakeTelegram._delete_message,

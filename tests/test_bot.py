@@ -19,7 +19,7 @@ env = bot_env.env  # the fixture
 async def test_commands_are_registered_and_start_explains(env):
     env, _ = env
     names = [c["command"] for c in env.telegram.my_commands()]
-    assert names == ["start", "help", "search", "import", "sources", "status", "forget"]
+    assert names == ["start", "help", "search", "import", "find", "note", "sources", "status", "forget"]
     await env.say("/start")
     call = await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
     assert valid_html(call)

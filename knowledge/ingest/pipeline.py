@@ -99,10 +99,14 @@ class IngestProgress(Protocol):
 
 @dataclass(frozen=True)
 class Sidecar:
-    """Trusted fields of a ``NAME.source.json`` written by kb's web import."""
+    """Trusted fields of a ``NAME.source.json`` written by kb (a web import, the bot)."""
 
     source_url: str | None
     charset: str | None
+    origin_type: str | None = None  # something kept from the chat: where it came from…
+    origin_name: str | None = None
+    origin_date: str | None = None
+    comment: str | None = None  # …and the comment or caption that came with it
 
 
 class _Failure(Exception):
@@ -375,6 +379,10 @@ class Ingestor:
             if ocr and ocr.illegible_pages
             else None,
             ocr_unread_pages=rawfile.page_ranges(ocr.unread_pages) if ocr and ocr.unread_pages else None,
+            origin_type=sidecar.origin_type,
+            origin_name=sidecar.origin_name,
+            origin_date=sidecar.origin_date,
+            comment=sidecar.comment,
         )
         text = rawfile.render(meta, converted.markdown)
         try:
@@ -710,7 +718,18 @@ def read_sidecar(path: Path, *, root: Path | None = None) -> Sidecar:
     charset = data.get("charset")
     if not (isinstance(charset, str) and 0 < len(charset) <= 40):
         charset = None
-    return Sidecar(url, charset)
+    kept = {key: _sidecar_text(data.get(key), limit) for key, limit in _KEPT_FIELDS.items()}
+    return Sidecar(url, charset, **kept)
+
+
+_KEPT_FIELDS = {"origin_type": 100, "origin_name": 500, "origin_date": 40, "comment": 4000}
+
+
+def _sidecar_text(value: object, limit: int) -> str | None:
+    """A sidecar's string field as written to the raw front matter: text, cut to ``limit``, or None."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return clean_text(value.strip())[:limit]
 
 
 def unique_name(folder: Path, name: str) -> str:

@@ -18,7 +18,10 @@ A source read by OCR (a photo, a scanned PDF) also records ``ocr_engine`` ("rapi
 PP-OCRv6", "apple-vision"), ``ocr_confidence`` (the mean over its lines, "0.93"), ``ocr_pages`` (the
 pages whose text came from OCR, "1-3,5") and, when there are any, ``ocr_illegible_pages`` (scanned
 pages with nothing legible) and ``ocr_unread_pages`` (scanned pages not read: the file's OCR time,
-``KB_OCR_BUDGET_S``, ran out). Every key but the first four is optional.
+``KB_OCR_BUDGET_S``, ran out). Something kept from the chat records where it came from
+(``origin_type`` "channel", ``origin_name`` "Team News (@teamnews)", ``origin_date``) and the
+``comment`` that came with it (a link's comment, a forwarded file's caption), from kb's sidecar.
+Every key but the first four is optional.
 
 Values are JSON strings (valid YAML too). The same source bytes give the same raw bytes:
 nothing time-dependent is written. A raw file's document id depends only on its name, so
@@ -48,6 +51,10 @@ FRONT_MATTER_KEYS = (
     "ocr_pages",
     "ocr_illegible_pages",
     "ocr_unread_pages",
+    "origin_type",
+    "origin_name",
+    "origin_date",
+    "comment",
 )
 _SLUG_MAX = 60
 _SLUG_MAX_BYTES = 120  # 40 Thai or Chinese characters: raw names stay far below 255 bytes
@@ -68,6 +75,10 @@ class RawMeta:
     ocr_pages: str | None = None
     ocr_illegible_pages: str | None = None
     ocr_unread_pages: str | None = None
+    origin_type: str | None = None
+    origin_name: str | None = None
+    origin_date: str | None = None
+    comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,11 @@ def chunk_seq(chunk_id_: str) -> int:
     return int(chunk_id_.rsplit("-chunk-", 1)[1])
 
 
+def chunk_document(chunk_id_: str) -> str:
+    """The document id in a chunk id."""
+    return chunk_id_.rsplit("-chunk-", 1)[0]
+
+
 def render(meta: RawMeta, body: str) -> str:
     """The raw file's text: front matter, a blank line, the body ending with one newline."""
     lines = ["---"]
@@ -166,6 +182,10 @@ def parse(text: str, *, fallback_name: str, sha256: str) -> RawFile:
         ocr_pages=values.get("ocr_pages"),
         ocr_illegible_pages=values.get("ocr_illegible_pages"),
         ocr_unread_pages=values.get("ocr_unread_pages"),
+        origin_type=values.get("origin_type"),
+        origin_name=values.get("origin_name"),
+        origin_date=values.get("origin_date"),
+        comment=values.get("comment"),
     )
     return RawFile(meta=meta, body_lines=body, first_body_line=first_body)
 

@@ -167,6 +167,8 @@ async def import_web_source(
         "sha256": fetched.sha256,
         "size": len(fetched.data),
     }
+    if candidate.comment:
+        sidecar["comment"] = candidate.comment
     path = deliver(
         settings.inbox,
         file_name(candidate.title, fetched.final_url, fetched.kind),

@@ -30,6 +30,7 @@ class Candidate:
     title: str
     url: str
     snippet: str
+    comment: str | None = None  # what the owner wrote with a link they shared, kept with the import
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,18 @@ class CandidateStore:
             created_at=self.clock().isoformat(timespec="seconds"),
             candidates=[Candidate(f"web-{n}", t, u, s) for n, (t, u, s) in enumerate(results, 1)],
         )
+        self._put(record)
+        return record
+
+    def _put(self, record: SearchRecord) -> None:
         with self._locked():
             data = self._fresh(self._read())
-            data[chat_id] = asdict(record)
+            raw = asdict(record)
+            for candidate in raw["candidates"]:  # written only when there is one, as before
+                if candidate.get("comment") is None:
+                    candidate.pop("comment", None)
+            data[record.chat_id] = raw
             self._write(data)
-        return record
 
     def latest(self, chat_id: str, *, include_expired: bool = False) -> SearchRecord | None:
         """The chat's latest search, if it has one (that has not expired, unless asked)."""
@@ -102,10 +110,17 @@ class CandidateStore:
                 return chat
         return None
 
-    def save_url(self, chat_id: str, url: str) -> SearchRecord:
-        """A URL the owner pasted: a one-candidate record (web-1), imported like any other."""
+    def save_url(self, chat_id: str, url: str, *, comment: str | None = None) -> SearchRecord:
+        """A URL the owner pasted: a one-candidate record (web-1), imported like any other; the
+        ``comment`` they wrote with it goes with the import."""
         host = urlsplit(url).hostname or url
-        return self.save(chat_id, url, [], [(host, url, "a link pasted by the owner")])
+        record = SearchRecord(
+            search_id=new_search_id(), chat_id=chat_id, question=url, queries=[],
+            created_at=self.clock().isoformat(timespec="seconds"),
+            candidates=[Candidate("web-1", host, url, "a link pasted by the owner", comment)],
+        )  # fmt: skip
+        self._put(record)
+        return record
 
     def is_expired(self, record: SearchRecord) -> bool:
         """Older than the time-to-live."""

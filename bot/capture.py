@@ -1,0 +1,527 @@
+"""Keeping things from the chat: forwards, albums, /note, a link with a comment.
+
+A forwarded message is saved, not answered. Messages forwarded together (Telegram sends one update
+each, a moment apart) are gathered per chat until the chat is quiet: their text becomes one Markdown
+note, their photos one document (a multi-page PDF for an album), each file kept with its caption.
+Everything goes into the inbox with a sidecar (the daemon stays the only writer) before the reply
+says "Saved"; the reply is edited once the daemon has indexed it, and carries "Ask about it" and
+"Undo" buttons. The same bytes kept before are "Already kept".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+
+import structlog
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, MessageOrigin, Update
+from telegram.ext import ContextTypes, filters
+
+from bot.deps import BotDeps, deps_of
+from bot.kept import ASK, UNDO, Kept, data
+from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, read_back, reading_text
+from bot.render import esc
+from bot.send import edit, say, send_reply, typing
+from knowledge.errors import FetchRefused, IndexError_, SpeechError
+from knowledge.ingest.handoff import deliver, ingest_record
+from knowledge.ingest.lock import holder
+from knowledge.ingest.note import (
+    Entity,
+    Origin,
+    Piece,
+    album_pdf,
+    iso,
+    link_and_comment,
+    note_file,
+    origin_fields,
+    title_of,
+)
+from knowledge.ingest.pipeline import sidecar_path
+from knowledge.ingest.raw import sha256_hex
+from knowledge.ingest.requests import ask_daemon
+from knowledge.retrieval.index import Index
+from knowledge.status import plural
+from knowledge.websearch.importer import ImportRefused, import_web_source, wait_for_ingest
+
+log = structlog.get_logger()
+
+WAITING = "Waiting for the daemon: it will be indexed when it starts (kb daemon)."
+FOLLOW_MAX_S = 24 * 3600.0  # a note waits in the inbox for the daemon at most this long in the chat
+FAST_POLL_S, SLOW_POLL_S, FAST_FOR_S = 0.3, 5.0, 120.0
+_COMMAND = re.compile(r"/\S+\s*")
+
+
+class _InAlbum(filters.MessageFilter):
+    """A photo that is part of an album (media_group_id): kept with the others as one document."""
+
+    def filter(self, message: Message) -> bool:
+        return message.media_group_id is not None and bool(message.photo)
+
+
+class _LinkWithComment(filters.MessageFilter):
+    """One link with a comment before or after it (not a question about it)."""
+
+    def filter(self, message: Message) -> bool:
+        return message.text is not None and link_and_comment(message.text) is not None
+
+
+IN_ALBUM = _InAlbum(name="InAlbum")
+LINK_WITH_COMMENT = _LinkWithComment(name="LinkWithComment")
+
+
+# -- handlers -------------------------------------------------------------------------------
+
+
+async def on_forward(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A forwarded message or an album photo: gathered with the others sent with it, then kept."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    flush = partial(keep_batch, context, chat_id, update.effective_user.id)
+    deps.collector.add(chat_id, update.effective_message, flush)
+
+
+async def on_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/note text… keeps the text; /note as a reply to one of the owner's messages keeps that one."""
+    chat_id, message = update.effective_chat.id, update.effective_message
+    text = message.text or ""
+    cut = _COMMAND.match(text)
+    rest = text[cut.end() :] if cut else ""
+    target = message.reply_to_message
+    if rest.strip():
+        piece = Piece(rest, shifted(entities_of(message.entities), len(text) - len(rest)))
+    elif target is not None:
+        if target.from_user is None or target.from_user.id != update.effective_user.id:
+            await say(context, chat_id, "Reply with /note to one of your own messages to keep it.")
+            return
+        piece = piece_of(target)
+        if not piece.text.strip():
+            await say(context, chat_id, "That message has no text to keep.")
+            return
+    else:
+        await say(context, chat_id, "Usage: /note your text — or reply /note to a message of yours.")
+        return
+    note = note_file([piece], kind="forward" if piece.origin else "note")
+    sidecar = {**note.sidecar, "origin_type": note.sidecar.get("origin_type", "note")}
+    sidecar.setdefault("origin_date", iso(message.date or datetime.now(UTC)))
+    await keep(context, chat_id, note.name, note.data, _sidecar("telegram note", note.name, update, sidecar),
+               note.title)  # fmt: skip
+
+
+async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A link with a comment: the page is imported and the comment kept in its front matter."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    url, comment = link_and_comment(update.effective_message.text or "") or ("", "")
+    record = deps.store.save_url(str(chat_id), url, comment=comment)
+    status = await say(context, chat_id, f"<i>{esc(url)}: starting…</i>")
+
+    async def show(state: str) -> None:
+        await edit(context, status, f"<i>{esc(url)}: {esc(state)}…</i>")
+
+    async with deps.locks[chat_id]:
+        try:
+            result = await import_web_source(
+                "web-1", chat_id=str(chat_id), settings=deps.settings, store=deps.store, fetch=deps.fetch,
+                search_id=record.search_id, wait_s=deps.settings.import_wait_s,
+                clock=lambda: datetime.now(UTC), progress=show,
+            )  # fmt: skip
+        except (ImportRefused, FetchRefused) as exc:
+            await edit(context, status, f"Not kept: {esc(url)} — {esc(str(exc))}")
+            return
+    if result.status == "already":
+        await _already(context, chat_id, result.doc_id or "", result.title or url, status=status)
+    elif result.status == "indexed":
+        item = Kept(chat_id, result.title or url, None, None, result.doc_id, "indexed")
+        token = deps.kept.add(item)
+        log.info("capture.saved", kind="link", doc_id=result.doc_id, comment_chars=len(comment))
+        done = f"Indexed, {plural(result.chunks or 0, 'chunk')}, with your comment."
+        await edit(context, status, f"Saved: {esc(item.title)}\n{done}", reply_markup=buttons(token))
+    elif result.status == "queued" and result.kept_at:
+        path = Path(result.kept_at)
+        sha = await asyncio.to_thread(lambda: sha256_hex(path.read_bytes()))
+        item = Kept(chat_id, url, path, sha)
+        token = deps.kept.add(item)
+        log.info("capture.saved", kind="link", file=path.name, comment_chars=len(comment))
+        await edit(context, status, saved_text(deps, item), reply_markup=buttons(token))
+        deps.kept.follow(follow(context, deps, item, token, status))
+    else:
+        await edit(context, status, f"Not kept: {esc(url)} — {esc(result.message or result.reason or '')}")
+
+
+async def on_kept_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """ "Ask about it" and "Undo" under something saved."""
+    deps, query = deps_of(context), update.callback_query
+    chat_id = update.effective_chat.id
+    found = deps.kept.find(chat_id, query.data or "")
+    if found is None:
+        await query.answer("this button has expired", show_alert=True)
+        return
+    action, item = found
+    status = query.message if isinstance(query.message, Message) else None
+    if action == ASK:
+        await ask_about(context, deps, query, item)
+    else:
+        await undo(context, deps, query, item, status)
+
+
+# -- batches of forwards --------------------------------------------------------------------
+
+
+async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: int, batch: list) -> None:
+    """Messages forwarded together: text (and voice transcripts) as one note, photos as one document,
+    each file on its own."""
+    deps = deps_of(context)
+    messages: list[Message] = sorted(batch, key=lambda m: m.message_id)
+    photos = [m for m in messages if m.photo]
+    files = [m for m in messages if m.document and not m.photo]
+    voices = [m for m in messages if (m.voice or m.audio) and not m.document]
+    log.info(
+        "capture.batch", messages=len(messages), photos=len(photos), files=len(files), voices=len(voices)
+    )
+    pieces: list[Piece] = []
+    async with deps.locks[chat_id]:
+        for message in messages:
+            if message in voices:
+                piece = await heard(context, deps, chat_id, message)
+            elif message in photos or message in files:
+                continue
+            else:
+                piece = piece_of(message)
+            if piece is not None and (piece.text.strip() or piece.kind == "voice"):
+                pieces.append(piece)
+            elif piece is not None:
+                await say(context, chat_id, "Not kept: kb keeps text, photos, files and voice notes.")
+        album = await album_of(deps, photos) if photos else None
+        downloads = [await file_of(context, deps, chat_id, m) for m in files]
+    if pieces:
+        note = note_file(pieces, kind="forward")
+        sidecar = _sidecar("telegram forward", note.name, user_id, note.sidecar)
+        await keep(context, chat_id, note.name, note.data, sidecar, note.title)
+    if album is not None:
+        name, payload, title, fields = album
+        await keep(context, chat_id, name, payload, _sidecar("telegram album", name, user_id, fields), title)
+    for download in downloads:
+        if download is not None:
+            name, payload, fields = download
+            await keep(
+                context, chat_id, name, payload, _sidecar("telegram forward", name, user_id, fields), name
+            )
+
+
+async def heard(
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, chat_id: int, message: Message
+) -> Piece | None:
+    """A forwarded voice note as a piece of the note: its transcript (not answered)."""
+    audio = message.voice or message.audio
+    if deps.transcribe is None:
+        await say(
+            context,
+            chat_id,
+            "Not kept: voice notes cannot be transcribed here (mlx-whisper is not installed).",
+        )
+        return None
+    seconds = audio.to_dict().get("duration")
+    if (seconds and seconds > deps.settings.voice_max_s) or (audio.file_size or 0) > MAX_UPLOAD_BYTES:
+        await say(
+            context, chat_id, f"Not kept: that recording is over {deps.settings.voice_max_s:g} s or 20 MB."
+        )
+        return None
+    payload = bytes(await (await audio.get_file()).download_as_bytearray())
+    try:
+        transcript = await asyncio.to_thread(deps.transcribe, payload)
+    except SpeechError as exc:
+        log.warning("capture.voice_failed", reason=exc.reason, error=str(exc))
+        await say(context, chat_id, f"Not kept: {esc(str(exc))}")
+        return None
+    return Piece(transcript.text.strip(), (), origin_of(message.forward_origin), "voice", seconds)
+
+
+async def album_of(deps: BotDeps, photos: list[Message]) -> tuple[str, bytes, str, dict] | None:
+    """The photos as one file: the photo itself, or a PDF of them all; (name, bytes, title, sidecar fields)."""
+    if deps.settings.ocr == "off":
+        return None
+    images = []
+    for message in photos:
+        size = max(message.photo, key=lambda s: s.width * s.height)
+        images.append(bytes(await (await size.get_file()).download_as_bytearray()))
+    first = photos[0]
+    caption = next((m.caption for m in photos if m.caption), None)
+    origin = origin_of(first.forward_origin)
+    when = (origin.date if origin and origin.date else first.date or datetime.now(UTC)).astimezone(UTC)
+    fields = dict(origin_fields([Piece("", (), origin)])) if origin else {}
+    if caption:
+        fields["comment"] = caption
+    if len(images) == 1:
+        title = title_of([Piece(caption or "", (), origin)]) if caption or origin else "Photo"
+        return f"photo-{when:%Y%m%d-%H%M%S}.jpg", images[0], title, fields
+    title = title_of([Piece(caption, ())]) if caption else f"Album of {len(images)} photos, {when:%Y-%m-%d}"
+    pdf = await asyncio.to_thread(album_pdf, images, title=title, when=when)
+    return f"album-{when:%Y%m%d-%H%M%S}.pdf", pdf, title, fields
+
+
+async def file_of(
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, chat_id: int, message: Message
+) -> tuple[str, bytes, dict] | None:
+    """A forwarded file the pipeline can read, with its origin and caption; None (said why) otherwise."""
+    document = message.document
+    name = Path(document.file_name or "file").name
+    accepted = {**DOCUMENTS, **(IMAGES if deps.settings.ocr != "off" else {})}
+    if Path(name).suffix.lower() not in accepted or (document.file_size or 0) > MAX_UPLOAD_BYTES:
+        await say(
+            context,
+            chat_id,
+            f"Not kept: {esc(name)} — kb keeps {', '.join(sorted(accepted))} files up to 20 MB.",
+        )
+        return None
+    payload = bytes(await (await document.get_file()).download_as_bytearray())
+    origin = origin_of(message.forward_origin)
+    fields = dict(origin_fields([Piece("", (), origin)])) if origin else {}
+    if message.caption:
+        fields["comment"] = message.caption
+    return name, payload, fields
+
+
+# -- saving and following -------------------------------------------------------------------
+
+
+async def keep(
+    context: ContextTypes.DEFAULT_TYPE, chat_id: int, name: str, payload: bytes, sidecar: dict, title: str
+) -> None:
+    """Into the inbox (or "Already kept" when these bytes are a document), "Saved", then followed."""
+    deps = deps_of(context)
+    sha = sha256_hex(payload)
+    existing = await asyncio.to_thread(kept_before, deps.settings.index_path, sha)
+    if existing is not None:
+        log.info("capture.duplicate", doc_id=existing[0], sha256=sha[:16], seen="index")
+        await _already(context, chat_id, *existing)
+        return
+    try:
+        path = await asyncio.to_thread(
+            deliver, deps.settings.inbox, name, payload, sidecar, staging=deps.settings.staging
+        )
+    except OSError as exc:
+        log.error("capture.failed", file=name, error=str(exc))
+        await say(context, chat_id, f"Not kept: {esc(title)} — {esc(exc.strerror or str(exc))}")
+        return
+    log.info("capture.saved", kind=sidecar.get("source"), file=path.name, sha256=sha[:16], bytes=len(payload))
+    item = Kept(chat_id, title, path, sha)
+    token = deps.kept.add(item)
+    status = await say(context, chat_id, saved_text(deps, item), reply_markup=buttons(token))
+    deps.kept.follow(follow(context, deps, item, token, status))
+
+
+def saved_text(deps: BotDeps, item: Kept) -> str:
+    """ "Saved: <title>", and that it waits for the daemon when the daemon is not running."""
+    waiting = holder(deps.settings.lock_path) is None
+    return f"Saved: {esc(item.title)}" + (f"\n{WAITING}" if waiting else "")
+
+
+async def follow(
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, item: Kept, token: str, status: Message
+) -> None:
+    """Wait for the daemon's record of a saved thing and edit its reply to say what became of it."""
+    started = time.monotonic()
+    record = None
+    while item.state == "inbox" and time.monotonic() - started < FOLLOW_MAX_S:
+        fast = time.monotonic() - started < FAST_FOR_S
+        record = await wait_for_ingest(
+            deps.settings, item.path, item.sha256, timeout_s=1.0 if fast else SLOW_POLL_S,
+            poll_s=FAST_POLL_S if fast else SLOW_POLL_S,
+        )  # fmt: skip
+        if record is not None:
+            break
+    if record is None or item.state != "inbox":
+        return  # undone meanwhile, or still waiting after a day: /status tells
+    await settle(context, deps, item, token, status, record)
+
+
+async def settle(
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, item: Kept, token: str, status: Message, record: dict
+) -> None:
+    """The reply once the daemon has done it: indexed, already kept, or not kept and why."""
+    item.doc_id = record["doc_id"]
+    if record["status"] == "indexed":
+        item.state, item.title = "indexed", record["title"] or item.title
+        log.info("capture.indexed", doc_id=item.doc_id, chunks=record["chunks"])
+        text = f"Saved: {esc(item.title)}\nIndexed, {plural(record['chunks'] or 0, 'chunk')}."
+        reading = read_back(deps.settings.raw.parent / record["raw_path"]) if record.get("raw_path") else None
+        if reading is not None:
+            text += "\n" + reading_text(reading)
+        await edit(context, status, text, reply_markup=buttons(token))
+    elif record["status"] == "duplicate":
+        item.state, item.title = "duplicate", record["title"] or item.title
+        log.info("capture.duplicate", doc_id=item.doc_id, sha256=(item.sha256 or "")[:16], seen="pipeline")
+        await edit(
+            context, status, f"Already kept: {esc(item.title)}", reply_markup=buttons(token, undo=False)
+        )
+    else:
+        item.state = "failed"
+        log.warning("capture.failed", file=item.path.name if item.path else None, error=record["error"])
+        await edit(
+            context, status, f"Not kept: {esc(item.title)} — {esc(record['error'] or 'conversion failed')}"
+        )
+
+
+async def _already(
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    doc_id: str,
+    title: str,
+    *,
+    status: Message | None = None,
+) -> None:
+    deps = deps_of(context)
+    token = deps.kept.add(Kept(chat_id, title, None, None, doc_id, "duplicate"))
+    text, markup = f"Already kept: {esc(title)}", buttons(token, undo=False)
+    if status is None:
+        await say(context, chat_id, text, reply_markup=markup)
+    else:
+        await edit(context, status, text, reply_markup=markup)
+
+
+def kept_before(index_path: Path, sha256: str) -> tuple[str, str] | None:
+    """(doc_id, title) of the document made from these exact bytes, if there is one."""
+    try:
+        with Index(index_path, readonly=True) as index:
+            doc = index.document_by_source_sha256(sha256)
+    except IndexError_:
+        return None
+    return (doc.id, doc.title) if doc else None
+
+
+def buttons(token: str, *, undo: bool = True) -> InlineKeyboardMarkup:
+    """ "Ask about it" and "Undo" for a saved thing."""
+    row = [InlineKeyboardButton("Ask about it", callback_data=data(token, ASK))]
+    if undo:
+        row.append(InlineKeyboardButton("Undo", callback_data=data(token, UNDO)))
+    return InlineKeyboardMarkup([row])
+
+
+# -- the buttons ----------------------------------------------------------------------------
+
+
+async def ask_about(context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, query, item: Kept) -> None:
+    """ "Ask about it": what the saved document says, answered from it alone."""
+    chat_id = item.chat_id
+    if item.state == "undone":
+        await query.answer("it was undone", show_alert=True)
+        return
+    if item.doc_id is None:
+        await query.answer("not indexed yet — tap again once it is", show_alert=True)
+        return
+    await query.answer()
+    async with deps.locks[chat_id], typing(context, chat_id):
+        reply = await deps.engine.ask(
+            f"What does “{item.title}” say?", chat_id=str(chat_id), document=item.doc_id
+        )
+    await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+
+
+async def undo(
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, query, item: Kept, status: Message | None
+) -> None:
+    """ "Undo": out of the inbox when not yet indexed, else removed by the daemon (kept in its trash)."""
+    if item.state in ("undone", "duplicate", "failed"):
+        await query.answer("nothing to undo", show_alert=False)
+        return
+    await query.answer("undoing…")
+    if item.state == "inbox":
+        record = await asyncio.to_thread(take_back, deps, item)
+        if record is None:
+            item.state = "undone"
+            log.info("capture.undone", where="inbox", file=item.path.name if item.path else None)
+            await _show(
+                context, item.chat_id, status, f"Undone: {esc(item.title)} was taken out of the inbox."
+            )
+            return
+        item.doc_id = record["doc_id"]
+        item.state = "indexed" if record["status"] == "indexed" else record["status"]
+        if item.state != "indexed":
+            return
+    change = await asyncio.to_thread(
+        ask_daemon, deps.settings, "remove", item.doc_id, wait_s=deps.settings.import_wait_s
+    )
+    log.info("capture.undone", where="index", doc_id=item.doc_id, status=change.status)
+    if change.status == "done":
+        item.state = "undone"
+        text = f"Undone: {esc(item.title)} was removed (its original is in the trash)."
+    elif change.status == "waiting":
+        text = f"Undo asked: {esc(item.title)} will be removed when the daemon runs (kb daemon)."
+    else:
+        text = f"Could not undo {esc(item.title)}: {esc(change.message)}"
+    await _show(context, item.chat_id, status, text)
+
+
+def take_back(deps: BotDeps, item: Kept) -> dict | None:
+    """Take a saved file out of the inbox; the daemon's record instead when it got there first."""
+    path, sha = item.path, item.sha256 or ""
+    record = ingest_record(deps.settings.index_path, str(path), sha)
+    if record is not None or path is None:
+        return record
+    try:
+        path.unlink()
+    except FileNotFoundError:  # the daemon has it in hand: its record comes in a moment
+        deadline = time.monotonic() + deps.settings.import_wait_s
+        while record is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            record = ingest_record(deps.settings.index_path, str(path), sha)
+        return record
+    sidecar_path(path).unlink(missing_ok=True)
+    return None
+
+
+async def _show(context: ContextTypes.DEFAULT_TYPE, chat_id: int, status: Message | None, text: str) -> None:
+    if status is not None:
+        await edit(context, status, text)
+    else:
+        await say(context, chat_id, text)
+
+
+# -- Telegram messages as note pieces -------------------------------------------------------
+
+
+def piece_of(message: Message) -> Piece:
+    """A message's text (or caption) with its entities, and where it was forwarded from."""
+    if message.text is not None:
+        text, entities = message.text, message.entities
+    else:
+        text, entities = message.caption or "", message.caption_entities
+    return Piece(text, entities_of(entities), origin_of(message.forward_origin))
+
+
+def entities_of(entities) -> tuple[Entity, ...]:
+    return tuple(Entity(str(e.type), e.offset, e.length, e.url, e.language) for e in entities or ())
+
+
+def shifted(entities: tuple[Entity, ...], cut: int) -> tuple[Entity, ...]:
+    """Entities of a text with its first ``cut`` characters (ASCII: a command) removed."""
+    return tuple(
+        Entity(e.type, e.offset - cut, e.length, e.url, e.language) for e in entities if e.offset >= cut
+    )
+
+
+def origin_of(origin: MessageOrigin | None) -> Origin | None:
+    """forward_origin as an Origin: user, hidden user, chat or channel."""
+    if origin is None:
+        return None
+    kind, date = origin.type, origin.date
+    if kind == MessageOrigin.USER:
+        user = origin.sender_user
+        return Origin("user", user.full_name, date, user.username)
+    if kind == MessageOrigin.HIDDEN_USER:
+        return Origin("hidden_user", origin.sender_user_name, date)
+    if kind == MessageOrigin.CHAT:
+        chat = origin.sender_chat
+        return Origin("chat", chat.title or chat.full_name or "a chat", date, chat.username)
+    if kind == MessageOrigin.CHANNEL:
+        chat = origin.chat
+        return Origin("channel", chat.title or "a channel", date, chat.username, origin.message_id)
+    return Origin(str(kind), "unknown", date)
+
+
+def _sidecar(source: str, name: str, user: Update | int, fields: dict) -> dict:
+    """The sidecar: where it came from (the pipeline copies origin_* and comment into raw/)."""
+    user_id = user if isinstance(user, int) else user.effective_user.id
+    return {"source": source, "file_name": name, "telegram_user_id": user_id, **fields}

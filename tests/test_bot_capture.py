@@ -1,0 +1,241 @@
+"""Keeping things from the chat, end to end: forwards (text, album, voice, files), /note, a link with a
+comment, duplicates, Undo and "Ask about it" — the real bot against the Bot API stand-in, the daemon
+with real OCR on a real inbox, the scripted model and a scripted transcriber."""
+
+import time
+
+from daemon.main import background
+from knowledge.ingest.raw import parse
+from knowledge.retrieval.index import Index
+from knowledge.speech.transcribe import Transcript
+from knowledge.tokenizer import ApproxCounter
+from tests import bot_env
+from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed
+from tests.fake_llm import answer
+from tests.test_bot_media import encoded, page_image
+
+env = bot_env.env  # the fixture
+ORIGINAL = 1714557600  # 2024-05-01 10:00 UTC
+
+
+def documents(env):
+    try:
+        with Index(env.settings.index_path, readonly=True) as index:
+            return index.documents()
+    except Exception:
+        return []
+
+
+def raw_of(env, doc):
+    text = (env.settings.raw.parent / doc.raw_path).read_text(encoding="utf-8")
+    return text, parse(text, fallback_name=doc.raw_path, sha256="").meta
+
+
+def inbox_notes(env):
+    return sorted(p.name for p in env.settings.inbox.glob("*.md"))
+
+
+def buttons_of(env, call):
+    message = env.telegram.message(OWNER, call.result["message_id"])
+    return {b["text"]: b["callback_data"] for b in message.buttons}
+
+
+def channel(message_id=42):
+    return env_origin("channel", name="Team News", username="teamnews", message_id=message_id)
+
+
+def env_origin(kind, **kw):
+    from tests.fake_telegram import FakeTelegram
+
+    return FakeTelegram.origin(kind, date=ORIGINAL, **kw)
+
+
+async def test_a_forward_from_a_channel_is_saved_with_its_link_not_answered(env):
+    env, _ = env
+    text = "Ferry timetable changes on Friday\nThe last ferry leaves at 21:40, see the plan."
+    entities = [{"type": "bold", "offset": text.index("21:40"), "length": 5},
+                {"type": "text_link", "offset": text.index("plan"), "length": 4, "url": "https://example.org/plan"}]  # fmt: skip
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(), text=text, entities=entities)
+    saved = await env.bot_said(lambda c: c.params["text"].startswith("Saved: Ferry timetable"))
+    assert valid_html(saved) and set(buttons_of(env, saved)) == {"Ask about it", "Undo"}
+    assert "Waiting for the daemon" not in saved.params["text"]
+    await env.bot_said(lambda c: "Indexed, 1 chunk" in c.params["text"])
+    (doc,) = documents(env)
+    raw, meta = raw_of(env, doc)
+    assert meta.title == "Ferry timetable changes on Friday" and meta.source_url == "https://t.me/teamnews/42"
+    assert (meta.origin_type, meta.origin_name) == ("channel", "Team News (@teamnews)")
+    assert meta.origin_date == "2024-05-01T10:00:00Z"
+    assert "leaves at **21:40**, see the [plan](https://example.org/plan)." in raw
+    assert "forwarded from Team News (@teamnews), 2024-05-01 10:00 UTC · <https://t.me/teamnews/42>" in raw
+    assert env.llm.requests == []  # saved, not answered
+
+
+async def test_a_forward_from_a_user_and_a_hidden_user(env):
+    env, _ = env
+    env.telegram.push_forward(OWNER, OWNER, origin=env_origin("user", name="Alice", username="alice"),
+                              text="Alice says the boat is blue")  # fmt: skip
+    await env.bot_said(lambda c: "Saved: Alice says the boat is blue\nIndexed" in c.params["text"])
+    env.telegram.push_forward(
+        OWNER, OWNER, origin=env_origin("hidden_user", name="Bob"), text="Bob's quiet word"
+    )
+    await env.bot_said(lambda c: "Saved: Bob's quiet word\nIndexed" in c.params["text"])
+    metas = {raw_of(env, d)[1].origin_name: raw_of(env, d)[1] for d in documents(env)}
+    assert set(metas) == {"Alice (@alice)", "Bob (hidden account)"}
+    assert metas["Alice (@alice)"].origin_type == "user" and metas["Alice (@alice)"].source_url is None
+
+
+async def test_a_burst_of_forwards_is_one_note(env):
+    env, _ = env
+    for n, word in enumerate(["first", "second", "third"], 1):
+        env.telegram.push_forward(OWNER, OWNER, origin=channel(message_id=n), text=f"The {word} message")
+    await env.bot_said(lambda c: "Saved: The first message\nIndexed" in c.params["text"])
+    (doc,) = documents(env)
+    raw, _ = raw_of(env, doc)
+    assert all(f"The {w} message" in raw for w in ("first", "second", "third"))
+    assert [p.name for p in env.settings.processed.glob("forward-*.md")] == ["forward-the-first-message.md"]
+    assert sum(c.params["text"].startswith("Saved") for c in env.telegram.calls("sendMessage")) == 1
+
+
+async def test_the_same_forward_twice_is_already_kept(env):
+    env, _ = env
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(), text="Keep this once")
+    await env.bot_said(lambda c: "Saved: Keep this once\nIndexed" in c.params["text"])
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(), text="Keep this once")
+    again = await env.bot_said(lambda c: c.params["text"] == "Already kept: Keep this once")
+    assert set(buttons_of(env, again)) == {"Ask about it"}
+    assert len(documents(env)) == 1
+
+
+async def test_an_album_of_three_photos_is_one_document_read_by_ocr(env):
+    env, _ = env
+    pages = [["Quillan ferry timetable"], ["The last ferry leaves at 21:40"], ["Tickets cost nine crowns"]]
+    for n, lines in enumerate(pages):
+        env.telegram.push_forward(OWNER, OWNER, origin=channel(message_id=10 + n), media_group_id="album-1",
+                                  photo=(encoded(page_image(lines)), 1000, 360),
+                                  caption="Ferry notes" if n == 0 else None)  # fmt: skip
+    done = await env.bot_said(lambda c: "Saved: Ferry notes\nIndexed" in c.params["text"], timeout_s=120)
+    assert "Read 3 lines" in done.params["text"]
+    (doc,) = documents(env)
+    raw, meta = raw_of(env, doc)
+    assert meta.title == "Ferry notes" and meta.comment == "Ferry notes" and meta.ocr_pages == "1-3"
+    assert "21:40" in raw and "nine crowns" in raw and meta.origin_name == "Team News (@teamnews)"
+    assert [p.suffix for p in env.settings.processed.iterdir() if not p.name.endswith(".json")] == [".pdf"]
+
+
+async def test_a_forwarded_voice_note_is_transcribed_and_kept_not_answered(env):
+    env, _ = env
+    env.voice.script = [Transcript(text="Remember the spare oars in the shed", language="en", duration_s=4.0)]
+    env.telegram.push_forward(OWNER, OWNER, origin=env_origin("user", name="Alice"), voice=(b"OggS voice", 4))
+    await env.bot_said(lambda c: "Saved: Remember the spare oars in the shed\nIndexed" in c.params["text"])
+    (doc,) = documents(env)
+    raw, meta = raw_of(env, doc)
+    assert "— voice note (4 s) forwarded from Alice, 2024-05-01 10:00 UTC" in raw
+    assert env.voice.heard == [b"OggS voice"] and env.llm.requests == []
+    assert not any(c.params["text"].startswith("I heard") for c in env.telegram.calls("editMessageText"))
+
+
+async def test_a_forwarded_file_keeps_its_caption_and_origin(env):
+    env, _ = env
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(), caption="the minutes",
+                              document=("minutes.md", b"# Minutes\n\nWe agreed on green.\n", "text/markdown"))  # fmt: skip
+    await env.bot_said(lambda c: "Saved: Minutes\nIndexed" in c.params["text"])
+    (doc,) = documents(env)
+    _, meta = raw_of(env, doc)
+    assert meta.comment == "the minutes" and meta.source_url == "https://t.me/teamnews/42"
+
+
+async def test_note_command_and_note_as_a_reply(env):
+    env, _ = env
+    await env.say("/note Buy *two* oars")
+    await env.bot_said(lambda c: "Saved: Buy *two* oars\nIndexed" in c.params["text"])
+    own = env.telegram.push_message(OWNER, OWNER, "The shed key is under the stone")
+    await env.bot_said(lambda c: True)  # answered as a question, as always
+    mine = max(
+        m.message_id for m in env.telegram.messages(OWNER) if not m.from_bot and m.text.startswith("The shed")
+    )
+    del own
+    env.telegram.push_reply(OWNER, OWNER, "/note", reply_to=mine)
+    await env.bot_said(lambda c: "Saved: The shed key is under the stone\nIndexed" in c.params["text"])
+    metas = [raw_of(env, d)[1] for d in documents(env)]
+    assert {m.origin_type for m in metas} == {"note"} and all(m.origin_date for m in metas)
+    await env.say("/note")
+    await env.bot_said(lambda c: c.params["text"].startswith("Usage: /note"))
+
+
+async def test_a_link_with_a_comment_is_imported_with_the_comment(env):
+    env, base = env
+    await env.say(f"{base}/varn the lake that never freezes")
+    done = await env.bot_said(lambda c: c.params["text"].startswith("Saved: The Varn valley"))
+    assert "with your comment" in done.params["text"]
+    (doc,) = documents(env)
+    _, meta = raw_of(env, doc)
+    assert meta.comment == "the lake that never freezes" and meta.source_url == f"{base}/varn"
+    await env.say(f"{base}/varn")  # a bare link is still offered as an import
+    await env.bot_said(lambda c: "Tap to import it." in c.params["text"])
+
+
+async def test_undo_after_indexing_removes_the_document(env):
+    env, _ = env
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(), text="A thing to undo")
+    saved = await env.bot_said(lambda c: "Saved: A thing to undo\nIndexed" in c.params["text"])
+    message_id = saved.result["message_id"]
+    undo = buttons_of(env, saved)["Undo"]
+    env.telegram.push_callback(OWNER, OWNER, message_id, undo[:-3] + "xyz:u")  # forged: nothing happens
+    env.telegram.push_callback(OWNER, OWNER, message_id, undo)
+    await env.bot_said(
+        lambda c: c.params["text"].startswith("Undone: A thing to undo was removed"), timeout_s=30
+    )
+    assert documents(env) == []
+
+
+async def test_ask_about_it_answers_from_the_saved_document(env):
+    env, _ = env
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(), text="The Zorblat brews nine cups")
+    saved = await env.bot_said(lambda c: "Saved: The Zorblat brews nine cups\nIndexed" in c.params["text"])
+    env.llm.script = [answer("It brews nine cups [1].")]
+    env.telegram.push_callback(
+        OWNER, OWNER, saved.result["message_id"], buttons_of(env, saved)["Ask about it"]
+    )
+    reply = await env.bot_said(lambda c: "It brews nine cups" in c.params["text"], timeout_s=30)
+    assert "raw/forward-the-zorblat-brews-nine-cups-" in reply.params["text"]
+    assert "What does “The Zorblat brews nine cups” say?" in str(env.llm.requests[-1]["messages"])
+
+
+async def test_a_forward_from_a_bot_is_still_refused(env):
+    env, _ = env
+    env.telegram.push_message(OWNER, OWNER, "bot words to keep", forward_from_bot=True)
+    await env.say("/help")
+    await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
+    time.sleep(2.0)  # longer than the collector's quiet period
+    assert inbox_notes(env) == [] and not any(
+        c.params["text"].startswith("Saved") for c in env.telegram.calls("sendMessage")
+    )
+
+
+async def test_with_the_daemon_down_it_waits_then_undo_takes_it_out_of_the_inbox(tmp_path, varn_site):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), daemon=False) as (
+        env,
+        _,
+    ):
+        env.telegram.push_forward(OWNER, OWNER, origin=channel(), text="Waiting words")
+        saved = await env.bot_said(lambda c: c.params["text"].startswith("Saved: Waiting words"))
+        assert (
+            "Waiting for the daemon: it will be indexed when it starts (kb daemon)." in saved.params["text"]
+        )
+        assert inbox_notes(env) == ["forward-waiting-words.md"]  # in the inbox before "Saved"
+        env.telegram.push_callback(OWNER, OWNER, saved.result["message_id"], buttons_of(env, saved)["Undo"])
+        await env.bot_said(lambda c: c.params["text"] == "Undone: Waiting words was taken out of the inbox.")
+        assert inbox_notes(env) == [] and list(env.settings.inbox.glob("*.source.json")) == []
+
+
+async def test_a_note_saved_while_the_daemon_is_down_is_indexed_when_it_starts(tmp_path, varn_site):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), daemon=False) as (
+        env,
+        _,
+    ):
+        await env.say("/note Indexed later")
+        saved = await env.bot_said(lambda c: c.params["text"].startswith("Saved: Indexed later\nWaiting"))
+        with background(env.settings, ApproxCounter()):
+            await wait_indexed(env, 1)
+            done = await env.bot_said(lambda c: c.params["text"] == "Saved: Indexed later\nIndexed, 1 chunk.")
+            assert done.params["message_id"] == saved.result["message_id"]

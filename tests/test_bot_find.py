@@ -1,0 +1,175 @@
+"""Finding and managing documents from the phone, end to end: /find with pages, Open (the passage and
+the original file back), Delete → Undo, the Sources button under an answer, and forged buttons."""
+
+import re
+
+from bot.actions import Actions
+from tests import bot_env
+from tests.bot_env import OWNER, valid_html, wait_indexed
+from tests.fake_llm import answer
+
+env = bot_env.env  # the fixture
+
+
+def drop(env, name: str, text: str) -> bytes:
+    data = text.encode()
+    (env.settings.inbox / name).write_bytes(data)
+    return data
+
+
+async def tap(env, message, label: str) -> dict:
+    """Tap the button with this label on a message; the callback's answer once given."""
+    data = next(b["callback_data"] for b in message.buttons if b["text"] == label)
+    qid = env.telegram.push_callback(OWNER, OWNER, message.message_id, data)
+    await env.telegram.wait_until(lambda: env.telegram.callback_answer(qid) is not None)
+    return env.telegram.callback_answer(qid)
+
+
+def last_with(env, text: str):
+    return next(m for m in reversed(env.telegram.bot_messages(OWNER)) if m.text and text in m.text)
+
+
+async def test_find_lists_matching_documents_a_page_at_a_time(env):
+    env, _ = env
+    for n in range(7):
+        drop(env, f"harbour-{n}.md", f"# Harbour day {n}\n\nBoats left the harbour {n} times.\n")
+    drop(env, "bread.md", "# Sourdough\n\nSourdough rises with wild yeast.\n")
+    await wait_indexed(env, 8)
+    await env.say("/find harbour")
+    call = await env.bot_said(lambda c: "7 documents" in c.params["text"])
+    assert valid_html(call)
+    listing = env.telegram.message(OWNER, call.result["message_id"])
+    assert "(1–5)" in listing.text and "Sourdough" not in listing.text
+    assert re.search(
+        r"1\. Harbour day \d · \d{4}-\d\d-\d\d · harbour-\d\.md\n    Boats left the harbour", listing.text
+    )
+    labels = [b["text"] for b in listing.buttons]
+    assert labels == [f"{a} {n}" for n in range(1, 6) for a in ("Open", "Delete")] + ["Next ›"]
+    await tap(env, listing, "Next ›")
+    await env.telegram.wait_until(
+        lambda: "(6–7)" in (env.telegram.message(OWNER, listing.message_id).text or "")
+    )
+    page2 = env.telegram.message(OWNER, listing.message_id)
+    assert [b["text"] for b in page2.buttons] == ["Open 6", "Delete 6", "Open 7", "Delete 7", "‹ Previous"]
+    await tap(env, page2, "‹ Previous")
+    await env.telegram.wait_until(
+        lambda: "(1–5)" in (env.telegram.message(OWNER, listing.message_id).text or "")
+    )
+    await env.say("/find zeppelin")
+    await env.bot_said(lambda c: "No document matches “zeppelin”" in c.params["text"])
+    await env.say("/find")
+    await env.bot_said(lambda c: "Usage: /find words" in c.params["text"])
+
+
+async def test_open_sends_the_passage_with_its_lines_and_the_original_file_back(env):
+    env, _ = env
+    data = drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    await wait_indexed(env, 1)
+    await env.say("/find Quillan")
+    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+    answered = await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Open 1")
+    assert answered["text"] == "opening…"
+    sent = await env.telegram.wait_for("sendDocument", timeout_s=10)
+    assert sent.ok and sent.params["_files"]["document"] == "quillan.md"
+    assert env.telegram.file(sent.result["document"]["file_id"]).data == data
+    passage = last_with(env, "Lake Quillan is 317 metres deep.")
+    assert re.search(r"raw/quillan-[0-9a-f]{8}\.md:\d+-\d+", passage.text)
+
+
+async def test_delete_asks_once_more_then_undo_brings_the_document_back(env):
+    env, _ = env
+    drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    drop(env, "bread.md", "# Sourdough\n\nSourdough rises with wild yeast.\n")
+    await wait_indexed(env, 2)
+    await env.say("/find Quillan")
+    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+    await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Delete 1")
+    await env.bot_said(lambda c: c.params["text"].startswith("Delete "))
+    confirm = last_with(env, "the original is kept in the trash for 30 days")
+    assert [b["text"] for b in confirm.buttons] == ["Delete", "Keep it"]
+    yes = confirm.buttons[0]["callback_data"]
+    await tap(env, confirm, "Delete")
+    await env.telegram.wait_until(
+        lambda: "Deleted: Lake Quillan" in (env.telegram.message(OWNER, confirm.message_id).text or ""), 25
+    )
+    assert not list(env.settings.raw.glob("quillan-*.md"))
+    assert not list(env.settings.processed.glob("quillan*.md"))
+    await env.say("/find Quillan")
+    await env.bot_said(lambda c: "No document matches “Quillan”" in c.params["text"])
+    qid = env.telegram.push_callback(OWNER, OWNER, confirm.message_id, yes)  # a replayed confirmation
+    await env.telegram.wait_until(lambda: env.telegram.callback_answer(qid) is not None)
+    again = env.telegram.callback_answer(qid)
+    assert again["show_alert"] is True and "expired" in again["text"]
+
+    deleted = env.telegram.message(OWNER, confirm.message_id)
+    await tap(env, deleted, "Undo")
+    await env.telegram.wait_until(
+        lambda: "Restored: Lake Quillan" in (env.telegram.message(OWNER, confirm.message_id).text or ""), 25
+    )
+    assert list(env.settings.raw.glob("quillan-*.md")) and list(env.settings.processed.glob("quillan*.md"))
+    await env.say("/find Quillan")
+    await env.bot_said(lambda c: "1 document" in c.params["text"] and "Lake Quillan" in c.params["text"])
+
+
+async def test_keep_it_deletes_nothing(env):
+    env, _ = env
+    drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    await wait_indexed(env, 1)
+    await env.say("/find Quillan")
+    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+    await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Delete 1")
+    await env.bot_said(lambda c: c.params["text"].startswith("Delete "))
+    confirm = last_with(env, "the original is kept in the trash for 30 days")
+    await tap(env, confirm, "Keep it")
+    await env.telegram.wait_until(
+        lambda: "Kept: Lake Quillan" in (env.telegram.message(OWNER, confirm.message_id).text or "")
+    )
+    assert list(env.settings.raw.glob("quillan-*.md"))
+
+
+async def test_the_sources_button_shows_the_passages_the_answer_used(env):
+    env, _ = env
+    drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n")
+    await wait_indexed(env, 1)
+    env.llm.script = [answer("It is 317 metres deep [1].")]
+    await env.say("How deep is Lake Quillan?")
+    call = await env.bot_said(lambda c: "317 metres deep" in c.params["text"])
+    reply = env.telegram.message(OWNER, call.result["message_id"])
+    assert [b["text"] for b in reply.buttons] == ["Sources"]
+    await tap(env, reply, "Sources")
+    shown = await env.bot_said(lambda c: c.params["text"].startswith("[1] "))
+    assert valid_html(shown)
+    passage = env.telegram.message(OWNER, shown.result["message_id"])
+    assert "never freezes" in passage.text and re.search(r"raw/quillan-[0-9a-f]{8}\.md:\d+-\d+", passage.text)
+    await tap(env, passage, "Open [1]")
+    sent = await env.telegram.wait_for("sendDocument", timeout_s=10)
+    assert sent.params["_files"]["document"] == "quillan.md"
+
+
+async def test_forged_replayed_and_foreign_buttons_do_nothing(env):
+    env, _ = env
+    drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    await wait_indexed(env, 1)
+    await env.say("/find Quillan")
+    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+    listing = env.telegram.message(OWNER, call.result["message_id"])
+    delete = next(b["callback_data"] for b in listing.buttons if b["text"] == "Delete 1")
+    for data in ("act:forged-token", "act:", "act:" + "x" * 60, delete.replace("act:", "act:x")):
+        qid = env.telegram.push_callback(OWNER, OWNER, listing.message_id, data)
+        await env.telegram.wait_until(lambda q=qid: env.telegram.callback_answer(q) is not None)
+        assert "expired" in env.telegram.callback_answer(qid)["text"]
+    assert list(env.settings.raw.glob("quillan-*.md"))
+
+
+def test_a_button_acts_only_in_its_own_chat_once_when_once_and_not_after_a_day():
+    now = [1000.0]
+    actions = Actions(clock=lambda: now[0])
+    data = actions.add(OWNER, "delete-yes", once=True, doc_id="doc-1")
+    assert actions.take(OWNER + 1, data) is None  # another chat
+    assert actions.take(OWNER, data).target == {"doc_id": "doc-1"}
+    assert actions.take(OWNER, data) is None  # once
+    page = actions.add(OWNER, "page", page=1)
+    assert actions.take(OWNER, page) is not None and actions.take(OWNER, page) is not None
+    now[0] += 24 * 3600 + 1
+    assert actions.take(OWNER, page) is None  # a day later
+    assert len(data.encode()) <= 64  # Telegram's callback data limit
