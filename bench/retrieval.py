@@ -340,10 +340,14 @@ def main() -> int:
             by_lang = {lang: [q for q in questions if q[0] == lang] for lang in LANGS}
             nth = {id(q): n for lang in LANGS for n, q in enumerate(by_lang[lang])}
             translated: dict[str, list[int | None]] = {}
+            translated_any: dict[str, list[int | None]] = {}  # the same article in any language
             for q in questions if meaning else []:
-                parallel = {lang: by_lang[lang][nth[id(q)]][2] for lang in LANGS}
+                same = [by_lang[lang][nth[id(q)]] for lang in LANGS]
+                parallel = {p[0]: p[2] for p in same}
                 results, _ = with_translations(index, q, parallel, meaning, args.k, run)
                 translated.setdefault(q[0], []).append(hit_rank(results, own_doc(q), q[3]))
+                ranks = [hit_rank(results, own_doc(p) or "", p[3]) for p in same]
+                translated_any.setdefault(q[0], []).append(min((r for r in ranks if r), default=None))
             met = True
             for lang in LANGS:
                 lx = lexical[lang]
@@ -357,6 +361,14 @@ def main() -> int:
                     f"  {TARGETS['r1'][lang]:.2f}/{TARGETS['r5']:.2f}"
                 )
             print(f"target (hybrid): {'met' if met else 'NOT met'}")
+            if translated_any:
+                print(
+                    "  + reference translations, hit = the article in any of its languages: "
+                    + ", ".join(
+                        f"{lang} {recall(translated_any[lang], 1):.3f}/{recall(translated_any[lang], 5):.3f}"
+                        for lang in LANGS
+                    )
+                )
 
             print(
                 f"\nevidence pack (KB_EVIDENCE_TOKENS={settings.evidence_tokens}):"
