@@ -27,7 +27,12 @@ questions against those of the next article), and the ``same`` set with every he
 added as a distractor (about 4,700 chunks). Cost: the decision's own work (the question's
 reference cosines, each candidate's evidence, the verdict) over 100,000 vectors.
 
+``--translations`` asks the XQuAD questions as kb does with the model up: searched again with the
+question in the index's other languages where kb would ask the model for them (XQuAD's own
+parallel questions stand in for the model's translations); the verdict still judges the question.
+
     python bench/sufficiency.py [--choose] [--dump FILE] [--threshold P] [--only SETS] [--embed local|off]
+                                [--translations]
 
 ``--choose`` prints the weights chosen on the two XQuAD sets (both folds; with ``--embed off``
 those of the words-only model), as knowledge/retrieval/sufficiency.py holds them.
@@ -36,6 +41,7 @@ those of the words-only model), as knowledge/retrieval/sufficiency.py holds them
 from __future__ import annotations
 
 import argparse
+import asyncio
 import io
 import json
 import statistics
@@ -52,13 +58,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.heldout import DATA, load_drcd, load_iapp, load_tydi, markdown, tydi_articles  # noqa: E402
-from bench.retrieval import DEFAULT_CACHE, DEFAULT_DATA, CachingEmbedder, Question, build, load_xquad, setup  # noqa: E402
+from bench.retrieval import (  # noqa: E402
+    DEFAULT_CACHE,
+    DEFAULT_DATA,
+    GROUP_OF,
+    CachingEmbedder,
+    Question,
+    build,
+    load_xquad,
+    setup,
+)
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.retrieval import sufficiency  # noqa: E402
 from knowledge.retrieval.index import Index  # noqa: E402
 from knowledge.retrieval.search import Meaning, rank  # noqa: E402
 from knowledge.retrieval.sufficiency import Evidence  # noqa: E402
+from knowledge.retrieval.translate import LANGUAGES, Translation, search_translated  # noqa: E402
 from knowledge.retrieval.vectors import embed_missing  # noqa: E402
 
 HELDOUT_CACHE = ROOT / "runs" / "bench" / "heldout-vectors.npz"
@@ -96,12 +112,19 @@ def ask_all(
     indexed: Callable[[Question], tuple[str, list[str], bool] | None],
     *,
     keep_candidates: bool = False,
+    parallel: Callable[[Question], dict[str, str]] | None = None,
 ) -> list[Asked]:
     """Ask every question; ``indexed(q)`` gives (gold document id, answer texts in that document, whether
-    that document is in another language than the question), or None when its article is not indexed."""
+    that document is in another language than the question), or None when its article is not indexed.
+
+    ``parallel``: the question in each language (XQuAD's own translations), searched too where kb
+    would translate (knowledge.retrieval.translate), as when the model is up."""
     out = []
     for q in questions:
-        ranked = rank(index, q[2], k=8, meaning=meaning)
+        if parallel is not None and meaning is not None:
+            ranked = translated_rank(index, meaning, q, parallel(q))
+        else:
+            ranked = rank(index, q[2], k=8, meaning=meaning)
         gold = indexed(q)
         candidates: list[tuple[Evidence, bool]] = []
         if keep_candidates and ranked:
@@ -116,6 +139,32 @@ def ask_all(
     return out
 
 
+def translated_rank(index: Index, meaning: Meaning, q: Question, parallel: dict[str, str]) -> list:
+    """rank() as kb runs it with the model up: again with the translations when they can help."""
+
+    async def search(texts):
+        ranked = rank(index, q[2], k=8, meaning=meaning, translations=texts)
+        return Ranking(ranked, ranked[0].evidence if ranked else None)
+
+    async def reference(question: str, groups) -> list[Translation]:
+        return [
+            Translation(LANGUAGES[GROUP_OF[lang]][0], text)
+            for lang, text in parallel.items()
+            if lang != q[0] and GROUP_OF[lang] in groups
+        ]
+
+    found, _ = asyncio.run(search_translated(search, reference, q[2], meaning.cache.group_counts))
+    return found.ranked
+
+
+@dataclass
+class Ranking:
+    """What search_translated needs of a search: the evidence of its best passage."""
+
+    ranked: list
+    best: Evidence | None
+
+
 def xquad_set(
     tmp: Path,
     env: dict[str, str],
@@ -125,8 +174,10 @@ def xquad_set(
     cross: bool,
     keep: bool,
     distractors: dict | None = None,
+    translated: bool = False,
 ) -> list[Asked]:
-    """Both folds of the XQuAD split ``same`` (cross=False) or ``cross``."""
+    """Both folds of the XQuAD split ``same`` (cross=False) or ``cross``; ``translated``: each question
+    also searched with XQuAD's own translations where kb would translate."""
     docs, questions = load_xquad(DEFAULT_DATA, titles=not cross)
     keys = sorted({k for _, k in docs})
     by_lang = {lang: [q for q in questions if q[0] == lang] for lang in LANGS}
@@ -151,7 +202,13 @@ def xquad_set(
                 lang = language[q[1]] if cross else q[0]
                 return doc_ids[(lang, q[1])], by_lang[lang][position[id(q)]][3], lang != q[0]
 
-            out += ask_all(index, meaning, questions, indexed, keep_candidates=keep)
+            def parallel(q: Question) -> dict[str, str]:
+                return {lang: by_lang[lang][position[id(q)]][2] for lang in LANGS}
+
+            out += ask_all(
+                index, meaning, questions, indexed, keep_candidates=keep,
+                parallel=parallel if translated else None,
+            )  # fmt: skip
     return out
 
 
@@ -406,6 +463,10 @@ def main() -> int:
         "--only", default="same,cross,heldout,other,one,big,cost",
         help="comma-separated sets: same, cross, heldout, other, one, big, cost",
     )  # fmt: skip
+    parser.add_argument(
+        "--translations", action="store_true",
+        help="XQuAD sets: also search with XQuAD's own translations where kb would ask the model for them",
+    )  # fmt: skip
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())
     wanted = set(args.only.split(","))
@@ -429,6 +490,7 @@ def main() -> int:
                     embedder,
                     cross=name == "cross",
                     keep=args.choose or args.dump is not None,
+                    translated=args.translations,
                 )
         if args.dump is not None:
             with args.dump.open("w") as out:

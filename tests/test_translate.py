@@ -11,7 +11,7 @@ import structlog
 
 from knowledge.answer.llm import ModelClient
 from knowledge.config import load_settings
-from knowledge.retrieval.embed import LocalEmbedder
+from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
@@ -27,6 +27,7 @@ from knowledge.retrieval.translate import (
 from knowledge.retrieval.vectors import embed_missing
 from knowledge.wiring import translator
 from tests.conftest import ingest_texts, make_settings, subprocess_env
+from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, answer, free_port, start
 
 QUESTION = "泰國哪一種米煮熟後很香？"
@@ -232,3 +233,39 @@ async def test_ask_searches_with_the_translations_and_the_reply_says_which(tmp_p
     assert reply.mode == "local" and reply.citations[0].title == "ข้าวหอมมะลิ"
     assert "ข้าวหอมมะลิเป็นข้าวพันธุ์หนึ่ง" in fake.requests[1]["messages"][-1]["content"]  # the Thai passage
     assert len(fake.requests) == 3  # translated once: the second ask took them from the cache
+
+
+BAG_DOCS = {
+    "lake.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n",
+    "ferry.md": "# The Marrow Star\n\nThe Marrow Star ferry has carried 212 passengers since 1931.\n",
+    "heron.md": "# Heron survey\n\nThe survey counted 48 grey heron nests along the estuary.\n",
+    "tea.md": "# 烏龍茶\n\n烏龍茶是一種半發酵的茶，主要產於台灣和福建。\n",
+    "rain.md": "# 梅雨\n\n台北的梅雨季節通常在五月和六月。\n",
+}
+
+
+def test_a_translation_answers_for_the_passages_in_its_own_language(tmp_path):
+    """With an embedder that cannot cross scripts (hashed words), a Chinese question about an English
+    page is judged unanswered as written; its English translation is judged as if asked in English:
+    answered when the page holds its words, not when no English page does."""
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, BAG_DOCS)
+    with threaded(FakeEmbeddings()) as fake, Index(settings.index_path) as index:
+        embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+        embed_missing(index, embedder)
+        meaning = Meaning.of(embedder)
+        alone = find(index, "奎蘭湖有多深？", k=3, meaning=meaning)
+        helped = find(
+            index, "奎蘭湖有多深？", k=3, meaning=meaning, translations=["How deep is Lake Quillan?"]
+        )
+        absent = find(
+            index,
+            "台灣高鐵多快？",
+            k=3,
+            meaning=meaning,
+            translations=["How fast is the Taiwan high-speed rail?"],
+        )
+    assert not alone.verdict.answerable
+    assert helped.verdict.answerable and helped.results[0].title == "Lake Quillan"
+    assert helped.results[0].relevance >= settings.min_relevance > alone.verdict.relevance
+    assert not absent.verdict.answerable

@@ -243,7 +243,8 @@ def find(
 
     ``translations``: the question in other languages (knowledge.retrieval.translate); each
     ranks too: a chunk scores the best of the question's score and TRANSLATION_WEIGHT of each
-    translation's. The verdict judges the question itself.
+    translation's. The verdict takes each passage's best judgement: of the question, or of a
+    translation (the question as it would be asked in the passage's language).
     """
     ranked = rank(index, query, k=k, meaning=meaning, translations=translations)
     judged = [r.relevance for r in ranked]
@@ -275,18 +276,22 @@ def rank(
         return []
     pool, _ = _pool(index, scorings, limit=limit, nearest=())
     lexical = [_lexical(pool, scoring) for scoring in scorings]
-    group = language_group(query)
-    bodies = {c.rowid: c.body for c in pool}
+    text_groups = [language_group(text) for text in (query, *translations)]
+    judged: dict[int, tuple[float, Evidence]] = {}
     out = []
-    for rowid in bodies:
-        own = lexical[0].get(rowid)
+    for c in pool:
+        chunk_group = language_group(c.body)
+        for n, lex in enumerate(lexical):
+            own = lex.get(c.rowid)
+            coverage, lexical_score = (own.relevance, own.score) if own else (0.0, 0.0)
+            evidence = Evidence(None, coverage, lexical_score, chunk_group == text_groups[n])
+            if n == 0 or evidence.same_script:
+                _judge(judged, c.rowid, evidence, first=n == 0)
         score = max(
-            (1.0 if n == 0 else TRANSLATION_WEIGHT) * (lex[rowid].score if rowid in lex else 0.0)
+            (1.0 if n == 0 else TRANSLATION_WEIGHT) * (lex[c.rowid].score if c.rowid in lex else 0.0)
             for n, lex in enumerate(lexical)
         )
-        coverage, lexical_score = (own.relevance, own.score) if own else (0.0, 0.0)
-        evidence = Evidence(None, coverage, lexical_score, language_group(bodies[rowid]) == group)
-        out.append(Ranked(rowid, score, sufficiency.relevance(evidence), evidence))
+        out.append(Ranked(c.rowid, score, *judged[c.rowid]))
     return sorted(out, key=lambda x: (-x.score, x.rowid))
 
 
@@ -306,19 +311,19 @@ _Scoring = tuple[dict[str, float], float, list[tuple[str, float]]]
 
 def _pool(
     index: Index, scorings: Sequence[_Scoring | None], *, limit: int, nearest: Iterable[int]
-) -> tuple[list[Candidate], set[int]]:
+) -> tuple[list[Candidate], list[set[int]]]:
     """The lexical candidates of each text and the chunks nearest by meaning, with their bodies;
-    and the rowids the first text's words found."""
+    and, for each text, the rowids its words found."""
     pool: dict[int, Candidate] = {}
-    first: set[int] = set()
-    for n, scoring in enumerate(scorings):
+    found: list[set[int]] = []
+    for scoring in scorings:
+        found.append(set())
         if scoring is not None:
             for c in index.candidates(scoring[2], limit=limit):
                 pool.setdefault(c.rowid, c)
-                if n == 0:
-                    first.add(c.rowid)
+                found[-1].add(c.rowid)
     extra = index.bodies(r for r in dict.fromkeys(nearest) if r not in pool)
-    return [*pool.values(), *(Candidate(r, 0.0, b) for r, b in extra.items())], first
+    return [*pool.values(), *(Candidate(r, 0.0, b) for r, b in extra.items())], found
 
 
 def _lexical(pool: Sequence[Candidate], scoring: _Scoring | None) -> dict[int, Ranked]:
@@ -359,14 +364,12 @@ def _hybrid(
     pool, seen = _pool(index, scorings, limit=limit, nearest=[r for near in nearest for r in near])
     pooled = [c.rowid for c in pool]
     scores = dict.fromkeys(pooled, 0.0)
-    for n, (vector, near, scoring) in enumerate(zip(vectors, nearest, scorings, strict=True)):
+    groups = meaning.cache.groups_of(pooled)
+    judged: dict[int, tuple[float, Evidence]] = {}
+    for n, (text, vector, near, scoring) in enumerate(zip(texts, vectors, nearest, scorings, strict=True)):
         lexical = _lexical(pool, scoring)
         cosines = {**meaning.cache.cosines(vector, [r for r in pooled if r not in near]), **near}
-        if n == 0:
-            typical_of, typical, passages, noise = meaning.cache.reference(vector)
-            own_lexical, own_cosines, own_typical = lexical, cosines, typical
-        else:  # a translation: only its typical cosine (the sample alone, not the background)
-            typical = meaning.cache.typical(vector)
+        typical_of, typical, passages, noise = meaning.cache.reference(vector)
         top_cosine = max(cosines.values(), default=typical)
         top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0
         weight = 1.0 if n == 0 else TRANSLATION_WEIGHT
@@ -380,23 +383,33 @@ def _hybrid(
                 typical=typical,
             )
             scores[rowid] = max(scores[rowid], score)
-    groups = meaning.cache.groups_of(pooled)
-    group = language_group(query)
-    fused = []
-    for rowid in pooled:
-        lex = own_lexical.get(rowid)
-        cos = own_cosines.get(rowid)
-        chunk_group = groups.get(rowid)
-        evidence = Evidence(
-            None
-            if cos is None or chunk_group is None
-            else sufficiency.standout(cos, typical_of.get(chunk_group, own_typical), passages, noise),
-            lex.relevance if lex else 0.0,
-            lex.score if lex and rowid in seen else 0.0,
-            chunk_group == group if chunk_group is not None else True,
-        )
-        fused.append(Ranked(rowid, scores[rowid], sufficiency.relevance(evidence), evidence))
+        group = language_group(text)
+        for rowid in pooled:  # how well this text's evidence says the chunk answers (see _judge)
+            lex = lexical.get(rowid)
+            cos = cosines.get(rowid)
+            chunk_group = groups.get(rowid)
+            evidence = Evidence(
+                None
+                if cos is None or chunk_group is None
+                else sufficiency.standout(cos, typical_of.get(chunk_group, typical), passages, noise),
+                lex.relevance if lex else 0.0,
+                lex.score if lex and rowid in seen[n] else 0.0,
+                chunk_group == group if chunk_group is not None else True,
+            )
+            if n == 0 or evidence.same_script:
+                _judge(judged, rowid, evidence, first=n == 0)
+    fused = [Ranked(rowid, scores[rowid], *judged[rowid]) for rowid in pooled]
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
+
+
+def _judge(judged: dict[int, tuple[float, Evidence]], rowid: int, evidence: Evidence, *, first: bool) -> None:
+    """Keep a chunk's best judgement: the question's, or a translation's when that says more.
+
+    A translation is the question as the owner would have asked it in the chunk's language, so
+    its evidence (its words in the passage's script, its standout) is judged by the same model."""
+    relevance = sufficiency.relevance(evidence)
+    if first or relevance > judged[rowid][0]:
+        judged[rowid] = (relevance, evidence)
 
 
 def get_document_chunks(index: Index, doc_id: str, query: str, *, k: int = 3) -> list[SearchResult]:
