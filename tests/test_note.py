@@ -147,3 +147,11 @@ def test_an_album_is_one_pdf_with_a_page_per_photo_and_the_same_bytes_each_time(
     assert pdf == album_pdf(photos, title="Holiday", when=WHEN)
     reader = PdfReader(io.BytesIO(pdf))
     assert len(reader.pages) == 3 and reader.metadata.title == "Holiday"
+
+
+def test_a_title_is_the_first_line_with_words_not_a_rule_or_a_fence():
+    note = note_file([Piece("---\n***\ntitle: pwned\n---\nhello", ())], kind="forward")
+    assert note.title == "title: pwned"
+    assert note.data.decode().startswith('---\ntitle: "title: pwned"\n')
+    body = note.data.decode().split("\n---\n", 1)[1]  # after kb's own front matter
+    assert body == "\n\\---\n\\*\\*\\*\ntitle: pwned\n\\---\nhello\n"  # the forward's fences are text

@@ -203,10 +203,10 @@ def _destination(url: str) -> str:
 
 
 def title_of(pieces: Sequence[Piece]) -> str:
-    """The first line of text, shortened; else what the note is ("Voice note from Alice")."""
+    """The first line with a letter or a digit, shortened; else what the note is ("Forwarded from Alice")."""
     for piece in pieces:
         for line in piece.text.split("\n"):
-            if line.strip():
+            if any(ch.isalnum() for ch in line):
                 return shorten(line.strip(), TITLE_CHARS)
     first = pieces[0].origin if pieces else None
     return f"Forwarded from {first.label}" if first is not None else "Note"
