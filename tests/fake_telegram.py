@@ -1547,12 +1547,8 @@ class FakeTelegram:
                 "allow_sending_without_reply"
             ):
                 raise bad_request("message to be replied not found")
-        msg = StoredMessage(
-            chat_id=chat["id"],
-            message_id=self._new_message_id(chat["id"]),
-            date=int(time.time()),
-            from_bot=True,
-            sender=self.bot_user,
+        return self._bot_message(
+            chat,
             text=plain,
             sent_text=str(params["text"]),
             parse_mode=params.get("parse_mode"),
@@ -1561,6 +1557,17 @@ class FakeTelegram:
             link_preview_options=params.get("link_preview_options"),
             disable_web_page_preview=params.get("disable_web_page_preview"),
             extra=extra,
+        )
+
+    def _bot_message(self, chat: dict, **fields: Any) -> dict:
+        """A new message from the bot in ``chat``, kept; the Message the API answers with."""
+        msg = StoredMessage(
+            chat_id=chat["id"],
+            message_id=self._new_message_id(chat["id"]),
+            date=int(time.time()),
+            from_bot=True,
+            sender=self.bot_user,
+            **fields,
         )
         self._messages[chat["id"]][msg.message_id] = msg
         return self._message_dict(msg, chat)
@@ -1588,20 +1595,11 @@ class FakeTelegram:
             extra["caption"] = plain
             if entities:
                 extra["caption_entities"] = entities
-        msg = StoredMessage(
-            chat_id=chat["id"],
-            message_id=self._new_message_id(chat["id"]),
-            date=int(time.time()),
-            from_bot=True,
-            sender=self.bot_user,
-            text=None,
-            reply_markup=self._markup(params),
+        return self._bot_message(
+            chat, text=None, reply_markup=self._markup(params), extra=extra,
             document={"file_id": stored.file_id, "file_unique_id": stored.file_unique_id,
                       "file_name": name, "file_size": stored.file_size},
-            extra=extra,
         )  # fmt: skip
-        self._messages[chat["id"]][msg.message_id] = msg
-        return self._message_dict(msg, chat)
 
     def _message_to_edit(self, params: dict) -> tuple[dict, StoredMessage]:
         if params.get("inline_message_id"):

@@ -14,6 +14,7 @@ import pytest
 
 from daemon.main import background, open_daemon
 from daemon.service import LIMITED_RESCAN_S, _Events
+from knowledge.errors import IndexError_
 from knowledge.ingest.pipeline import Ingestor, is_transient
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import search
@@ -34,9 +35,11 @@ def wait_for(predicate, timeout_s: float = 20.0, what: str = "condition") -> Non
 
 
 def documents(settings) -> list:
-    if not settings.index_path.exists():
+    try:
+        index = Index(settings.index_path, readonly=True)
+    except IndexError_:
         return []
-    with Index(settings.index_path, readonly=True) as index:
+    with index:
         return index.documents()
 
 
@@ -46,9 +49,11 @@ def ingest_records(settings, name: str) -> list:
 
 
 def found(settings, query: str) -> list:
-    if not settings.index_path.exists():
+    try:  # the daemon may have made the file and not yet its tables ("not ready")
+        index = Index(settings.index_path, readonly=True)
+    except IndexError_:
         return []
-    with Index(settings.index_path, readonly=True) as index:
+    with index:
         return search(index, query, k=3)
 
 
