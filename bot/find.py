@@ -262,7 +262,7 @@ def deleted_reply(
             InlineKeyboardMarkup([[InlineKeyboardButton("Undo", callback_data=undo)]]),
         )
     if change.status == "waiting":
-        return f"<i>{esc(change.message)}</i>", None
+        return f"<i>Waiting for the daemon: “{esc(title)}” leaves your knowledge base when it runs.</i>", None
     return f"Not deleted: {esc(change.message)}", None
 
 
@@ -276,7 +276,7 @@ async def _undo(context, deps: BotDeps, chat_id: int, action: Action, query, mes
     if change.status == "done":
         text = f"Restored: <b>{esc(change.title or title)}</b>, searchable again."
     elif change.status == "waiting":
-        text = f"<i>{esc(change.message)}</i>"
+        text = f"<i>Waiting for the daemon: “{esc(title)}” comes back when it runs.</i>"
     else:
         deps.actions.release(action)
         text = f"Not restored: {esc(change.message)}"

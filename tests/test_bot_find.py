@@ -4,8 +4,11 @@ the original file back), Delete → Undo, the Sources button under an answer, an
 import re
 
 from bot.actions import Actions
+from daemon.main import background
+from knowledge.tokenizer import ApproxCounter
 from tests import bot_env
-from tests.bot_env import OWNER, valid_html, wait_indexed
+from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed
+from tests.conftest import ingest_texts, make_settings
 from tests.fake_llm import answer
 
 env = bot_env.env  # the fixture
@@ -173,3 +176,21 @@ def test_a_button_acts_only_in_its_own_chat_once_when_once_and_not_after_a_day()
     now[0] += 24 * 3600 + 1
     assert actions.take(OWNER, page) is None  # a day later
     assert len(data.encode()) <= 64  # Telegram's callback data limit
+
+
+async def test_a_delete_asked_while_the_daemon_is_down_is_done_when_it_starts(tmp_path, varn_site):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), {"quillan.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n"})
+    async with running_bot(home, varn_site, transcribe=ScriptedTranscriber(), daemon=False) as (env, _):
+        await env.say("/find Quillan")
+        call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+        await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Delete 1")
+        await env.bot_said(lambda c: c.params["text"].startswith("Delete "))
+        confirm = last_with(env, "the original is kept in the trash for 30 days")
+        await tap(env, confirm, "Delete")
+        waiting = "Waiting for the daemon: “Lake Quillan” leaves your knowledge base when it runs."
+        await env.telegram.wait_until(lambda: env.telegram.message(OWNER, confirm.message_id).text == waiting)
+        assert list(env.settings.raw.glob("quillan-*.md"))  # nothing done yet, nothing lost
+        with background(env.settings, ApproxCounter()):
+            await env.telegram.wait_until(lambda: not list(env.settings.raw.glob("quillan-*.md")), 15)
+        assert len(list(env.settings.trash.iterdir())) == 1
