@@ -7,10 +7,11 @@ acts once (a confirmed delete, an undo) acts once.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from bot.tokens import Tokens
 
 CALLBACK_PREFIX = "act:"
 KEEP_S = 24 * 3600.0
@@ -21,36 +22,27 @@ MAX_ACTIONS = 2048
 class Action:
     """A button's meaning: its kind ("open", "delete", "page"…) and what it acts on."""
 
-    chat_id: int
     kind: str
     target: dict[str, object] = field(default_factory=dict)
     once: bool = False
-    made_at: float = 0.0
     used: bool = False
 
 
 class Actions:
-    """Buttons by token; the oldest are dropped beyond MAX_ACTIONS or after KEEP_S."""
+    """Document buttons by token (bot.tokens): a day, at most MAX_ACTIONS."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
-        self._actions: dict[str, Action] = {}
+        self._tokens: Tokens[Action] = Tokens(keep_s=KEEP_S, most=MAX_ACTIONS, clock=clock)
 
     def add(self, chat_id: int, kind: str, *, once: bool = False, **target: object) -> str:
         """Keep an action; the callback data for its button."""
-        self._expire()
-        while len(self._actions) >= MAX_ACTIONS:
-            del self._actions[next(iter(self._actions))]
-        token = secrets.token_urlsafe(9)
-        self._actions[token] = Action(chat_id, kind, dict(target), once, self._clock())
-        return CALLBACK_PREFIX + token
+        return CALLBACK_PREFIX + self._tokens.add(chat_id, Action(kind, dict(target), once))
 
     def take(self, chat_id: int, data: str) -> Action | None:
         """The chat's action for this callback data; None when unknown, expired, another chat's, or
         a once-only action already taken."""
-        self._expire()
-        action = self._actions.get(data.removeprefix(CALLBACK_PREFIX))
-        if action is None or action.chat_id != chat_id or action.used:
+        action = self._tokens.get(chat_id, data.removeprefix(CALLBACK_PREFIX))
+        if action is None or action.used:
             return None
         if action.once:
             action.used = True
@@ -59,8 +51,3 @@ class Actions:
     def release(self, action: Action) -> None:
         """A once-only action that could not be done may be tapped again."""
         action.used = False
-
-    def _expire(self) -> None:
-        cutoff = self._clock() - KEEP_S
-        for token in [t for t, a in self._actions.items() if a.made_at < cutoff]:
-            del self._actions[token]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bot.tokens import Tokens
 
 CALLBACK_PREFIX = "kept:"
 ASK, UNDO = "a", "u"
@@ -37,30 +38,24 @@ class Kept:
 
 
 class KeptNotes:
-    """Saved things by token, for their buttons; the follow-up tasks that wait for the daemon."""
+    """Saved things by token (bot.tokens: a week, at most MAX_KEPT); the follow-up tasks that wait for
+    the daemon."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._items: dict[str, Kept] = {}
+        self._tokens: Tokens[Kept] = Tokens(keep_s=KEEP_S, most=MAX_KEPT, clock=clock)
         self._tasks: set[asyncio.Task] = set()
 
     def add(self, item: Kept) -> str:
         """Keep ``item``; its token (see ``data``)."""
-        cutoff = self._clock() - KEEP_S
-        for token in [t for t, k in self._items.items() if k.saved_at < cutoff]:
-            del self._items[token]
-        while len(self._items) >= MAX_KEPT:
-            del self._items[next(iter(self._items))]
         item.saved_at = self._clock()
-        token = secrets.token_urlsafe(9)
-        self._items[token] = item
-        return token
+        return self._tokens.add(item.chat_id, item)
 
     def find(self, chat_id: int, data: str) -> tuple[str, Kept] | None:
         """(action, item) for a button's callback data; None when unknown, expired or another chat's."""
         token, _, action = data.removeprefix(CALLBACK_PREFIX).rpartition(":")
-        item = self._items.get(token)
-        if item is None or item.chat_id != chat_id or action not in (ASK, UNDO):
+        item = self._tokens.get(chat_id, token)
+        if item is None or action not in (ASK, UNDO):
             return None
         return action, item
 

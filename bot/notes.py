@@ -6,10 +6,11 @@ callback can save nothing but the tapping chat's own transcript, and only once.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from bot.tokens import Tokens
 
 CALLBACK_PREFIX = "note:"
 KEEP_S = 24 * 3600.0
@@ -28,36 +29,26 @@ class PendingNote:
 
 
 class PendingNotes:
-    """Transcripts by token; the oldest are dropped beyond MAX_PENDING or after KEEP_S."""
+    """Transcripts by token (bot.tokens): a day, at most MAX_PENDING."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._notes: dict[str, PendingNote] = {}
+        self._tokens: Tokens[PendingNote] = Tokens(keep_s=KEEP_S, most=MAX_PENDING, clock=clock)
 
     def add(self, chat_id: int, text: str, language: str) -> str:
         """Keep a transcript; the callback data for its button."""
-        self._expire()
-        while len(self._notes) >= MAX_PENDING:
-            del self._notes[next(iter(self._notes))]
-        token = secrets.token_urlsafe(9)
-        self._notes[token] = PendingNote(chat_id, text, language, self._clock())
-        return CALLBACK_PREFIX + token
+        note = PendingNote(chat_id, text, language, self._clock())
+        return CALLBACK_PREFIX + self._tokens.add(chat_id, note)
 
     def take(self, chat_id: int, data: str) -> PendingNote | None:
         """The chat's unsaved note for this callback data, marked saved; None when unknown, expired,
         another chat's, or already saved."""
-        self._expire()
-        note = self._notes.get(data.removeprefix(CALLBACK_PREFIX))
-        if note is None or note.chat_id != chat_id or note.saved:
+        note = self._tokens.get(chat_id, data.removeprefix(CALLBACK_PREFIX))
+        if note is None or note.saved:
             return None
         note.saved = True
         return note
 
     def is_saved(self, chat_id: int, data: str) -> bool:
-        note = self._notes.get(data.removeprefix(CALLBACK_PREFIX))
-        return note is not None and note.chat_id == chat_id and note.saved
-
-    def _expire(self) -> None:
-        cutoff = self._clock() - KEEP_S
-        for token in [t for t, n in self._notes.items() if n.heard_at < cutoff]:
-            del self._notes[token]
+        note = self._tokens.get(chat_id, data.removeprefix(CALLBACK_PREFIX))
+        return note is not None and note.saved
