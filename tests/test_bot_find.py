@@ -28,6 +28,15 @@ async def tap(env, message, label: str) -> dict:
     return env.telegram.callback_answer(qid)
 
 
+async def ask_to_delete(env, words: str):
+    """/find words, then Delete on its only document: the confirming message."""
+    await env.say(f"/find {words}")
+    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+    await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Delete 1")
+    await env.bot_said(lambda c: c.params["text"].startswith("Delete "))
+    return last_with(env, "the original is kept in the trash for 30 days")
+
+
 def last_with(env, text: str):
     return next(m for m in reversed(env.telegram.bot_messages(OWNER)) if m.text and text in m.text)
 
@@ -84,11 +93,7 @@ async def test_delete_asks_once_more_then_undo_brings_the_document_back(env):
     drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     drop(env, "bread.md", "# Sourdough\n\nSourdough rises with wild yeast.\n")
     await wait_indexed(env, 2)
-    await env.say("/find Quillan")
-    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
-    await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Delete 1")
-    await env.bot_said(lambda c: c.params["text"].startswith("Delete "))
-    confirm = last_with(env, "the original is kept in the trash for 30 days")
+    confirm = await ask_to_delete(env, "Quillan")
     assert [b["text"] for b in confirm.buttons] == ["Delete", "Keep it"]
     yes = confirm.buttons[0]["callback_data"]
     await tap(env, confirm, "Delete")
@@ -118,11 +123,7 @@ async def test_keep_it_deletes_nothing(env):
     env, _ = env
     drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     await wait_indexed(env, 1)
-    await env.say("/find Quillan")
-    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
-    await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Delete 1")
-    await env.bot_said(lambda c: c.params["text"].startswith("Delete "))
-    confirm = last_with(env, "the original is kept in the trash for 30 days")
+    confirm = await ask_to_delete(env, "Quillan")
     await tap(env, confirm, "Keep it")
     await env.telegram.wait_until(
         lambda: "Kept: Lake Quillan" in (env.telegram.message(OWNER, confirm.message_id).text or "")
@@ -182,11 +183,7 @@ async def test_a_delete_asked_while_the_daemon_is_down_is_done_when_it_starts(tm
     home = tmp_path / "kb"
     ingest_texts(make_settings(home), {"quillan.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n"})
     async with running_bot(home, varn_site, transcribe=ScriptedTranscriber(), daemon=False) as (env, _):
-        await env.say("/find Quillan")
-        call = await env.bot_said(lambda c: "1 document" in c.params["text"])
-        await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Delete 1")
-        await env.bot_said(lambda c: c.params["text"].startswith("Delete "))
-        confirm = last_with(env, "the original is kept in the trash for 30 days")
+        confirm = await ask_to_delete(env, "Quillan")
         await tap(env, confirm, "Delete")
         waiting = "Waiting for the daemon: “Lake Quillan” leaves your knowledge base when it runs."
         await env.telegram.wait_until(lambda: env.telegram.message(OWNER, confirm.message_id).text == waiting)
