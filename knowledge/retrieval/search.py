@@ -285,8 +285,7 @@ def rank(
             own = lex.get(c.rowid)
             coverage, lexical_score = (own.relevance, own.score) if own else (0.0, 0.0)
             evidence = Evidence(None, coverage, lexical_score, chunk_group == text_groups[n])
-            if n == 0 or evidence.same_script:
-                _judge(judged, c.rowid, evidence, first=n == 0)
+            _judge(judged, c.rowid, evidence, n)
         score = max(
             (1.0 if n == 0 else TRANSLATION_WEIGHT) * (lex[c.rowid].score if c.rowid in lex else 0.0)
             for n, lex in enumerate(lexical)
@@ -396,19 +395,22 @@ def _hybrid(
                 lex.score if lex and rowid in seen[n] else 0.0,
                 chunk_group == group if chunk_group is not None else True,
             )
-            if n == 0 or evidence.same_script:
-                _judge(judged, rowid, evidence, first=n == 0)
+            _judge(judged, rowid, evidence, n)
     fused = [Ranked(rowid, scores[rowid], *judged[rowid]) for rowid in pooled]
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
-def _judge(judged: dict[int, tuple[float, Evidence]], rowid: int, evidence: Evidence, *, first: bool) -> None:
-    """Keep a chunk's best judgement: the question's, or a translation's when that says more.
+def _judge(judged: dict[int, tuple[float, Evidence]], rowid: int, evidence: Evidence, text: int) -> None:
+    """Keep a chunk's best judgement: the question's (``text`` 0), or a translation's when that says more.
 
-    A translation is the question as the owner would have asked it in the chunk's language, so
-    its evidence (its words in the passage's script, its standout) is judged by the same model."""
+    A translation is the question as the owner would have asked it in the chunk's language, so its
+    evidence on a chunk in that language (its words in the passage's script, its standout) is judged
+    by the same model; on chunks in other languages it is not judged at all (three judgements of one
+    question would let more unanswerable ones through by chance)."""
+    if text > 0 and not evidence.same_script:
+        return
     relevance = sufficiency.relevance(evidence)
-    if first or relevance > judged[rowid][0]:
+    if text == 0 or relevance > judged[rowid][0]:
         judged[rowid] = (relevance, evidence)
 
 

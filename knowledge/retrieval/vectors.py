@@ -352,7 +352,7 @@ class VectorCache:
     def reference(self, query: np.ndarray) -> tuple[dict[str, float], float, int, float]:
         """What a question is judged against, from one pass over the sample: its typical (median)
         cosine with the text of each language group (index sample, and background passages where
-        the sample has few), its typical cosine with any chunk (see typical), how many passages
+        the sample has few), its typical (median) cosine with any chunk of the sample, how many passages
         compete by chance (the index's and the background passages read), and the spread of
         cosines with unrelated text (see noise_scale)."""
         loaded = self._current()
@@ -364,13 +364,6 @@ class VectorCache:
         sampled = len(loaded.sample)  # the sample comes first in the reference
         overall = float(np.median(cos[:sampled])) if sampled >= MIN_TYPICAL else 0.0
         return typical, overall, competing, loaded.noise
-
-    def typical(self, query: np.ndarray) -> float:
-        """The median cosine of the query with the chunks (from a sample): what "unrelated" scores."""
-        sample = self._current().sample
-        if len(sample) < MIN_TYPICAL or sample.shape[1] != query.shape[-1]:
-            return 0.0  # too few chunks to tell: centred vectors of unrelated text score about 0
-        return float(np.median(dot(sample, query.astype(np.float32))))
 
     @property
     def size(self) -> int:
