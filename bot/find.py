@@ -11,7 +11,6 @@ The daemon stays the only writer: a delete or a restore is a request it carries 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
 from knowledge.retrieval.documents import DocumentMatch, match_documents
 from knowledge.retrieval.index import ChunkRecord, DocumentRecord
+from knowledge.status import plural
 from knowledge.websearch.filters import host_of
 
 log = structlog.get_logger()
@@ -76,7 +76,7 @@ def find_page(
     """One page of a /find list and its buttons (Open and Delete per document, then the pages)."""
     first = page * PER_PAGE
     shown = matches[first : first + PER_PAGE]
-    head = f"<b>{len(matches)} document{'s' if len(matches) != 1 else ''}</b> for “{esc(words)}”"
+    head = f"<b>{plural(len(matches), 'document')}</b> for “{esc(words)}”"
     if len(matches) > PER_PAGE:
         head += f" ({first + 1}–{first + len(shown)})"
     lines = [head]
@@ -120,28 +120,21 @@ async def on_action(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await query.answer(EXPIRED, show_alert=True)
         return
     message = query.message if isinstance(query.message, Message) else None
-    handler = _HANDLERS.get(action.kind)
-    if handler is None:  # a kind this version does not know
-        await query.answer(EXPIRED, show_alert=True)
-        return
-    await handler(context, deps, chat_id, action, query, message)
+    await _HANDLERS[action.kind](context, deps, chat_id, action, query, message)
 
 
 async def _page(context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None) -> None:
     await query.answer()
     t = action.target
     text, markup = find_page(deps, chat_id, str(t["words"]), list(t["matches"]), int(t["page"]))
-    if message is not None:
-        await edit(context, message, text, reply_markup=markup)
-    else:
-        await say(context, chat_id, text, reply_markup=markup)
+    await _show(context, chat_id, message, text, markup)
 
 
 async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None) -> None:
     """The passage with its lines, then the original file (or the page's address)."""
     await query.answer("opening…")
-    doc_id, chunk_id = str(action.target["doc_id"]), action.target.get("chunk_id")
-    found = await asyncio.to_thread(_document_and_passage, deps, doc_id, chunk_id)
+    wanted = (str(action.target["doc_id"]), action.target.get("chunk_id"))
+    [found] = await asyncio.to_thread(_look_up, deps, [wanted])
     if found is None:
         await say(context, chat_id, "That document is no longer in your knowledge base.")
         return
@@ -169,21 +162,26 @@ async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, mes
     log.info("bot.opened", doc_id=doc.id)
 
 
-def _document_and_passage(
-    deps: BotDeps, doc_id: str, chunk_id: object
-) -> tuple[DocumentRecord, ChunkRecord | None] | None:
+def _look_up(
+    deps: BotDeps, wanted: Sequence[tuple[str, str | None]], *, passages: bool = True
+) -> list[tuple[DocumentRecord, ChunkRecord | None] | None]:
+    """Each (document id, chunk id) in one opening of the index: the document and that passage (its
+    first when there is no chunk id; none without ``passages``), or None for a document gone."""
     try:
         index = deps.engine.open_index()
     except IndexError_:
-        return None
+        return [None] * len(wanted)
+    found: list[tuple[DocumentRecord, ChunkRecord | None] | None] = []
     with index:
-        doc = index.document(doc_id)
-        if doc is None:
-            return None
-        mine = isinstance(chunk_id, str) and rawfile.chunk_document(chunk_id) == doc_id
-        seq = rawfile.chunk_seq(chunk_id) if mine else 1  # else its first passage
-        chunks = index.chunks_of(doc_id, [seq])
-        return doc, chunks[0] if chunks else None
+        for doc_id, chunk_id in wanted:
+            doc = index.document(doc_id)
+            if doc is None or not passages:
+                found.append(None if doc is None else (doc, None))
+                continue
+            seq = rawfile.chunk_seq(chunk_id) if chunk_id else 1
+            chunks = index.chunks_of(doc_id, [seq])
+            found.append((doc, chunks[0] if chunks else None))
+    return found
 
 
 def passage_html(doc: DocumentRecord, chunk: ChunkRecord | None) -> str:
@@ -201,12 +199,8 @@ def original_file(deps: BotDeps, doc: DocumentRecord) -> Path | None:
     snapshot = doc.source_snapshot or ""
     if not snapshot.startswith("inbox/processed/"):
         return None
-    folder = deps.settings.processed
-    path = folder / Path(snapshot).name
-    with contextlib.suppress(OSError):
-        if path.parent.resolve() == folder.resolve() and path.is_file() and not path.is_symlink():
-            return path
-    return None
+    path = deps.settings.processed / Path(snapshot).name  # one name: never outside processed/
+    return path if path.is_file() and not path.is_symlink() else None
 
 
 async def _delete(
@@ -215,7 +209,7 @@ async def _delete(
     """The first tap: ask once more."""
     await query.answer()
     doc_id = str(action.target["doc_id"])
-    found = await asyncio.to_thread(_document_and_passage, deps, doc_id, None)
+    [found] = await asyncio.to_thread(_look_up, deps, [(doc_id, None)], passages=False)
     if found is None:
         await say(context, chat_id, "That document is no longer in your knowledge base.")
         return
@@ -300,8 +294,10 @@ async def _sources(
 ) -> None:
     """The passages an answer used, each with its Open button."""
     await query.answer()
-    for number, chunk_id, doc_id in action.target["cited"]:
-        found = await asyncio.to_thread(_document_and_passage, deps, doc_id, chunk_id)
+    cited = action.target["cited"]
+    wanted = [(rawfile.chunk_document(chunk_id), chunk_id) for _, chunk_id in cited]
+    looked_up = await asyncio.to_thread(_look_up, deps, wanted)
+    for (number, chunk_id), (doc_id, _), found in zip(cited, wanted, looked_up, strict=True):
         if found is None:
             await say(context, chat_id, f"[{number}] <i>no longer in your knowledge base</i>")
             continue

@@ -16,7 +16,6 @@ from bot.actions import Actions
 from bot.deps import deps_of
 from bot.render import candidate_buttons, reply_messages
 from knowledge.answer.assistant import Citation, Reply
-from knowledge.ingest.raw import chunk_document
 from knowledge.websearch.store import SearchRecord
 
 TYPING_EVERY_S = 4.0
@@ -76,8 +75,7 @@ def sources_button(
     """The "Sources" button under an answer that cites passages (bot.find shows them)."""
     if not citations:
         return None
-    cited = [(c.number, c.chunk_id, chunk_document(c.chunk_id)) for c in citations]
-    data = actions.add(chat_id, "sources", cited=cited)
+    data = actions.add(chat_id, "sources", cited=[(c.number, c.chunk_id) for c in citations])
     return InlineKeyboardMarkup([[InlineKeyboardButton("Sources", callback_data=data)]])
 
 
