@@ -43,12 +43,13 @@ def match_documents(
     terms = [w.casefold() for w in words.split() if w.strip()]
     if not terms:
         return []
-    matches: dict[str, DocumentMatch] = {}
-    for doc in sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True):
-        if all(t in doc.title.casefold() for t in terms):
-            matches[doc.id] = DocumentMatch(doc, "")
+    docs = {d.id: d for d in sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True)}
+    matches = {
+        doc.id: DocumentMatch(doc, "")
+        for doc in docs.values()
+        if all(t in doc.title.casefold() for t in terms)
+    }
     found = find(index, words, k=PASSAGES, meaning=meaning, threshold=threshold)
-    docs = {d.id: d for d in index.documents()} if found.results else {}
     for r in found.results:
         if r.relevance < threshold or r.document_id not in docs:
             continue
