@@ -23,7 +23,7 @@ from telegram.ext import ContextTypes, filters
 
 from bot.deps import BotDeps, deps_of
 from bot.kept import ASK, UNDO, Kept, data
-from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, read_back, reading_text
+from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, download, read_back, reading_text
 from bot.render import esc
 from bot.send import edit, say, send_reply, typing
 from knowledge.errors import FetchRefused, IndexError_, SpeechError
@@ -106,7 +106,7 @@ async def on_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     note = note_file([piece], kind="forward" if piece.origin else "note")
     sidecar = {**note.sidecar, "origin_type": note.sidecar.get("origin_type", "note")}
     sidecar.setdefault("origin_date", iso(message.date or datetime.now(UTC)))
-    await keep(context, chat_id, note.name, note.data, _sidecar("telegram note", note.name, update, sidecar),
+    await keep(context, chat_id, note.name, note.data, _sidecar("telegram note", note.name, update.effective_user.id, sidecar),
                note.title)  # fmt: skip
 
 
@@ -140,8 +140,7 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
         await edit(context, status, f"Saved: {esc(item.title)}\n{done}", reply_markup=buttons(token))
     elif result.status == "queued" and result.kept_at:
         path = Path(result.kept_at)
-        sha = await asyncio.to_thread(lambda: sha256_hex(path.read_bytes()))
-        item = Kept(chat_id, url, path, sha)
+        item = Kept(chat_id, url, path, result.sha256)
         token = deps.kept.add(item)
         log.info("capture.saved", kind="link", file=path.name, comment_chars=len(comment))
         await edit(context, status, saved_text(deps, item), reply_markup=buttons(token))
@@ -158,12 +157,12 @@ async def on_kept_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> 
     if found is None:
         await query.answer("this button has expired", show_alert=True)
         return
-    action, item = found
+    action, item, token = found
     status = query.message if isinstance(query.message, Message) else None
     if action == ASK:
         await ask_about(context, deps, query, item)
     else:
-        await undo(context, deps, query, item, status)
+        await undo(context, deps, query, item, token, status)
 
 
 # -- batches of forwards --------------------------------------------------------------------
@@ -193,7 +192,11 @@ async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: 
                 pieces.append(piece)
             elif piece is not None:
                 await say(context, chat_id, "Not kept: kb keeps text, photos, files and voice notes.")
-        album = await album_of(deps, photos) if photos else None
+        album = None
+        if photos and deps.settings.ocr == "off":
+            await say(context, chat_id, "Not kept: kb cannot read photos while OCR is off (KB_OCR=off).")
+        elif photos:
+            album = await album_of(deps, photos)
         downloads = [await file_of(context, deps, chat_id, m) for m in files]
     if pieces:
         note = note_file(pieces, kind="forward")
@@ -202,9 +205,9 @@ async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: 
     if album is not None:
         name, payload, title, fields = album
         await keep(context, chat_id, name, payload, _sidecar("telegram album", name, user_id, fields), title)
-    for download in downloads:
-        if download is not None:
-            name, payload, fields = download
+    for got in downloads:
+        if got is not None:
+            name, payload, fields = got
             await keep(
                 context, chat_id, name, payload, _sidecar("telegram forward", name, user_id, fields), name
             )
@@ -228,7 +231,7 @@ async def heard(
             context, chat_id, f"Not kept: that recording is over {deps.settings.voice_max_s:g} s or 20 MB."
         )
         return None
-    payload = bytes(await (await audio.get_file()).download_as_bytearray())
+    payload = await download(audio)
     try:
         transcript = await asyncio.to_thread(deps.transcribe, payload)
     except SpeechError as exc:
@@ -238,14 +241,12 @@ async def heard(
     return Piece(transcript.text.strip(), (), origin_of(message.forward_origin), "voice", seconds)
 
 
-async def album_of(deps: BotDeps, photos: list[Message]) -> tuple[str, bytes, str, dict] | None:
+async def album_of(deps: BotDeps, photos: list[Message]) -> tuple[str, bytes, str, dict]:
     """The photos as one file: the photo itself, or a PDF of them all; (name, bytes, title, sidecar fields)."""
-    if deps.settings.ocr == "off":
-        return None
     images = []
     for message in photos:
         size = max(message.photo, key=lambda s: s.width * s.height)
-        images.append(bytes(await (await size.get_file()).download_as_bytearray()))
+        images.append(await download(size))
     first = photos[0]
     caption = next((m.caption for m in photos if m.caption), None)
     origin = origin_of(first.forward_origin)
@@ -275,7 +276,7 @@ async def file_of(
             f"Not kept: {esc(name)} — kb keeps {', '.join(sorted(accepted))} files up to 20 MB.",
         )
         return None
-    payload = bytes(await (await document.get_file()).download_as_bytearray())
+    payload = await download(document)
     origin = origin_of(message.forward_origin)
     fields = dict(origin_fields([Piece("", (), origin)])) if origin else {}
     if message.caption:
@@ -291,7 +292,7 @@ async def keep(
 ) -> None:
     """Into the inbox (or "Already kept" when these bytes are a document), "Saved", then followed."""
     deps = deps_of(context)
-    sha = sha256_hex(payload)
+    sha = await asyncio.to_thread(sha256_hex, payload)  # up to 20 MB: off the event loop
     existing = await asyncio.to_thread(kept_before, deps.settings.index_path, sha)
     if existing is not None:
         log.info("capture.duplicate", doc_id=existing[0], sha256=sha[:16], seen="index")
@@ -338,7 +339,12 @@ async def follow(
 
 
 async def settle(
-    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, item: Kept, token: str, status: Message, record: dict
+    context: ContextTypes.DEFAULT_TYPE,
+    deps: BotDeps,
+    item: Kept,
+    token: str,
+    status: Message | None,
+    record: dict,
 ) -> None:
     """The reply once the daemon has done it: indexed, already kept, or not kept and why."""
     item.doc_id = record["doc_id"]
@@ -349,19 +355,18 @@ async def settle(
         reading = read_back(deps.settings.raw.parent / record["raw_path"]) if record.get("raw_path") else None
         if reading is not None:
             text += "\n" + reading_text(reading)
-        await edit(context, status, text, reply_markup=buttons(token))
+        await _show(context, item.chat_id, status, text, buttons(token))
     elif record["status"] == "duplicate":
         item.state, item.title = "duplicate", record["title"] or item.title
         log.info("capture.duplicate", doc_id=item.doc_id, sha256=(item.sha256 or "")[:16], seen="pipeline")
-        await edit(
-            context, status, f"Already kept: {esc(item.title)}", reply_markup=buttons(token, undo=False)
+        await _show(
+            context, item.chat_id, status, f"Already kept: {esc(item.title)}", buttons(token, undo=False)
         )
     else:
         item.state = "failed"
         log.warning("capture.failed", file=item.path.name if item.path else None, error=record["error"])
-        await edit(
-            context, status, f"Not kept: {esc(item.title)} — {esc(record['error'] or 'conversion failed')}"
-        )
+        why = esc(record["error"] or "conversion failed")
+        await _show(context, item.chat_id, status, f"Not kept: {esc(item.title)} — {why}")
 
 
 async def _already(
@@ -374,11 +379,7 @@ async def _already(
 ) -> None:
     deps = deps_of(context)
     token = deps.kept.add(Kept(chat_id, title, None, None, doc_id, "duplicate"))
-    text, markup = f"Already kept: {esc(title)}", buttons(token, undo=False)
-    if status is None:
-        await say(context, chat_id, text, reply_markup=markup)
-    else:
-        await edit(context, status, text, reply_markup=markup)
+    await _show(context, chat_id, status, f"Already kept: {esc(title)}", buttons(token, undo=False))
 
 
 def kept_before(index_path: Path, sha256: str) -> tuple[str, str] | None:
@@ -420,7 +421,7 @@ async def ask_about(context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, query, it
 
 
 async def undo(
-    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, query, item: Kept, status: Message | None
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, query, item: Kept, token: str, status: Message | None
 ) -> None:
     """ "Undo": out of the inbox when not yet indexed, else removed by the daemon (kept in its trash)."""
     if item.state in ("undone", "duplicate", "failed"):
@@ -428,16 +429,24 @@ async def undo(
         return
     await query.answer("undoing…")
     if item.state == "inbox":
-        record = await asyncio.to_thread(take_back, deps, item)
-        if record is None:
+        taken, record = await asyncio.to_thread(take_back, deps, item)
+        if taken:
             item.state = "undone"
             log.info("capture.undone", where="inbox", file=item.path.name if item.path else None)
             await _show(
                 context, item.chat_id, status, f"Undone: {esc(item.title)} was taken out of the inbox."
             )
             return
-        item.doc_id = record["doc_id"]
-        item.state = "indexed" if record["status"] == "indexed" else record["status"]
+        if record is None and item.path is not None:  # the daemon has it in hand: its record comes soon
+            record = await wait_for_ingest(
+                deps.settings, item.path, item.sha256 or "", timeout_s=deps.settings.import_wait_s
+            )
+        if record is None:
+            await _show(context, item.chat_id, status,
+                        f"{esc(item.title)} is being indexed right now: tap Undo again in a moment.",
+                        buttons(token))  # fmt: skip
+            return
+        await settle(context, deps, item, token, status, record)  # the reply says what it became
         if item.state != "indexed":
             return
     change = await asyncio.to_thread(
@@ -454,29 +463,32 @@ async def undo(
     await _show(context, item.chat_id, status, text)
 
 
-def take_back(deps: BotDeps, item: Kept) -> dict | None:
-    """Take a saved file out of the inbox; the daemon's record instead when it got there first."""
-    path, sha = item.path, item.sha256 or ""
-    record = ingest_record(deps.settings.index_path, str(path), sha)
+def take_back(deps: BotDeps, item: Kept) -> tuple[bool, dict | None]:
+    """Take a saved file out of the inbox: (taken out, the daemon's record when it got there first).
+    Neither: the daemon has the file in hand and has not recorded it yet."""
+    path = item.path
+    record = ingest_record(deps.settings.index_path, str(path), item.sha256 or "")
     if record is not None or path is None:
-        return record
+        return False, record
     try:
         path.unlink()
-    except FileNotFoundError:  # the daemon has it in hand: its record comes in a moment
-        deadline = time.monotonic() + deps.settings.import_wait_s
-        while record is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-            record = ingest_record(deps.settings.index_path, str(path), sha)
-        return record
+    except FileNotFoundError:
+        return False, None
     sidecar_path(path).unlink(missing_ok=True)
-    return None
+    return True, None
 
 
-async def _show(context: ContextTypes.DEFAULT_TYPE, chat_id: int, status: Message | None, text: str) -> None:
+async def _show(
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    status: Message | None,
+    text: str,
+    markup: InlineKeyboardMarkup | None = None,
+) -> None:
     if status is not None:
-        await edit(context, status, text)
+        await edit(context, status, text, reply_markup=markup)
     else:
-        await say(context, chat_id, text)
+        await say(context, chat_id, text, reply_markup=markup)
 
 
 # -- Telegram messages as note pieces -------------------------------------------------------
@@ -521,7 +533,6 @@ def origin_of(origin: MessageOrigin | None) -> Origin | None:
     return Origin(str(kind), "unknown", date)
 
 
-def _sidecar(source: str, name: str, user: Update | int, fields: dict) -> dict:
+def _sidecar(source: str, name: str, user_id: int, fields: dict) -> dict:
     """The sidecar: where it came from (the pipeline copies origin_* and comment into raw/)."""
-    user_id = user if isinstance(user, int) else user.effective_user.id
     return {"source": source, "file_name": name, "telegram_user_id": user_id, **fields}

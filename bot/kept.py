@@ -34,7 +34,6 @@ class Kept:
     sha256: str | None
     doc_id: str | None = None
     state: str = "inbox"  # inbox | indexed | duplicate | failed | undone
-    saved_at: float = 0.0
 
 
 class KeptNotes:
@@ -42,22 +41,20 @@ class KeptNotes:
     the daemon."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
         self._tokens: Tokens[Kept] = Tokens(keep_s=KEEP_S, most=MAX_KEPT, clock=clock)
         self._tasks: set[asyncio.Task] = set()
 
     def add(self, item: Kept) -> str:
         """Keep ``item``; its token (see ``data``)."""
-        item.saved_at = self._clock()
         return self._tokens.add(item.chat_id, item)
 
-    def find(self, chat_id: int, data: str) -> tuple[str, Kept] | None:
-        """(action, item) for a button's callback data; None when unknown, expired or another chat's."""
+    def find(self, chat_id: int, data: str) -> tuple[str, Kept, str] | None:
+        """(action, item, token) for a button's callback data; None when unknown, expired or another chat's."""
         token, _, action = data.removeprefix(CALLBACK_PREFIX).rpartition(":")
         item = self._tokens.get(chat_id, token)
         if item is None or action not in (ASK, UNDO):
             return None
-        return action, item
+        return action, item, token
 
     def follow(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` (waiting for the daemon) in the background until it ends or ``close``."""

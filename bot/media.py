@@ -57,6 +57,11 @@ class Reading:
     unread_pages: str | None = None
 
 
+async def download(attachment) -> bytes:
+    """The bytes of a photo size, a document, a voice note or an audio file sent to the bot."""
+    return bytes(await (await attachment.get_file()).download_as_bytearray())
+
+
 # -- files and photos -----------------------------------------------------------------------
 
 
@@ -112,8 +117,7 @@ async def receive(
     deps, chat_id = deps_of(context), update.effective_chat.id
     async with deps.locks[chat_id]:
         status = await say(context, chat_id, f"<i>{esc(name)}: downloading…</i>")
-        telegram_file = await attachment.get_file()
-        data = bytes(await telegram_file.download_as_bytearray())
+        data = await download(attachment)
         sidecar = {"source": source, "file_name": name, "telegram_user_id": update.effective_user.id}
         path = deliver(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
         if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
@@ -235,8 +239,7 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             model_notice, deps.settings.whisper_model, own_dir=deps.settings.model_dir
         )
         status = await say(context, chat_id, "<i>listening…</i>" + (f"\n{esc(notice)}" if notice else ""))
-        telegram_file = await audio.get_file()
-        data = bytes(await telegram_file.download_as_bytearray())
+        data = await download(audio)
         try:
             async with typing(context, chat_id, ChatAction.RECORD_VOICE):
                 transcript = await asyncio.to_thread(deps.transcribe, data)

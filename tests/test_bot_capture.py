@@ -2,7 +2,7 @@
 comment, duplicates, Undo and "Ask about it" — the real bot against the Bot API stand-in, the daemon
 with real OCR on a real inbox, the scripted model and a scripted transcriber."""
 
-import time
+import asyncio
 
 from daemon.main import background
 from knowledge.ingest.raw import parse
@@ -206,7 +206,7 @@ async def test_a_forward_from_a_bot_is_still_refused(env):
     env.telegram.push_message(OWNER, OWNER, "bot words to keep", forward_from_bot=True)
     await env.say("/help")
     await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
-    time.sleep(2.0)  # longer than the collector's quiet period
+    await asyncio.sleep(2.0)  # longer than the collector's quiet period (the bot runs on this loop)
     assert inbox_notes(env) == [] and not any(
         c.params["text"].startswith("Saved") for c in env.telegram.calls("sendMessage")
     )
@@ -239,3 +239,16 @@ async def test_a_note_saved_while_the_daemon_is_down_is_indexed_when_it_starts(t
             await wait_indexed(env, 1)
             done = await env.bot_said(lambda c: c.params["text"] == "Saved: Indexed later\nIndexed, 1 chunk.")
             assert done.params["message_id"] == saved.result["message_id"]
+
+
+async def test_a_forwarded_photo_with_ocr_off_is_refused_in_words(tmp_path, varn_site):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), KB_OCR="off") as (
+        env,
+        _,
+    ):
+        env.telegram.push_forward(OWNER, OWNER, origin=channel(), photo=(encoded(page_image(["Ferry"])), 1000, 360),
+                                  caption="Ferry notes")  # fmt: skip
+        await env.bot_said(
+            lambda c: c.params["text"] == "Not kept: kb cannot read photos while OCR is off (KB_OCR=off)."
+        )
+        assert not any(p.is_file() for p in env.settings.inbox.iterdir())  # nothing kept

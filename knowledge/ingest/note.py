@@ -37,7 +37,6 @@ from knowledge.convert.text import shorten
 from knowledge.ingest.raw import slugify
 
 TITLE_CHARS = 80
-ORIGIN_KINDS = ("user", "hidden_user", "chat", "channel")
 # Text that could start a Markdown construct wherever it stands / at the start of a line.
 _INLINE = re.compile(r"([\\`*_\[\]<>~|])|(&(?=#?\w+;))")
 _LINE_START = re.compile(r"^([ \t]*)([#>+=-]|\d+[.)])", re.MULTILINE)
@@ -87,7 +86,7 @@ class Piece:
     text: str
     entities: tuple[Entity, ...] = ()
     origin: Origin | None = None
-    kind: str = "text"  # text | voice (a transcript) | caption (of media kept elsewhere)
+    kind: str = "text"  # text | voice (a transcript)
     seconds: int | None = None  # a voice note's length
 
 

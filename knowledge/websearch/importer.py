@@ -23,7 +23,7 @@ from knowledge.errors import IndexError_, KbError
 from knowledge.ingest.handoff import deliver, ingest_record
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import ERROR_SUFFIX
-from knowledge.ingest.raw import sha256_hex, slugify
+from knowledge.ingest.raw import slugify
 from knowledge.retrieval.index import Index
 from knowledge.websearch.store import Candidate, CandidateStore, SearchRecord
 
@@ -53,6 +53,7 @@ class ImportResult:
     reason: str | None = None
     message: str | None = None
     kept_at: str | None = None
+    sha256: str | None = None  # of the bytes put into the inbox (to follow a queued one)
 
 
 def select(
@@ -180,13 +181,13 @@ async def import_web_source(
         await progress("converting")
     if holder(settings.lock_path) is None:
         return ImportResult(
-            "queued", source_id, candidate.url, record.question, kept_at=str(path),
+            "queued", source_id, candidate.url, record.question, kept_at=str(path), sha256=fetched.sha256,
             message="the daemon is not running: the page waits in the inbox until it starts (kb daemon or kb run)",
         )  # fmt: skip
-    ingest = await wait_for_ingest(settings, path, sha256_hex(fetched.data), timeout_s=wait_s)
+    ingest = await wait_for_ingest(settings, path, fetched.sha256, timeout_s=wait_s)
     if ingest is None:
         return ImportResult(
-            "queued", source_id, candidate.url, record.question, kept_at=str(path),
+            "queued", source_id, candidate.url, record.question, kept_at=str(path), sha256=fetched.sha256,
             message=f"the daemon has not indexed it within {wait_s:g} s; it is still in the inbox",
         )  # fmt: skip
     if ingest["status"] == "indexed":
