@@ -94,7 +94,8 @@ def create(
 
     async def stop(application) -> None:
         deps = application.bot_data.get("deps")
-        if deps is not None:  # forwards still being gathered, notes still followed: left as they are
+        # forwards still gathering (the last 1.5 s) are dropped; notes already saved stay in the inbox
+        if deps is not None:
             await deps.collector.close()
             await deps.kept.close()
         session = session_box.pop("session", None)
