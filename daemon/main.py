@@ -15,7 +15,7 @@ from daemon.service import Daemon
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.ingest import working
-from knowledge.ingest.lock import WriterLock
+from knowledge.ingest.lock import DAEMON_ROLE, WriterLock
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
@@ -31,7 +31,7 @@ def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
     Beside it runs the embedding backfill (unless KB_EMBED=off), stopped when the daemon is. The
     progress of long conversions (pages read by OCR) is published for other processes (ingest/working.py).
     """
-    lock = WriterLock(settings.lock_path, role="kb daemon")
+    lock = WriterLock(settings.lock_path, role=DAEMON_ROLE)
     lock.acquire(wait_s=0)
     backfill: Backfill | None = None
     try:

@@ -338,8 +338,9 @@ class Daemon:
         return False
 
     def _make_folders(self) -> None:
-        for folder in (self.inbox, self.settings.processed, self.settings.failed, self.raw):
-            folder.mkdir(parents=True, exist_ok=True)
+        settings = self.settings
+        for folder in (self.inbox, settings.processed, settings.failed, self.raw, settings.requests):
+            folder.mkdir(parents=True, exist_ok=True)  # requests too: looked at every tick
         # Half-written files of a writer that was killed: only this process writes here now.
         if self.settings.staging.is_dir():
             for leftover in self.settings.staging.iterdir():

@@ -25,7 +25,7 @@ from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings, read_dotenv
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConfigError, KbError, WriterLockHeld
-from knowledge.ingest.lock import WriterLock, holder
+from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.names import readable_name
 from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
 from knowledge.logs import WarnOnce, configure_logging
@@ -416,8 +416,8 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
     try:
         lock.acquire()
     except WriterLockHeld:
-        running = holder(settings.lock_path) or ""
-        if running.endswith("kb daemon"):  # the daemon is the writer: it indexes them, kb ingest reports
+        running = daemon_holder(settings.lock_path)
+        if running is not None:  # the daemon is the writer: it indexes them, kb ingest reports
             return hand_to_daemon(settings, paths, running, out=out, t0=t0)
         lock.acquire(wait_s=settings.lock_wait_s)  # another kb ingest or kb reindex: wait for it
     counter = load_tokenizer(settings)
@@ -723,10 +723,11 @@ def cmd_rm(args: argparse.Namespace, settings: Settings) -> int:
     """kb rm DOC_ID..."""
     from knowledge.ingest.requests import change
 
-    counter = load_tokenizer(settings)
+    results = change(
+        settings, "remove", args.doc_ids, make_counter=lambda: load_tokenizer(settings), wait_s=args.wait
+    )
     failed = 0
-    for doc_id in args.doc_ids:
-        result = change(settings, "remove", doc_id, counter=counter, wait_s=args.wait)
+    for doc_id, result in zip(args.doc_ids, results, strict=True):
         if result.status == "done" and result.trashed is not None:
             t = result.trashed
             print(
@@ -757,7 +758,9 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
             )
         print("restore one with: kb restore TRASH_ID")
         return EXIT_OK
-    result = change(settings, "restore", args.trash_id, counter=load_tokenizer(settings), wait_s=args.wait)
+    [result] = change(
+        settings, "restore", [args.trash_id], make_counter=lambda: load_tokenizer(settings), wait_s=args.wait
+    )
     if result.status == "failed":
         print(f"kb: {result.message}", file=sys.stderr)
         return EXIT_FAILED

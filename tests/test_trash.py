@@ -186,6 +186,27 @@ def test_unknown_or_unsafe_ids_are_clear_errors_and_touch_nothing(kb, tmp_path):
     assert len(ingestor.index.documents()) == 1 and (tmp_path / "etc" / "manifest.json").exists()
 
 
+def test_change_removes_several_at_once_without_a_tokenizer_and_restore_loads_it(tmp_path):
+    settings = make_settings(tmp_path / "kb")
+    with Index(settings.index_path) as index:
+        ingestor = Ingestor(settings, index, ApproxCounter(), clock=lambda: T0)
+        heron, otter = add(settings, ingestor, "heron.md", HERON), add(settings, ingestor, "otter.md", OTTER)
+    loads: list[str] = []
+
+    def load():
+        loads.append("loaded")
+        return ApproxCounter()
+
+    removed = requests.change(
+        settings, "remove", [heron.doc_id, "../../etc", otter.doc_id], make_counter=load, wait_s=0
+    )
+    assert [c.status for c in removed] == ["done", "failed", "done"] and loads == []
+    assert "not a document or trash id" in removed[1].message
+    [back] = requests.change(settings, "restore", [removed[0].trashed.trash_id], make_counter=load, wait_s=0)
+    assert back.status == "done" and back.title == "Heron" and loads == ["loaded"]
+    assert doc_titles(settings) == ["Heron"]
+
+
 # -- requests to the daemon ---------------------------------------------------------------------
 
 
@@ -225,6 +246,13 @@ def test_the_running_daemon_removes_and_restores_on_request(tmp_path):
 
         missing = requests.ask_daemon(settings, "restore", removed.trashed.trash_id, wait_s=20)
         assert missing.status == "failed" and "no trash entry" in missing.message
+
+        # kb rm beside the daemon: the daemon does the work, so no tokenizer is loaded here.
+        otter_id = doc_id_of(settings, "Otter")
+        [by_cli] = requests.change(
+            settings, "remove", [otter_id], make_counter=lambda: pytest.fail("tokenizer loaded"), wait_s=20
+        )
+        assert by_cli.status == "done" and doc_titles(settings) == ["Heron"]
     assert list(settings.requests.iterdir()) == []  # every request done, every answer collected
 
 

@@ -15,6 +15,8 @@ from types import TracebackType
 
 from knowledge.errors import WriterLockHeld
 
+DAEMON_ROLE = "kb daemon"  # the role the daemon takes the lock under (daemon/main.py)
+
 
 class WriterLock:
     """Exclusive, process-wide writer lock for one KB_HOME."""
@@ -94,3 +96,10 @@ def holder(path: Path) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def daemon_holder(path: Path) -> str | None:
+    """Who holds the lock ('pid 123, kb daemon') when it is the daemon; None when it is free or
+    another writer (kb ingest, kb reindex) has it."""
+    found = holder(path)
+    return found if found is not None and found.endswith(DAEMON_ROLE) else None

@@ -262,7 +262,7 @@ class Ingestor:
                 failure.sha256 = _hash_regular(root, path.absolute())  # a huge one no waiter sent is not read
             raise failure
         try:
-            data = _read_regular(root, path.absolute(), self.limits.max_source_bytes)
+            data = read_regular(root, path.absolute(), self.limits.max_source_bytes)
         except LinkRefused as exc:
             return _link_skipped(path, exc.part)
         except OSError as exc:
@@ -460,7 +460,7 @@ class Ingestor:
                 kept = self._keep(path, self.settings.failed, name=name)
             except OSError as exc:
                 log.error("ingest.quarantine_failed", file=readable_name(path.name), error=str(exc))
-        self._record(
+        self.record(
             IngestRecord(
                 stored_path(path),
                 failure.sha256,
@@ -475,7 +475,7 @@ class Ingestor:
             path, "failed", kept_at=kept, stage=failure.stage, reason=failure.reason, message=failure.message
         )
 
-    def _record(self, record: IngestRecord) -> None:
+    def record(self, record: IngestRecord) -> None:
         """Append an ingest record; a busy database must not turn a done file into a failure."""
         try:
             self.index.record_ingest(record)
@@ -493,7 +493,7 @@ class Ingestor:
         transfer = os.replace if is_inbox else _copy_no_follow
         transfer(path, dest)
         side = sidecar_path(path)
-        if _is_regular(side):  # a linked sidecar is never copied: its target is not the owner's gift
+        if is_regular(side):  # a linked sidecar is never copied: its target is not the owner's gift
             transfer(side, folder / (name + SIDECAR_SUFFIX))
         return dest
 
@@ -536,7 +536,7 @@ class Ingestor:
         for path in sorted(self.settings.raw.glob("*.md")):
             if not is_candidate_name(path.name):
                 continue
-            if _is_regular(path):
+            if is_regular(path):
                 names.append(path.name)
             elif path.is_symlink():
                 log.warning("raw.skipped", file=path.name, reason="a symbolic link; kb does not follow links")
@@ -694,7 +694,7 @@ def sidecar_path(path: Path) -> Path:
 
 def read_sidecar(path: Path, *, root: Path | None = None) -> Sidecar:
     """The trusted fields of a sidecar; a missing, linked or malformed one gives no metadata (logged)."""
-    if not _is_regular(path):
+    if not is_regular(path):
         if _is_link(path):
             log.warning("ingest.sidecar_ignored", sidecar=path.name, reason="a symbolic link")
         return Sidecar(None, None)
@@ -849,7 +849,7 @@ def _link_skipped(path: Path, part: str) -> Outcome:
     )
 
 
-def _is_regular(path: Path) -> bool:
+def is_regular(path: Path) -> bool:
     """A regular file itself, not a link to one."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
@@ -881,7 +881,7 @@ def _hash_regular(root: Path, path: Path) -> str | None:
     return digest.hexdigest()
 
 
-def _read_regular(root: Path, path: Path, limit: int) -> bytes:
+def read_regular(root: Path, path: Path, limit: int) -> bytes:
     """Read a regular file through real folders only, without blocking on a FIFO swapped in."""
     fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
@@ -889,7 +889,9 @@ def _read_regular(root: Path, path: Path, limit: int) -> bytes:
             raise OSError(f"{path.name} is not a regular file")
         data = fh.read(limit + 1)
     if len(data) > limit:
-        raise OSError(f"{path.name} grew past the size limit while being read")
+        raise OSError(
+            f"{path.name} is over the size limit ({limit:,} bytes; it may have grown while being read)"
+        )
     return data
 
 

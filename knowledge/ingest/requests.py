@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import sqlite3
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,8 +34,8 @@ from knowledge.config import Settings
 from knowledge.convert.ocr import OcrSpec
 from knowledge.errors import KbError, WriterLockHeld
 from knowledge.ingest import trash
-from knowledge.ingest.lock import WriterLock, holder
-from knowledge.ingest.pipeline import Ingestor, write_atomic
+from knowledge.ingest.lock import WriterLock, daemon_holder
+from knowledge.ingest.pipeline import Ingestor, read_regular, write_atomic
 from knowledge.retrieval.index import Index
 from knowledge.tokenizer import TokenCounter
 
@@ -48,7 +47,6 @@ RESULT_MAX_BYTES = 64 * 1024
 RESULT_KEEP_S = 86400.0
 SUFFIX = ".json"
 RESULT_SUFFIX = ".result.json"
-_REQUEST_NAME = re.compile(r"([A-Za-z0-9_-]{1,80})\.json")
 
 
 @dataclass(frozen=True)
@@ -68,34 +66,65 @@ class Change:
 # -- asking -------------------------------------------------------------------------------------
 
 
-def change(settings: Settings, op: str, target: str, *, counter: TokenCounter, wait_s: float) -> Change:
-    """Remove or restore now, in this process, when the writer lock is free; else ask the daemon.
+def change(
+    settings: Settings,
+    op: str,
+    targets: Sequence[str],
+    *,
+    make_counter: Callable[[], TokenCounter],
+    wait_s: float,
+) -> list[Change]:
+    """Remove or restore each target now, in this process, when the writer lock is free (taken once,
+    the index opened once); else ask the daemon. A Change per target, in order.
 
     For the command line. Another writer that is not the daemon (kb ingest, kb reindex) is waited
-    for, up to KB_LOCK_WAIT_S.
+    for, up to KB_LOCK_WAIT_S. ``make_counter`` loads the tokenizer: called only when this process
+    chunks (a restore), never when the daemon does the work.
     """
     lock = WriterLock(settings.lock_path, role=f"kb {'rm' if op == 'remove' else op}")
     try:
         lock.acquire()
     except WriterLockHeld:
-        if (holder(settings.lock_path) or "").endswith("kb daemon"):
-            return ask_daemon(settings, op, target, wait_s=wait_s)
+        if daemon_holder(settings.lock_path) is not None:
+            return [ask_daemon(settings, op, t, wait_s=wait_s, is_running=True) for t in targets]
         lock.acquire(wait_s=settings.lock_wait_s)
     try:
         if op == "remove" and not settings.index_path.exists():  # nothing to remove: create nothing
-            return Change("failed", f"no document {target!r}: the knowledge base is empty")
+            return [Change("failed", f"no document {t!r}: the knowledge base is empty") for t in targets]
         with Index(settings.index_path) as index:
             # Removing and restoring convert nothing: no OCR engine, and no warnings about one.
-            return perform(Ingestor(settings, index, counter, ocr=OcrSpec(kind="off")), op, target)
+            ingestor = Ingestor(settings, index, _LazyCounter(make_counter), ocr=OcrSpec(kind="off"))
+            return [_checked_perform(ingestor, op, t) for t in targets]
     finally:
         lock.release()
 
 
-def ask_daemon(settings: Settings, op: str, target: str, *, wait_s: float) -> Change:
+class _LazyCounter:
+    """A TokenCounter loaded on first use: a removal never chunks, so never loads the tokenizer."""
+
+    def __init__(self, load: Callable[[], TokenCounter]) -> None:
+        self._load = load
+        self._counter: TokenCounter | None = None
+
+    def __getattr__(self, name: str) -> object:  # name, spans, count_many
+        if self._counter is None:
+            self._counter = self._load()
+        return getattr(self._counter, name)
+
+
+def _checked_perform(ingestor: Ingestor, op: str, target: str) -> Change:
+    problem = check_request(op, target)
+    return Change("failed", problem) if problem is not None else perform(ingestor, op, target)
+
+
+def ask_daemon(
+    settings: Settings, op: str, target: str, *, wait_s: float, is_running: bool | None = None
+) -> Change:
     """Ask the running daemon to remove or restore, and wait up to ``wait_s`` for its answer.
 
     Blocking (run it in a thread from async code). "waiting" when no daemon runs or it has not
     answered in time: the request stays, and is done when the daemon gets to it or starts.
+    ``is_running``: the caller just saw the daemon hold the writer lock (None: look now).
     """
     problem = check_request(op, target)
     if problem is not None:
@@ -103,7 +132,8 @@ def ask_daemon(settings: Settings, op: str, target: str, *, wait_s: float) -> Ch
     request_id = new_request_id()
     body = {"op": op, "target": target, "asked_at": datetime.now(UTC).isoformat(timespec="seconds")}
     write_atomic(settings.requests / (request_id + SUFFIX), json.dumps(body).encode("utf-8"))
-    is_running = (holder(settings.lock_path) or "").endswith("kb daemon")
+    if is_running is None:
+        is_running = daemon_holder(settings.lock_path) is not None
     deadline = time.monotonic() + (wait_s if is_running else 0.0)
     result_path = settings.requests / (request_id + RESULT_SUFFIX)
     while True:
@@ -144,7 +174,7 @@ def check_request(op: object, target: object) -> str | None:
 def read_result(path: Path) -> Change:
     """The daemon's answer in a result file; a failed Change when it cannot be read."""
     try:
-        data = _read_small(path, RESULT_MAX_BYTES)
+        data = read_regular(path.parent, path, RESULT_MAX_BYTES)
         found = json.loads(data.decode("utf-8"))
         status, message = found["status"], found["message"]
         entry = found.get("trashed")
@@ -165,10 +195,11 @@ def read_result(path: Path) -> Change:
 
 
 def perform(ingestor: Ingestor, op: str, target: str) -> Change:
-    """Remove or restore under the writer lock the caller holds; KbErrors become a failed Change."""
-    problem = check_request(op, target)
-    if problem is not None:
-        return Change("failed", problem)
+    """Remove or restore under the writer lock the caller holds; KbErrors become a failed Change.
+
+    The caller has checked the request (check_request); the trash still refuses a target that is
+    not an id.
+    """
     try:
         if op == "remove":
             entry = trash.remove(ingestor, target, now=ingestor.clock())
@@ -209,18 +240,18 @@ def handle(ingestor: Ingestor, path: Path) -> Change | None:
     None when there is nothing to answer (the file is gone, or its result was written before a crash).
     """
     settings = ingestor.settings
-    match = _REQUEST_NAME.fullmatch(path.name)
-    if match is None:  # no id to answer under: dropped (it is a name in kb's own folder, never followed)
+    request_id = path.name.removesuffix(SUFFIX)
+    if request_id == path.name or not trash.is_id(request_id):
+        # No id to answer under: dropped (it is a name in kb's own folder, never followed).
         _refuse(path.name, "not a request name")
         _drop(path)
         return None
-    request_id = match.group(1)
     result_path = settings.requests / (request_id + RESULT_SUFFIX)
     if os.path.lexists(result_path):  # done before a crash that left the request behind
         _drop(path)
         return None
     try:
-        body = json.loads(_read_small(path, REQUEST_MAX_BYTES).decode("utf-8"))
+        body = json.loads(read_regular(settings.requests, path, REQUEST_MAX_BYTES).decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -247,9 +278,9 @@ def write_result(settings: Settings, request_id: str, outcome: Change, *, now: d
     write_atomic(settings.requests / (request_id + RESULT_SUFFIX), data)
 
 
-def clean_results(settings: Settings, *, now_s: Callable[[], float] = time.time) -> int:
+def clean_results(settings: Settings) -> int:
     """Delete results nobody collected within a day (and temporary files a killed writer left); how many."""
-    cutoff = now_s() - RESULT_KEEP_S
+    cutoff = time.time() - RESULT_KEEP_S
     removed = 0
     try:
         entries = list(os.scandir(settings.requests))
@@ -278,18 +309,6 @@ def _refused_change(request_id: str, why: str) -> Change:
 
 def _refuse(name: str, why: str) -> None:
     log.warning("request.refused", request=name[:100], reason=why)
-
-
-def _read_small(path: Path, limit: int) -> bytes:
-    """A regular file's bytes, never through a link nor from a FIFO; ValueError past ``limit`` bytes."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise ValueError("not a regular file")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
-    return data
 
 
 def _drop(path: Path) -> None:

@@ -22,8 +22,8 @@ import os
 import re
 import secrets
 import shutil
-import sqlite3
 import stat
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,10 +32,10 @@ import structlog
 
 from knowledge.config import Settings
 from knowledge.errors import KbError
-from knowledge.ingest import raw as rawfile
 from knowledge.ingest.pipeline import (
-    SIDECAR_SUFFIX,
     Ingestor,
+    is_regular,
+    sidecar_path,
     unique_name,
     write_atomic,
     write_new,
@@ -87,9 +87,9 @@ class Trashed:
     source_url: str | None = None
     source_sha256: str = ""
 
-    def expires_at(self, keep_days: int = KEEP_DAYS) -> datetime:
+    def expires_at(self) -> datetime:
         """When purge will drop it."""
-        return datetime.fromisoformat(self.removed_at) + timedelta(days=keep_days)
+        return datetime.fromisoformat(self.removed_at) + timedelta(days=KEEP_DAYS)
 
 
 @dataclass(frozen=True)
@@ -110,11 +110,11 @@ class Restored:
 def remove(ingestor: Ingestor, doc_id: str, *, now: datetime) -> Trashed:
     """Move a document's raw file and original into the trash and delete it from the index.
 
-    The caller holds the writer lock. NotFound for an unknown id.
+    The caller holds the writer lock; ``now`` is an aware time. NotFound for an unknown id.
     """
     settings, index = ingestor.settings, ingestor.index
     ingestor.check_index()
-    now = now.astimezone(UTC) if now.tzinfo is not None else now.replace(tzinfo=UTC)
+    now = now.astimezone(UTC)
     doc = index.document(doc_id) if is_id(doc_id) else None
     if doc is None:
         raise NotFound("no-document", f"no document {doc_id!r} in the knowledge base (kb ls lists them)")
@@ -137,7 +137,7 @@ def remove(ingestor: Ingestor, doc_id: str, *, now: datetime) -> Trashed:
     )
     folder = settings.trash / entry.trash_id
     folder.mkdir(parents=True)
-    _write_manifest(settings, folder, {**asdict(entry), "indexed_at": doc.indexed_at})
+    _write_manifest(settings, folder, asdict(entry))
     (folder / "raw").mkdir()
     os.replace(raw_path, folder / "raw" / raw_name)
     try:
@@ -148,7 +148,7 @@ def remove(ingestor: Ingestor, doc_id: str, *, now: datetime) -> Trashed:
         index.delete_document(doc.id)  # its raw file is gone: the document must go too
     # History for kb status; a waiter never matches it (it looks for an inbox path).
     stamp = entry.removed_at
-    _record(ingestor, IngestRecord(doc.raw_path, doc.source_sha256, "removed", stamp, stamp, doc_id=doc.id))
+    ingestor.record(IngestRecord(doc.raw_path, doc.source_sha256, "removed", stamp, stamp, doc_id=doc.id))
     log.info(
         "trash.removed",
         doc_id=doc.id,
@@ -175,18 +175,18 @@ def _original_name(settings: Settings, snapshot: str | None) -> str | None:
     if not snapshot or not snapshot.startswith(SNAPSHOT_PREFIX):
         return None
     name = snapshot.removeprefix(SNAPSHOT_PREFIX)
-    if not _is_plain_name(name) or not _is_regular(settings.processed / name):
+    if not _is_plain_name(name) or not is_regular(settings.processed / name):
         return None
     return name
 
 
 def _move_original(src_folder: Path, dest_folder: Path, name: str, dest_name: str) -> None:
     """Move an original and its sidecar (when there is one) between folders, renamed to dest_name."""
-    if _is_regular(src_folder / name):
+    if is_regular(src_folder / name):
         os.replace(src_folder / name, dest_folder / dest_name)
-    side = src_folder / (name + SIDECAR_SUFFIX)
-    if _is_regular(side):
-        os.replace(side, dest_folder / (dest_name + SIDECAR_SUFFIX))
+    side = sidecar_path(src_folder / name)
+    if is_regular(side):
+        os.replace(side, sidecar_path(dest_folder / dest_name))
 
 
 # -- restoring ----------------------------------------------------------------------------------
@@ -200,18 +200,15 @@ def restore(ingestor: Ingestor, trash_id: str) -> Restored:
     """
     settings, index = ingestor.settings, ingestor.index
     ingestor.check_index()
-    folder = settings.trash / trash_id if is_id(trash_id) else None
-    manifest = _read_manifest(folder) if folder is not None else None
-    entry = _entry(manifest) if manifest is not None else None
-    trashed_raw = folder / "raw" / entry.raw_name if folder is not None and entry is not None else None
-    if entry is None or trashed_raw is None or not _is_regular(trashed_raw):
+    folder = settings.trash / trash_id
+    found = _read_entry(folder) if is_id(trash_id) else None
+    if found is None or not _has_raw(folder, found[1]):
         raise NotFound("no-entry", f"no trash entry {trash_id!r} (kb restore lists them)")
+    manifest, entry = found
+    trashed_raw = folder / "raw" / entry.raw_name
     text = trashed_raw.read_bytes().decode("utf-8", errors="replace")
-    sha = (
-        rawfile.parse(text, fallback_name=entry.raw_name, sha256="").meta.source_sha256 or entry.source_sha256
-    )
     plan = manifest.get("restoring") if isinstance(manifest.get("restoring"), dict) else {}
-    same = index.document_by_source_sha256(sha) if sha else None
+    same = index.document_by_source_sha256(entry.source_sha256) if entry.source_sha256 else None
     if same is not None:
         if plan.get("raw_name") and same.raw_path == "raw/" + plan["raw_name"]:  # a restore cut short
             return _finish(ingestor, folder, entry, same.raw_path, plan.get("original"))
@@ -238,30 +235,35 @@ def restore(ingestor: Ingestor, trash_id: str) -> Restored:
             "raw-taken", f"raw/{raw_dest} appeared while restoring; try kb restore {trash_id} again"
         )
     trashed_raw.unlink()
-    return _finish(ingestor, folder, entry, "raw/" + raw_dest, original_dest)
+    return _finish(ingestor, folder, entry, "raw/" + raw_dest, original_dest, text=text)
 
 
-def _finish(ingestor: Ingestor, folder: Path, entry: Trashed, raw_rel: str, original: str | None) -> Restored:
-    """Index the restored raw file, record it and drop the trash entry."""
-    doc_id, chunks = ingestor.index_raw(raw_rel)
-    doc = ingestor.index.document(doc_id)
-    title = doc.title if doc is not None else entry.title
+def _finish(
+    ingestor: Ingestor,
+    folder: Path,
+    entry: Trashed,
+    raw_rel: str,
+    original: str | None,
+    *,
+    text: str | None = None,
+) -> Restored:
+    """Index the restored raw file (``text``: what was written there; None reads it), record it and
+    drop the trash entry."""
+    doc, chunks = ingestor.prepare_raw(raw_rel, text)
+    ingestor.index.upsert_document(doc, chunks)
     now = ingestor.clock().isoformat(timespec="seconds")
     sha = entry.source_sha256 or None
-    _record(ingestor, IngestRecord(raw_rel, sha, "indexed", now, now, doc_id=doc_id, chunks=chunks))
+    ingestor.record(IngestRecord(raw_rel, sha, "indexed", now, now, doc_id=doc.id, chunks=len(chunks)))
     shutil.rmtree(folder)
     log.info(
-        "trash.restored", trash_id=entry.trash_id, doc_id=doc_id, title=title, raw=raw_rel, chunks=chunks
+        "trash.restored",
+        trash_id=entry.trash_id,
+        doc_id=doc.id,
+        title=doc.title,
+        raw=raw_rel,
+        chunks=len(chunks),
     )
-    return Restored(entry.trash_id, doc_id, title, raw_rel, chunks, original)
-
-
-def _record(ingestor: Ingestor, record: IngestRecord) -> None:
-    """Append an ingest record; a busy database must not undo a removal or restore that is done."""
-    try:
-        ingestor.index.record_ingest(record)
-    except sqlite3.Error as exc:
-        log.error("trash.record_failed", raw=record.path, status=record.status, error=str(exc))
+    return Restored(entry.trash_id, doc.id, doc.title, raw_rel, len(chunks), original)
 
 
 def _planned(plan: dict, key: str) -> str | None:
@@ -271,7 +273,7 @@ def _planned(plan: dict, key: str) -> str | None:
 
 def _free_original(settings: Settings, folder: Path, entry: Trashed) -> str | None:
     """Where the original goes back: its old name under processed/, or a free one."""
-    if entry.original is None or not _is_regular(folder / "original" / entry.original):
+    if entry.original is None or not is_regular(folder / "original" / entry.original):
         return None
     return unique_name(settings.processed, entry.original)
 
@@ -295,31 +297,19 @@ def with_snapshot(text: str, snapshot: str) -> str:
 
 def trashed(settings: Settings) -> list[Trashed]:
     """The documents in the trash, newest first (entries without their raw file are left out)."""
-    found = []
-    for folder in _entry_folders(settings):
-        manifest = _read_manifest(folder)
-        entry = _entry(manifest) if manifest is not None else None
-        if entry is not None and _is_regular(folder / "raw" / entry.raw_name):
-            found.append(entry)
+    found = [entry for _, entry, has_raw in _walk(settings) if entry is not None and has_raw]
     return sorted(found, key=lambda e: (e.removed_at, e.trash_id), reverse=True)
 
 
-def find_trashed(settings: Settings, trash_id: str) -> Trashed | None:
-    """One trash entry by id (None when there is none)."""
-    return next((e for e in trashed(settings) if e.trash_id == trash_id), None)
-
-
-def purge(settings: Settings, *, now: datetime, keep_days: int = KEEP_DAYS) -> int:
-    """Delete trash entries removed more than ``keep_days`` ago (and leftovers of cut-short steps);
+def purge(settings: Settings, *, now: datetime) -> int:
+    """Delete trash entries removed more than KEEP_DAYS ago (and leftovers of cut-short steps);
     how many went. The caller holds the writer lock."""
-    cutoff = now - timedelta(days=keep_days)
+    cutoff = now - timedelta(days=KEEP_DAYS)
     gone: list[str] = []
-    for folder in _entry_folders(settings):
-        manifest = _read_manifest(folder)
-        entry = _entry(manifest) if manifest is not None else None
+    for folder, entry, has_raw in _walk(settings):
         if entry is not None:
             is_old = datetime.fromisoformat(entry.removed_at) < cutoff
-            is_empty = not _is_regular(folder / "raw" / entry.raw_name)  # see the module's docstring
+            is_empty = not has_raw  # see the module's docstring
         else:  # no readable manifest: judged by the folder's age
             is_old = datetime.fromtimestamp(folder.lstat().st_mtime, tz=now.tzinfo) < cutoff
             is_empty = False
@@ -327,8 +317,29 @@ def purge(settings: Settings, *, now: datetime, keep_days: int = KEEP_DAYS) -> i
             shutil.rmtree(folder, ignore_errors=True)
             gone.append(folder.name)
     if gone:
-        log.info("trash.purged", entries=len(gone), trash_ids=gone[:20], keep_days=keep_days)
+        log.info("trash.purged", entries=len(gone), trash_ids=gone[:20], keep_days=KEEP_DAYS)
     return len(gone)
+
+
+def _walk(settings: Settings) -> Iterator[tuple[Path, Trashed | None, bool]]:
+    """Each entry folder, the Trashed its manifest describes (None when unreadable) and whether
+    its raw file is there."""
+    for folder in _entry_folders(settings):
+        found = _read_entry(folder)
+        entry = found[1] if found is not None else None
+        yield folder, entry, entry is not None and _has_raw(folder, entry)
+
+
+def _read_entry(folder: Path) -> tuple[dict, Trashed] | None:
+    """An entry folder's manifest and the Trashed it describes; None when either is unreadable."""
+    manifest = _read_manifest(folder)
+    entry = _entry(manifest) if manifest is not None else None
+    return (manifest, entry) if manifest is not None and entry is not None else None
+
+
+def _has_raw(folder: Path, entry: Trashed) -> bool:
+    """Is the entry's raw file (still) in its folder?"""
+    return is_regular(folder / "raw" / entry.raw_name)
 
 
 def _entry_folders(settings: Settings) -> list[Path]:
@@ -343,7 +354,7 @@ def _entry_folders(settings: Settings) -> list[Path]:
 def _read_manifest(folder: Path) -> dict | None:
     """An entry's manifest as a dict, or None when missing, linked, too large or not JSON."""
     path = folder / MANIFEST
-    if not _is_regular(path):
+    if not is_regular(path):
         return None
     try:
         with open(path, "rb") as fh:
@@ -387,13 +398,6 @@ def _write_manifest(settings: Settings, folder: Path, manifest: dict) -> None:
 def _is_plain_name(name: str) -> bool:
     """A file name on its own: no folder part, not '.' or '..', no NUL."""
     return bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name
-
-
-def _is_regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except (OSError, ValueError):
-        return False
 
 
 def _is_dir(path: Path) -> bool:
