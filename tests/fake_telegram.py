@@ -25,6 +25,13 @@ The stand-in behaves like Telegram, as described in ../shared/reference/external
   where Telegram would. editMessageText without a reply_markup removes the inline keyboard, as on
   Telegram.
 * answerCallbackQuery refuses an unknown, already answered or expired query id.
+* sendMessageDraft (Bot API 9.3+, conversation.md §3a) answers ``true`` and keeps a StoredDraft; it
+  is no message. The chat must be a known private chat; ``draft_id`` must be a non-zero integer;
+  the text is 0–4,096 characters after parsing (empty shows "Thinking..."). The chat's live draft
+  lasts 30 s after its last update (``draft_ttl_s``, timed by ``clock``) and goes when the bot sends
+  a message there. ``drafts_refused`` makes every draft fail, as for a bot Telegram refuses them.
+* A reply's reply_to_message carries no reply_to_message of its own; a reply with a quote carries
+  a TextQuote (UTF-16 position, the formatting entities inside it, is_manual).
 * getUpdates long-polls. It confirms by offset, filters by allowed_updates (Telegram remembers the
   last list), and a newer getUpdates ends an older one that is still held with 409 "Conflict:
   terminated by other getUpdates request…", which is what Telegram does to the older request.
@@ -34,14 +41,16 @@ The stand-in behaves like Telegram, as described in ../shared/reference/external
 Some wordings are believed rather than verified (see the reference, §2.4): "message text is empty",
 BUTTON_DATA_INVALID, "query is too old…", "Unauthorized", BOT_COMMAND_INVALID,
 "MESSAGE_TOO_LONG" (answerCallbackQuery text over 200 characters), "invalid file_id", "file is
-too big", "chat not found", and the bare-``&`` message, which is the stand-in's own.
+too big", "chat not found", TEXTDRAFT_PEER_INVALID (sendMessageDraft into a group or channel, and
+with ``drafts_refused``; seen in public bug reports), and two that are the stand-in's own: the
+bare-``&`` message and "draft_id must be non-zero".
 
 Test-side API (plain Python; thread-safe, so a ThreadedServer works too):
 ``push_message``, ``push_callback``, ``push_document``, ``push_photo``, ``push_voice``, ``push_audio``,
-``push_raw``, ``add_chat``,
+``push_forward``, ``push_reply``, ``push_raw``, ``add_chat``,
 ``fail_next``, ``calls``, ``wait_for``, ``wait_until``, ``sent_messages``, ``messages``,
-``message``, ``last_message``, ``chat_actions``, ``callback_answer``, ``my_commands``,
-``pending_updates``.
+``message``, ``last_message``, ``chat_actions``, ``drafts``, ``live_draft``, ``callback_answer``,
+``my_commands``, ``pending_updates``.
 """
 
 from __future__ import annotations
@@ -114,6 +123,7 @@ INT_FIELDS = frozenset(
         "from_chat_id",
         "reply_to_message_id",
         "user_id",
+        "draft_id",
     }
 )
 FLOAT_FIELDS = frozenset({"timeout"})
@@ -151,6 +161,16 @@ QUERY_TOO_OLD = "query is too old and response timeout expired or query ID is in
 CONFLICT_OTHER_POLL = (
     "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
 )
+# sendMessageDraft into a group, supergroup or channel (drafts are for private chats only), and
+# the answer to every draft while FakeTelegram.drafts_refused is set. Seen in public bug reports
+# (e.g. nullclaw/nullclaw#626, a bot streaming into a private chat), not verified here.
+DRAFT_PEER_INVALID = "TEXTDRAFT_PEER_INVALID"
+DRAFT_ID_INVALID = "draft_id must be non-zero"  # the stand-in's own wording
+# The sender push_reply gives a replied message the stand-in does not know.
+OLD_MESSAGE_SENDER = {"id": 9000002, "is_bot": False, "first_name": "Someone", "username": "someone"}
+DRAFT_TTL_S = 30.0  # a draft is "a temporary 30-second preview" (Bot API, sendMessageDraft)
+# The entity types Telegram keeps in a reply's quote (Bot API, TextQuote.entities).
+QUOTE_ENTITY_TYPES = frozenset({"bold", "italic", "underline", "strikethrough", "spoiler", "custom_emoji"})
 CONFLICT_WEBHOOK = (
     "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete "
     "the webhook first"
@@ -460,8 +480,18 @@ def trim_text(text: str, entities: list[dict]) -> tuple[str, list[dict]]:
     return stripped, out
 
 
-def format_text(text: str, parse_mode: str | None, entities: list | None, *, strict_ampersand: bool = True):
-    """(plain text, entities) as Telegram stores them, or ApiError as Telegram answers."""
+def format_text(
+    text: str,
+    parse_mode: str | None,
+    entities: list | None,
+    *,
+    strict_ampersand: bool = True,
+    allow_empty: bool = False,
+):
+    """(plain text, entities) as Telegram stores them, or ApiError as Telegram answers.
+
+    ``allow_empty`` lets the text be empty after parsing and trimming (sendMessageDraft's
+    "Thinking..." placeholder)."""
     if parse_mode:
         mode = parse_mode.lower()
         if mode == "html":
@@ -477,7 +507,7 @@ def format_text(text: str, parse_mode: str | None, entities: list | None, *, str
         plain, found = text, list(entities or [])
     plain, found = trim_text(plain, found)
     found.sort(key=lambda e: (e["offset"], -e["length"]))
-    if not plain:
+    if not plain and not allow_empty:
         raise bad_request("message text is empty")
     if len(plain) > MAX_TEXT_LENGTH:
         raise bad_request("message is too long")
@@ -560,6 +590,26 @@ class StoredMessage:
     def link_preview_disabled(self) -> bool:
         return bool((self.link_preview_options or {}).get("is_disabled") or self.disable_web_page_preview)
 
+    @property
+    def reply_to_id(self) -> int | None:
+        """The message_id of the message this one replies to, None when it is no reply."""
+        replied = self.extra.get("reply_to_message")
+        return replied.get("message_id") if isinstance(replied, dict) else None
+
+
+@dataclass
+class StoredDraft:
+    """One sendMessageDraft as the stand-in received it (a draft is no message: it has no id)."""
+
+    chat_id: int
+    draft_id: int  # drafts with the same id are animated into one another on the user's screen
+    text: str  # plain text after parsing and trimming; "" is the "Thinking..." placeholder
+    sent_text: str | None  # the text as the bot sent it (None when it sent none)
+    parse_mode: str | None
+    time: float  # FakeTelegram.clock() at arrival (time.monotonic() unless a test set a clock)
+    entities: list[dict] = field(default_factory=list)
+    message_thread_id: int | None = None
+
 
 @dataclass
 class CallbackQuery:
@@ -622,6 +672,10 @@ class FakeTelegram:
     """State, records and HTTP handlers of the stand-in. Serve it with ``start_fake_telegram``."""
 
     strict_ampersand = True
+    # Every sendMessageDraft fails with 400 TEXTDRAFT_PEER_INVALID (a bot whose drafts Telegram
+    # refuses), to test falling back to editMessageText.
+    drafts_refused: bool = False
+    draft_ttl_s: float = DRAFT_TTL_S  # a live draft disappears this long after its last update
 
     def __init__(
         self,
@@ -631,8 +685,13 @@ class FakeTelegram:
         bot_first_name: str = "kb",
         first_update_id: int = 1000,
         callback_expiry_s: float | None = 15.0,
+        drafts_refused: bool | None = None,
     ) -> None:
         self.token = token
+        if drafts_refused is not None:
+            self.drafts_refused = drafts_refused
+        # The clock of drafts (their times and expiry); a test may set e.g. ``lambda: t + 31``.
+        self.clock: Callable[[], float] = time.monotonic
         bot_id = int(token.split(":", 1)[0]) if token.split(":", 1)[0].isdigit() else 123456
         self.bot_user = {
             "id": bot_id,
@@ -667,6 +726,8 @@ class FakeTelegram:
         self._files_by_path: dict[str, StoredFile] = {}
         self._next_file = 0
         self._chat_actions: list[ChatAction] = []
+        self._drafts: list[StoredDraft] = []
+        self._live_drafts: dict[int, StoredDraft] = {}  # by chat: the draft on the user's screen
         self._commands: dict[str, list[dict]] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._poller: _Poller | None = None
@@ -1072,23 +1133,87 @@ class FakeTelegram:
             payload = self._message_dict(msg, chat)
         return self._enqueue({"message": payload})
 
-    def push_reply(self, chat_id: int, user_id: int, text: str, *, reply_to: int) -> int:
-        """The owner answers message ``reply_to`` of this chat with ``text`` (a command gets its entity)."""
+    def push_reply(
+        self,
+        chat_id: int,
+        user_id: int,
+        text: str,
+        *,
+        reply_to: int,
+        quote: str | None = None,
+        reply_to_text: str | None = None,
+        reply_to_from_bot: bool = False,
+    ) -> int:
+        """The owner answers message ``reply_to`` of this chat with ``text`` (a command gets its
+        entity); returns the update_id.
+
+        The update's reply_to_message is the stored message as it is now (the bot's carries the
+        bot as ``from``), without a reply_to_message of its own, as on Telegram. ``quote`` is the
+        part of it the user highlighted: the message gets a TextQuote with its UTF-16 position in
+        the replied text (0 when not found) and the formatting entities inside it.
+        ``reply_to_text`` allows a ``reply_to`` the stand-in does not know (a message older than
+        its memory): the reply_to_message is then a minimal one with that text, from another user
+        (from the bot with ``reply_to_from_bot``).
+        """
         with self._lock:
             user = self._user(user_id, None, None)
             chat = self._ensure_chat(chat_id, "private", user)
-            original = self._message_dict(self._messages[chat_id][reply_to], chat)
+            target = self._messages[chat_id].get(reply_to)
+            if target is not None and not target.deleted:
+                original = self._replied_dict(target, chat)
+            elif reply_to_text is not None:
+                original = {
+                    "message_id": reply_to,
+                    "from": self.bot_user if reply_to_from_bot else dict(OLD_MESSAGE_SENDER),
+                    "chat": chat,
+                    "date": int(time.time()) - 30 * 86400,
+                    "text": reply_to_text,
+                }
+                # Later messages of the chat must not take the old message's id.
+                self._next_message_id[chat_id] = max(self._next_message_id.get(chat_id, 1), reply_to + 1)
+            else:
+                raise KeyError(f"no message {reply_to} in chat {chat_id} to reply to (pass reply_to_text)")
             entities = [
                 self._entity("bot_command", text, m.start(), m.end()) for m in BOT_COMMAND_RE.finditer(text)
             ]
+            extra: dict[str, Any] = {"reply_to_message": original}
+            if quote is not None:
+                extra["quote"] = self._text_quote(original, quote)
             msg = StoredMessage(
                 chat_id=chat_id, message_id=self._new_message_id(chat_id), date=int(time.time()),
-                from_bot=False, sender=user, text=text, sent_text=text, entities=entities,
-                extra={"reply_to_message": original},
+                from_bot=False, sender=user, text=text, sent_text=text, entities=entities, extra=extra,
             )  # fmt: skip
             self._messages[chat_id][msg.message_id] = msg
             payload = self._message_dict(msg, chat)
         return self._enqueue({"message": payload})
+
+    def _replied_dict(self, msg: StoredMessage, chat: dict) -> dict:
+        """A message as a reply_to_message: Telegram leaves out its own reply_to_message (and quote)."""
+        out = self._message_dict(msg, chat)
+        out.pop("reply_to_message", None)
+        out.pop("quote", None)
+        return out
+
+    @staticmethod
+    def _text_quote(original: dict, quote: str) -> dict:
+        """The TextQuote of ``quote`` in the replied message (its text, else its caption)."""
+        if "text" in original:
+            source, source_entities = original["text"], original.get("entities") or []
+        else:
+            source, source_entities = original.get("caption") or "", original.get("caption_entities") or []
+        found = source.find(quote) if quote else -1
+        position = utf16_len(source[:found]) if found >= 0 else 0
+        out: dict[str, Any] = {"text": quote, "position": position, "is_manual": True}
+        if found >= 0:
+            end = position + utf16_len(quote)
+            kept = []
+            for e in source_entities:
+                start, stop = max(e["offset"], position), min(e["offset"] + e["length"], end)
+                if e["type"] in QUOTE_ENTITY_TYPES and stop > start:
+                    kept.append({**e, "offset": start - position, "length": stop - start})
+            if kept:
+                out["entities"] = kept
+        return out
 
     def push_raw(self, update: dict) -> int:
         """Any update dict (channel_post, edited_message, my_chat_member…); update_id is added
@@ -1189,6 +1314,21 @@ class FakeTelegram:
     def chat_actions(self, chat_id: int | None = None) -> list[ChatAction]:
         with self._lock:
             return [a for a in self._chat_actions if chat_id is None or a.chat_id == chat_id]
+
+    def drafts(self, chat_id: int | None = None) -> list[StoredDraft]:
+        """Every sendMessageDraft accepted (in ``chat_id`` when given), oldest first."""
+        with self._lock:
+            return [d for d in self._drafts if chat_id is None or d.chat_id == chat_id]
+
+    def live_draft(self, chat_id: int) -> StoredDraft | None:
+        """The draft the user sees in the chat now: the latest one, unless ``draft_ttl_s`` passed
+        since it was last updated or the bot has sent a message (sendMessage, sendDocument) since."""
+        with self._lock:
+            draft = self._live_drafts.get(chat_id)
+            if draft is not None and self.clock() - draft.time >= self.draft_ttl_s:
+                del self._live_drafts[chat_id]
+                return None
+            return draft
 
     def callback_answer(self, callback_query_id: str) -> dict | None:
         """How the bot answered the query (text, show_alert, url, cache_time), None if not yet."""
@@ -1542,7 +1682,7 @@ class FakeTelegram:
         if reply:
             target = self._messages[chat["id"]].get(int(reply.get("message_id") or 0))
             if target is not None and not target.deleted:
-                extra["reply_to_message"] = self._message_dict(target, chat)
+                extra["reply_to_message"] = self._replied_dict(target, chat)
             elif not reply.get("allow_sending_without_reply") and not params.get(
                 "allow_sending_without_reply"
             ):
@@ -1570,7 +1710,41 @@ class FakeTelegram:
             **fields,
         )
         self._messages[chat["id"]][msg.message_id] = msg
+        self._live_drafts.pop(chat["id"], None)  # a normal message replaces the draft
         return self._message_dict(msg, chat)
+
+    def _send_message_draft(self, params: dict) -> bool:
+        """A partial message streamed to a private chat: kept as a StoredDraft, not a message."""
+        if self.drafts_refused:
+            raise bad_request(DRAFT_PEER_INVALID)
+        chat = self._chat(params)
+        if chat["type"] != "private":
+            raise bad_request(DRAFT_PEER_INVALID)
+        draft_id = params.get("draft_id")
+        if not isinstance(draft_id, int) or isinstance(draft_id, bool) or draft_id == 0:
+            raise bad_request(DRAFT_ID_INVALID)
+        text = params.get("text")
+        plain, entities = format_text(
+            "" if text is None else str(text),
+            params.get("parse_mode"),
+            params.get("entities"),
+            strict_ampersand=self.strict_ampersand,
+            allow_empty=True,  # an empty draft shows "Thinking..."
+        )
+        thread = params.get("message_thread_id")
+        draft = StoredDraft(
+            chat_id=chat["id"],
+            draft_id=draft_id,
+            text=plain,
+            sent_text=None if text is None else str(text),
+            parse_mode=params.get("parse_mode"),
+            time=self.clock(),
+            entities=entities,
+            message_thread_id=thread if isinstance(thread, int) else None,
+        )
+        self._drafts.append(draft)
+        self._live_drafts[chat["id"]] = draft
+        return True
 
     def _send_document(self, params: dict) -> dict:
         """A file uploaded by the bot (multipart), kept like a user's upload so a test can read it back."""
@@ -1742,6 +1916,7 @@ _HANDLERS: dict[str, Callable[[FakeTelegram, dict], Any]] = {
     "deletewebhook": FakeTelegram._delete_webhook,
     "setwebhook": FakeTelegram._set_webhook,
     "sendmessage": FakeTelegram._send_message,
+    "sendmessagedraft": FakeTelegram._send_message_draft,
     "senddocument": FakeTelegram._send_document,
     "editmessagetext": FakeTelegram._edit_message_text,
     "editmessagereplymarkup": FakeTelegram._edit_message_reply_markup,

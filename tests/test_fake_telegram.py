@@ -10,7 +10,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, MessageEntity
+from telegram import (
+    Bot,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    MessageEntity,
+    ReplyParameters,
+)
 from telegram.error import BadRequest, Conflict, EndPointNotFound, InvalidToken, NetworkError, RetryAfter
 from telegram.ext import (
     AIORateLimiter,
@@ -520,3 +527,152 @@ async def test_updates_for_groups_forwards_and_bots_look_like_telegrams(tg: Fake
     assert inline.message.via_bot.is_bot
     with pytest.raises(KeyError):
         tg.push_callback(OWNER, OWNER, 99, "imp:x:1")
+
+
+# ---- drafts (sendMessageDraft) ----------------------------------------------------------------
+
+
+async def test_drafts_are_kept_and_animated_by_draft_id(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    assert await bot.send_message_draft(OWNER, 7) is True  # no text: the "Thinking..." placeholder
+    assert await bot.send_message_draft(OWNER, 7, "") is True
+    assert await bot.send_message_draft(OWNER, 7, "<b>Half</b> an answer", parse_mode="HTML") is True
+    await bot.send_message_draft(OWNER, 8, "  next segment ", message_thread_id=3)
+    drafts = tg.drafts(OWNER)
+    assert [(d.draft_id, d.text, d.sent_text) for d in drafts] == [
+        (7, "", None),
+        (7, "", ""),
+        (7, "Half an answer", "<b>Half</b> an answer"),
+        (8, "next segment", "  next segment "),
+    ]
+    assert drafts[2].parse_mode == "HTML" and drafts[2].entities == [
+        {"type": "bold", "offset": 0, "length": 4}
+    ]
+    assert drafts[3].message_thread_id == 3 and tg.live_draft(OWNER) is drafts[3]
+    assert tg.calls("sendMessageDraft")[0].params == {"chat_id": OWNER, "draft_id": 7}
+    assert [d.time for d in drafts] == sorted(d.time for d in drafts) and tg.sent_messages(OWNER) == []
+
+
+@pytest.mark.filterwarnings("ignore:Please use .Bot.sendMessageDraft.:telegram.warnings.PTBUserWarning")
+async def test_drafts_telegram_refuses(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    tg.add_chat(-1001234, chat_type="supergroup")
+    for refused, message in [
+        (bot.send_message_draft(OWNER, 0, "x"), "Draft_id must be non-zero"),
+        (
+            bot.do_api_request("sendMessageDraft", {"chat_id": OWNER, "text": "x"}),
+            "Draft_id must be non-zero",
+        ),
+        (bot.send_message_draft(-1001234, 1, "x"), "Textdraft_peer_invalid"),
+        (bot.send_message_draft(99, 1, "x"), "Chat not found"),
+        (bot.send_message_draft(OWNER, 1, "x" * 4097), "Message is too long"),
+        (bot.send_message_draft(OWNER, 1, "a<br>b", parse_mode="HTML"), "Can't parse entities"),
+    ]:
+        with pytest.raises(BadRequest, match=message):
+            await refused
+    assert await bot.send_message_draft(OWNER, -1, "&amp;" * 4096, parse_mode="HTML") is True
+    assert [d.text for d in tg.drafts()] == ["&" * 4096]
+
+
+async def test_live_draft_goes_with_a_message_or_after_30_seconds(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    tg.add_chat(7)
+    await bot.send_message_draft(OWNER, 1, "streaming…")
+    await bot.send_message_draft(7, 1, "elsewhere")
+    await bot.send_message(OWNER, "the whole answer")
+    assert tg.live_draft(OWNER) is None and tg.live_draft(7).text == "elsewhere"  # only its own chat
+
+    now = time.monotonic()
+    tg.clock = lambda: now
+    await bot.send_message_draft(OWNER, 2, "again")
+    tg.clock = lambda: now + 29.9
+    assert tg.live_draft(OWNER).text == "again"
+    await bot.send_message_draft(OWNER, 2, "again, longer")  # an update restarts the 30 s
+    tg.clock = lambda: now + 59.8
+    assert tg.live_draft(OWNER).text == "again, longer"
+    tg.clock = lambda: now + 59.9
+    assert tg.live_draft(OWNER) is None and len(tg.drafts(OWNER)) == 3  # the record stays
+
+
+async def test_drafts_refused_makes_every_draft_fail():
+    fake, runner, base_url = await start_fake_telegram(TOKEN, drafts_refused=True)
+    try:
+        fake.add_chat(OWNER)
+        async with Bot(TOKEN, base_url=base_url) as b:
+            with pytest.raises(BadRequest, match="Textdraft_peer_invalid"):
+                await b.send_message_draft(OWNER, 1, "x")
+            fake.drafts_refused = False
+            assert await b.send_message_draft(OWNER, 1, "x") is True
+    finally:
+        await runner.cleanup()
+    assert [c.status for c in fake.calls("sendMessageDraft")] == [400, 200] and len(fake.drafts()) == 1
+
+
+@pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning")
+async def test_too_many_drafts_is_retry_after(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    tg.fail_next("sendMessageDraft", retry_after=2)
+    with pytest.raises(RetryAfter) as info:
+        await bot.send_message_draft(OWNER, 1, "x")
+    assert info.value.retry_after in (2, dtm.timedelta(seconds=2)) and tg.drafts() == []
+    assert await bot.send_message_draft(OWNER, 1, "x") is True
+
+
+# ---- replies ------------------------------------------------------------------------------------
+
+
+async def test_a_reply_with_a_quote_carries_a_text_quote(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    answer = await bot.send_message(OWNER, "😀 <b>First</b> point. <i>Second point.</i>", parse_mode="HTML")
+    tg.push_reply(OWNER, OWNER, "what about this?", reply_to=answer.message_id, quote="Second point")
+    tg.push_reply(OWNER, OWNER, "and this?", reply_to=answer.message_id, quote="not in it")
+    quoted, lost = (u.message for u in await bot.get_updates())
+    assert quoted.quote.text == "Second point" and quoted.quote.is_manual
+    assert quoted.quote.position == 16  # UTF-16: the emoji counts 2
+    assert quoted.quote.entities == (MessageEntity(MessageEntity.ITALIC, 0, 12),)
+    assert quoted.reply_to_message.message_id == answer.message_id
+    assert (lost.quote.text, lost.quote.position) == ("not in it", 0)
+
+
+async def test_a_reply_to_the_bot_names_the_bot_and_nests_no_further_reply(tg: FakeTelegram, bot: Bot):
+    tg.push_message(OWNER, OWNER, "question")
+    answer = await bot.send_message(OWNER, "answer", reply_to_message_id=1)
+    assert tg.message(OWNER, answer.message_id).reply_to_id == 1
+    tg.push_reply(OWNER, OWNER, "/more", reply_to=answer.message_id)
+    *_, update = await bot.get_updates()
+    replied = update.message.reply_to_message
+    assert replied.from_user.is_bot and replied.from_user.username == "kb_test_bot"
+    assert replied.text == "answer" and replied.reply_to_message is None  # not nested, as on Telegram
+    assert update.message.entities == (MessageEntity(MessageEntity.BOT_COMMAND, 0, 5),)
+    assert tg.last_message(OWNER, from_bot=False).reply_to_id == answer.message_id
+
+
+async def test_a_reply_to_a_message_the_stand_in_never_saw(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    with pytest.raises(KeyError):
+        tg.push_reply(OWNER, OWNER, "what?", reply_to=50)
+    tg.push_reply(OWNER, OWNER, "what?", reply_to=50, reply_to_text="an old text", quote="old")
+    tg.push_reply(OWNER, OWNER, "and?", reply_to=40, reply_to_text="an old answer", reply_to_from_bot=True)
+    first, second = (u.message for u in await bot.get_updates())
+    assert first.reply_to_message.text == "an old text" and not first.reply_to_message.from_user.is_bot
+    assert first.reply_to_message.message_id == 50 and first.message_id > 50  # ids stay unique
+    assert (first.quote.text, first.quote.position) == ("old", 3)
+    assert second.reply_to_message.from_user.is_bot and second.reply_to_message.text == "an old answer"
+
+
+async def test_send_message_with_reply_parameters_keeps_the_replied_message(tg: FakeTelegram, bot: Bot):
+    tg.push_message(OWNER, OWNER, "question")
+    tg.push_reply(OWNER, OWNER, "follow-up", reply_to=1)
+    sent = await bot.send_message(OWNER, "answer", reply_parameters=ReplyParameters(message_id=2))
+    assert sent.reply_to_message.text == "follow-up" and sent.reply_to_message.reply_to_message is None
+    stored = tg.last_message(OWNER)
+    assert stored.reply_to_id == 2 and stored.extra["reply_to_message"]["text"] == "follow-up"
+    assert tg.calls("sendMessage")[0].params["reply_parameters"] == {"message_id": 2}
+    plain = await bot.send_message(OWNER, "no reply")
+    assert plain.reply_to_message is None and tg.last_message(OWNER).reply_to_id is None
+    with pytest.raises(BadRequest, match="Message to be replied not found"):
+        await bot.send_message(OWNER, "x", reply_parameters=ReplyParameters(message_id=99))
+    kept = await bot.send_message(
+        OWNER, "x", reply_parameters=ReplyParameters(message_id=99, allow_sending_without_reply=True)
+    )
+    assert kept.reply_to_message is None
