@@ -40,8 +40,8 @@ from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
 from bot.render import esc, link, parse_callback
 from bot.send import NO_PREVIEW, keyboard, say, send_reply, typing
 from knowledge.errors import FetchRefused, KbError
+from knowledge.front.status import activity_facts, plural, probe_model, status_report, summary_facts
 from knowledge.retrieval.index import Index
-from knowledge.status import activity_facts, plural, probe_model, status_report, summary_facts
 from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
 
 log = structlog.get_logger()

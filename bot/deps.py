@@ -15,7 +15,7 @@ from bot.kept import Collector, KeptNotes
 from bot.notes import PendingNotes
 from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
-from knowledge.status import LoadedCounter
+from knowledge.front.status import LoadedCounter
 from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.store import CandidateStore
 

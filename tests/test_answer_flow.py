@@ -95,7 +95,7 @@ def test_checkpoint_runs_against_the_tiny_model_and_reports_cleanly(tmp_path, ti
         KB_TOKENIZER=str(tiny_model_dir), KB_LLM_URL=mlx_server.base_url, KB_WEB_SEARCH="off"
     )
     out = subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "--home", str(tmp_path), "checkpoint"],
+        [sys.executable, "-m", "knowledge.front.cli", "--home", str(tmp_path), "checkpoint"],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     lines = out.stdout.strip().split("\n")
@@ -123,7 +123,7 @@ def test_files_in_the_inbox_are_answered_with_citations(tmp_path):
         with ThreadedFakeLLM(FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])) as fake:
             env = subprocess_env(KB_LLM_URL=fake.base_url)
             out = subprocess.run(
-                [sys.executable, "-m", "knowledge.cli", "--home", str(settings.home), "ask", "--json",
+                [sys.executable, "-m", "knowledge.front.cli", "--home", str(settings.home), "ask", "--json",
                  "How deep is Lake Quillan?"],
                 capture_output=True, text=True, env=env, timeout=60,
             )  # fmt: skip

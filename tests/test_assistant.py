@@ -329,7 +329,7 @@ async def test_a_forced_web_search_never_claims_the_documents_have_nothing(kb, f
 async def test_the_chat_loop_answers_and_runs_commands(kb, fake):
     import io
 
-    from knowledge.chat import chat_loop
+    from knowledge.front.chat import chat_loop
 
     fake.script = [answer("Lake Quillan is 317 metres deep [1].")]
     lines = iter(

@@ -20,7 +20,7 @@ def kb(
 ) -> subprocess.CompletedProcess:
     full_env = subprocess_env(**(env or {}))
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
         capture_output=True,
         text=True,
         env=full_env,
@@ -167,7 +167,7 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     (inbox / "note.md").write_text("# Note\n\nThe zebrafish sleeps at noon.\n")
     env = subprocess_env(KB_SETTLE_S="0.1", KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "knowledge.cli", "--home", str(home), "run"],
+        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "run"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -216,7 +216,7 @@ def test_logs_show_events_readably_and_follow(tmp_path):
         [
             sys.executable,
             "-m",
-            "knowledge.cli",
+            "knowledge.front.cli",
             "--home",
             str(home),
             "logs",

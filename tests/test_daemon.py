@@ -285,7 +285,7 @@ def test_transient_errors(exc, transient):
 def start_daemon(home: Path, **env: str) -> subprocess.Popen:
     full = subprocess_env(KB_SETTLE_S=SETTLE, **env)
     return subprocess.Popen(
-        [sys.executable, "-m", "knowledge.cli", "--home", str(home), "daemon"],
+        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "daemon"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -589,7 +589,7 @@ def test_a_daemon_starts_with_such_a_tree_in_the_inbox_and_kb_ingest_walks_it(tm
         other.mkdir()
         make_deep_tree(other, files={1: "the serval file one level down"})
         done = subprocess.run(
-            [sys.executable, "-m", "knowledge.cli", "--home", str(home), "ingest", str(other)],
+            [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "ingest", str(other)],
             capture_output=True, text=True, env=subprocess_env(), timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr

@@ -177,7 +177,7 @@ def test_with_ocr_off_an_image_is_refused_with_a_sentence_saying_so() -> None:
 
 def kb(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
         capture_output=True,
         text=True,
         env=subprocess_env(**env),

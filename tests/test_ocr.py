@@ -179,7 +179,7 @@ def test_thai_asked_for_off_the_mac_is_said_at_start_and_by_kb_doctor(tmp_path) 
     [warning] = [entry for entry in logs if entry["event"] == "ocr.limited"]
     assert warning["log_level"] == "warning" and "no bundled Thai model" in warning["reason"]
     doctor = subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "--home", str(settings.home), "doctor"],
+        [sys.executable, "-m", "knowledge.front.cli", "--home", str(settings.home), "doctor"],
         capture_output=True,
         text=True,
         env=subprocess_env(

@@ -284,7 +284,7 @@ def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path) 
     )
     home = tmp_path / "kb"
     done = subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "--home", str(home), "ingest", str(src / "ledger.pdf")],
+        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "ingest", str(src / "ledger.pdf")],
         capture_output=True, text=True, timeout=300,
         env=subprocess_env(KB_OCR="rapidocr", KB_OCR_BUDGET_S="1"),
     )  # fmt: skip

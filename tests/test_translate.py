@@ -176,7 +176,7 @@ def test_a_translation_brings_the_passage_in_another_language_first(tmp_path, qw
 
 def kb(home, *args, **env):
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
         capture_output=True, text=True, env=subprocess_env(**env), timeout=300,
     )  # fmt: skip
 

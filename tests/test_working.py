@@ -10,10 +10,10 @@ import pytest
 
 from daemon.main import background
 from knowledge.convert.ocr import OcrSpec
+from knowledge.front.status import activity_facts, status_report
 from knowledge.ingest import working
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.index import Index
-from knowledge.status import activity_facts, status_report
 from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images
 from tests.conftest import make_settings

@@ -25,6 +25,15 @@ from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings, read_dotenv
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConfigError, KbError, WriterLockHeld
+from knowledge.front.status import (
+    activity_facts,
+    aligned,
+    plural,
+    probe_model,
+    status_report,
+    summary_facts,
+    summary_lines,
+)
 from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.names import readable_name
 from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
@@ -37,15 +46,6 @@ from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
 from knowledge.retrieval.vectors import coverage, embed_missing
-from knowledge.status import (
-    activity_facts,
-    aligned,
-    plural,
-    probe_model,
-    status_report,
-    summary_facts,
-    summary_lines,
-)
 from knowledge.terminal import SafeStream, neutralise
 from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
 
@@ -853,7 +853,7 @@ def chat_until_done(settings: Settings, language: Language | None = None) -> int
     """The terminal chat until /quit, end of input or Ctrl-C (each a normal end: exit 0)."""
     import signal
 
-    from knowledge.chat import holding_the_terminal
+    from knowledge.front.chat import holding_the_terminal
 
     if sys.stdin.isatty():  # a person at a terminal: Ctrl-C leaves, even if kb's parent ignored it (a job
         signal.signal(signal.SIGINT, signal.default_int_handler)  # started with & in a script inherits that)
@@ -866,8 +866,8 @@ def chat_until_done(settings: Settings, language: Language | None = None) -> int
 
 
 async def _chat(settings: Settings, language: Language | None = None) -> int:
-    from knowledge.chat import chat_loop
     from knowledge.errors import FetchRefused
+    from knowledge.front.chat import chat_loop
     from knowledge.websearch.importer import ImportRefused
     from knowledge.wiring import candidate_store, load_language, open_engine
 
@@ -1152,7 +1152,7 @@ def cmd_import_url(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     """kb doctor"""
-    from knowledge.diagnose import doctor
+    from knowledge.front.diagnose import doctor
 
     findings = asyncio.run(doctor(settings))
     for f in findings:
@@ -1165,7 +1165,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     """kb checkpoint"""
-    from knowledge.diagnose import checkpoint
+    from knowledge.front.diagnose import checkpoint
 
     results = asyncio.run(checkpoint(settings))
     for r in results:

@@ -13,11 +13,11 @@ from knowledge.answer.llm import ModelUnavailable
 from knowledge.config import Settings, load_settings
 from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_langs
 from knowledge.errors import KbError
+from knowledge.front.status import count_files
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.analysis import ANALYZER_VERSION
 from knowledge.retrieval.index import Index
-from knowledge.status import count_files
 from knowledge.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.wiring import build_engine, http_session, load_language, model_client
 
