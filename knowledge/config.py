@@ -136,6 +136,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_EVIDENCE_TOKENS", "640", _int(32, 1_000_000), "evidence sent to the model, in tokens"),
     Setting("KB_CONTEXT_TOKENS", "8192", _int(256, 10_000_000), "the model's context window"),
     Setting("KB_MAX_OUTPUT_TOKENS", "512", _int(16, 1_000_000), "longest answer; kept free in the context"),
+    Setting("KB_HISTORY_TOKENS", "768", _int(0, 1_000_000),
+            "the conversation so far in the answer prompt, in tokens (its fixed share of the context; 0: none)"),
+    Setting("KB_CONVERSATION_IDLE_S", "1800", _float(1, 10**8),
+            "a conversation ends after this much silence; the next message starts afresh"),
+    Setting("KB_REWRITE_TIMEOUT_S", "6", _float(0.5, 120),
+            "longest wait for the model to make a follow-up a standalone question"),
     Setting("KB_MIN_RELEVANCE", "0.5", _float(0, 1), "relevance the best passage needs for the documents to answer"),
     Setting("KB_LLM_TIMEOUT_S", "120", _float(1, 3600), "longest wait for one model answer"),
     Setting("KB_LLM_CONNECT_TIMEOUT_S", "5", _float(0.1, 600), "longest wait to connect to the model server"),
@@ -199,6 +205,9 @@ class Settings:
     evidence_tokens: int
     context_tokens: int
     max_output_tokens: int
+    history_tokens: int
+    conversation_idle_s: float
+    rewrite_timeout_s: float
     min_relevance: float
     llm_timeout_s: float
     llm_connect_timeout_s: float
@@ -288,6 +297,11 @@ class Settings:
     def model_dir(self) -> Path:
         """Where kb keeps the speech models it downloaded itself (one folder per model)."""
         return self.runs / "models"
+
+    @property
+    def conversations_path(self) -> Path:
+        """What the bot and the terminal remember of their conversations (never the index)."""
+        return self.runs / "conversations.sqlite3"
 
     @property
     def tokenizer_spec(self) -> str:

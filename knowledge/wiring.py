@@ -15,10 +15,13 @@ from knowledge.answer.assistant import Engine, EngineSettings, WebSearcher
 from knowledge.answer.llm import ModelClient
 from knowledge.answer.prompt import ChatTemplate, load_template
 from knowledge.config import Settings
+from knowledge.conversation.followup import Rewriter
+from knowledge.conversation.session import Conversing
+from knowledge.conversation.store import Conversations
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning
-from knowledge.retrieval.translate import Translator
+from knowledge.retrieval.translate import Chat, Translator
 from knowledge.tokenizer import HfCounter, TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.websearch.fetch import Fetcher
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
@@ -63,6 +66,7 @@ def engine_settings(settings: Settings) -> EngineSettings:
         context_tokens=settings.context_tokens,
         max_output_tokens=settings.max_output_tokens,
         min_relevance=settings.min_relevance,
+        history_tokens=settings.history_tokens,
     )
 
 
@@ -153,16 +157,28 @@ def build_engine(
     )
 
 
-def translator(settings: Settings, llm: ModelClient) -> Translator | None:
-    """The question's translations by the model (KB_TRANSLATE), or None."""
-    if settings.translate == "off":
-        return None
+def short_chat(llm: ModelClient) -> Chat:
+    """The model as the short calls around an answer use it (translations, follow-ups): temperature 0,
+    the reply's text and token counts."""
 
     async def chat(messages: list[dict[str, str]], max_tokens: int) -> tuple[str, int | None, int | None]:
         completion = await llm.chat(messages, max_tokens=max_tokens, temperature=0.0)
         return completion.text, completion.prompt_tokens, completion.completion_tokens
 
-    return Translator(chat, timeout_s=settings.translate_timeout_s)
+    return chat
+
+
+def translator(settings: Settings, llm: ModelClient) -> Translator | None:
+    """The question's translations by the model (KB_TRANSLATE), or None."""
+    if settings.translate == "off":
+        return None
+    return Translator(short_chat(llm), timeout_s=settings.translate_timeout_s)
+
+
+def conversing(settings: Settings, engine: Engine) -> Conversing:
+    """The engine in conversation: the front ends' conversation file, follow-ups rewritten by the model."""
+    store = Conversations(settings.conversations_path, idle_s=settings.conversation_idle_s)
+    return Conversing(engine, store, Rewriter(short_chat(engine.llm), timeout_s=settings.rewrite_timeout_s))
 
 
 @asynccontextmanager

@@ -2,13 +2,21 @@
 
 Each request takes the next step of the script (the last step repeats): an answer, a body,
 an HTTP status, a delay, or a dropped connection. Requests are recorded for assertions.
+
+A request with ``"stream": true`` is answered as ``mlx_lm.server`` streams (server-sent events):
+``: keepalive done/total`` comments while it "reads the prompt" (``prefill_s``), then the answer
+in small pieces at ``tokens_per_s``, the finish chunk, the usage chunk when
+``stream_options.include_usage`` is set, and ``data: [DONE]``; ``cut_after`` drops the connection
+after that many pieces (a server killed mid-answer).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -22,10 +30,13 @@ class Step:
     """What the server does for one request."""
 
     answer: str | None = None
-    body: str | None = None
+    body: str | bytes | None = None
     status: int = 200
     delay_s: float = 0.0
     drop: bool = False
+    prefill_s: float = 0.0  # streamed: keep-alive comments this long before the first piece
+    tokens_per_s: float = 0.0  # streamed: pieces per second (0: all at once)
+    cut_after: int | None = None  # streamed: the connection drops after this many pieces
 
 
 def answer(text: str, **kw: object) -> Step:
@@ -42,6 +53,7 @@ class FakeLLM:
     max_in_flight: int = 0
     responder: Callable[[dict], Step] | None = None
     base_url: str = ""
+    streamed: list[float] = field(default_factory=list)  # when each streamed piece was sent (monotonic)
 
     def step(self, body: dict) -> Step:
         if self.responder is not None:
@@ -60,10 +72,14 @@ class FakeLLM:
             if step.drop:
                 request.transport.close()  # the client sees the connection drop mid-request
                 return web.Response(status=200)
-            if step.body is not None:
-                return web.Response(text=step.body, status=step.status, content_type="application/json")
+            if step.body is not None:  # as it is: text, or bytes (invalid UTF-8 and such)
+                raw = step.body if isinstance(step.body, bytes) else step.body.encode("utf-8")
+                kind = "text/event-stream" if body.get("stream") else "application/json"
+                return web.Response(body=raw, status=step.status, content_type=kind)
             if step.status != 200:
                 return web.json_response({"error": "scripted failure"}, status=step.status)
+            if body.get("stream"):
+                return await self._stream(request, body, step)
             return web.json_response(
                 {
                     "id": "chatcmpl-fake",
@@ -82,6 +98,34 @@ class FakeLLM:
         finally:
             self.in_flight -= 1
 
+    async def _stream(self, request: web.Request, body: dict, step: Step) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        total = 1000
+        started = time.monotonic()
+        while time.monotonic() - started < step.prefill_s:
+            done = int(total * (time.monotonic() - started) / step.prefill_s)
+            await resp.write(f": keepalive {done}/{total}\n\n".encode())
+            await asyncio.sleep(min(0.25, step.prefill_s))
+        pieces = stream_pieces(step.answer or "")
+        for n, piece in enumerate(pieces):
+            if step.cut_after is not None and n >= step.cut_after:
+                request.transport.close()
+                return resp
+            await resp.write(_event({"object": "chat.completion.chunk", "choices": [
+                {"index": 0, "finish_reason": None, "delta": {"role": "assistant", "content": piece}}]}))  # fmt: skip
+            self.streamed.append(time.monotonic())
+            if step.tokens_per_s:
+                await asyncio.sleep(1 / step.tokens_per_s)
+        await resp.write(_event({"object": "chat.completion.chunk", "choices": [
+            {"index": 0, "finish_reason": "stop", "delta": {"role": "assistant"}}]}))  # fmt: skip
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 10, "completion_tokens": len(pieces), "total_tokens": 10 + len(pieces)}
+            await resp.write(_event({"object": "chat.completion", "choices": [], "usage": usage}))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
@@ -94,6 +138,19 @@ class FakeLLM:
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         return app
+
+
+_PIECE = re.compile(r"[\u3000-\u9fff\uff00-\uffef]|[\u0e00-\u0e7f]{1,3}|\w+\s*|\s+|[^\w\s]\s*")
+
+
+def stream_pieces(text: str) -> list[str]:
+    """The answer in the pieces a server streams: a word (with its space), a CJK character, a few Thai letters."""
+    return _PIECE.findall(text)
+
+
+def _event(chunk: dict) -> bytes:
+    chunk = {"id": "chatcmpl-fake", "model": "default_model", "created": 0, **chunk}
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
 
 
 async def start(fake: FakeLLM) -> web.AppRunner:

@@ -28,18 +28,19 @@ import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from functools import partial
+from typing import NamedTuple, Protocol
 
 import structlog
 
 from knowledge.answer.evidence import pack
 from knowledge.answer.excerpt import excerpt
 from knowledge.answer.llm import Completion, ModelClient
-from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt, evidence_fits
+from knowledge.answer.prompt import ChatTemplate, Exchange, Prompt, build_prompt, evidence_fits
 from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.index import Index
-from knowledge.retrieval.search import Meaning, SearchResult, find, get_document_chunks
+from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_document_chunks
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
 from knowledge.retrieval.translate import Translation, Translator, search_translated
 from knowledge.tokenizer import TokenCounter
@@ -67,6 +68,26 @@ GENERAL_PROMPT = (
     "briefly from general knowledge if it is arithmetic, a greeting or a well-known fact; otherwise reply "
     "exactly: I don't know. Answer in the language of the question."
 )
+
+
+# The phrase's forms, cleaned as says_dont_know cleans a reply: a reply that is still a beginning of
+# one of them may yet become it, so a stream holds it back (it must never flash before the web step).
+_DONT_KNOW_FORMS = (
+    "i don't know", "i do not know", "idon't know", "我不知道", "我們不知道", "我们不知道", "不知道", "不清楚",
+    "我不清楚", "ไม่ทราบ", "ฉันไม่ทราบ", "ผมไม่ทราบ", "ดิฉันไม่ทราบ", "ไม่รู้", "ฉันไม่รู้", "ผมไม่รู้",
+)  # fmt: skip
+
+
+def holds_back(text: str) -> bool:
+    """Whether a streamed answer must not be shown yet: it is the "I don't know" phrase, or may still
+    become it (it is empty, or a beginning of one of the phrase's forms)."""
+    if _CITATION.search(text):
+        return False
+    cleaned = _LEADING_MARKUP.sub("", unicodedata.normalize("NFKC", text).casefold().replace("’", "'"))
+    cleaned = " ".join(cleaned.split())
+    if not cleaned:
+        return True
+    return says_dont_know(text) or any(form.startswith(cleaned) for form in _DONT_KNOW_FORMS)
 
 
 def says_dont_know(text: str) -> bool:
@@ -130,10 +151,23 @@ class Reply:
     route: Route | None = None
     # the question in the index's other languages, searched too (knowledge.retrieval.translate)
     translations: list[Translation] = field(default_factory=list)
+    # the queries searched, the standalone one first (a follow-up: also the message as written)
+    searched_as: list[str] = field(default_factory=list)
+    # what retrieval ranked for the (standalone) question, best first, also when it went to the web
+    passages: list[SearchResult] = field(default_factory=list)
+    cut_off: bool = False  # the model's stream ended before it finished: the text is what it said
 
-    def render(self) -> str:
-        """Plain text: the answer, then a 'Sources' list, then web candidates."""
-        parts = [self.text]
+    @property
+    def searched_differently(self) -> str | None:
+        """The standalone question searched, when it differs from the message as written."""
+        return self.searched_as[0] if len(self.searched_as) > 1 else None
+
+    def render(self, *, answer: bool = True) -> str:
+        """Plain text: the answer (``answer`` False: it was shown already, as it streamed), what was
+        searched when it differs from what was written, then a 'Sources' list, then web candidates."""
+        parts = [self.text if answer else ""]
+        if self.searched_differently:
+            parts.append(f"(searched as: {self.searched_differently})")
         if self.note:
             parts.append(self.note)
         if self.citations:
@@ -145,12 +179,23 @@ class Reply:
 
 
 class Evidenced(NamedTuple):
-    """The evidence pack for a question, retrieval's verdict (None for one document's passages) and
-    the evidence of the best passage found."""
+    """The evidence pack for a question, retrieval's verdict (None for one document's passages), the
+    evidence of the best passage found, and the ranking the pack was taken from."""
 
     passages: list[SearchResult]
     verdict: Verdict | None
     best: Evidence | None
+    ranked: list[SearchResult]
+
+
+class Listener(Protocol):
+    """Who is shown an answer as it is written (a terminal, a Telegram chat)."""
+
+    async def reading(self, passages: int, done: int, total: int) -> None:
+        """The model is reading the prompt: ``done`` of ``total`` tokens, with this many passages."""
+
+    async def text(self, so_far: str) -> None:
+        """The answer so far (held back while it may still be the "I don't know" phrase)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +207,7 @@ class EngineSettings:
     max_output_tokens: int = 512
     min_relevance: float = sufficiency.DEFAULT_THRESHOLD  # the best passage's relevance that answers
     candidates: int = 8
+    history_tokens: int = 768  # the conversation so far, in the answer prompt
 
 
 def citations_for(text: str, passages: Sequence[SearchResult]) -> tuple[str, list[Citation]]:
@@ -273,49 +319,57 @@ class Engine:
 
     def retrieve(self, question: str, *, document: str | None = None) -> list[SearchResult]:
         """The evidence for a question (see :meth:`_find`); empty when the documents do not answer it."""
-        passages, verdict, _ = self._find(question, document, ())
+        passages, verdict, _, _ = self._find(question, document, ())
         return passages if verdict is None or verdict.answerable else []
 
-    def _find(self, question: str, document: str | None, translations: Sequence[str]) -> Evidenced:
+    def _find(
+        self, question: str, document: str | None, translations: Sequence[str], also: Also | None = None
+    ) -> Evidenced:
         """The evidence pack for a question, retrieval's verdict on it (None for a question about one
-        ``document``: that document's passages best for the question, its opening when none matches)
-        and the evidence of its best passage."""
+        ``document``: that document's passages best for the question, its opening when none matches),
+        the evidence of its best passage and the ranking (``also``: a follow-up's, see Also)."""
         try:
             index = self.open_index()
         except IndexError_:  # no index yet: an empty knowledge base
-            return Evidenced([], judge([], vectors=self.meaning is not None), None)
+            return Evidenced([], judge([], vectors=self.meaning is not None), None, [])
         with index:
             if document is not None:
-                return Evidenced(get_document_chunks(index, document, question), None, None)
+                chunks = get_document_chunks(index, document, question)
+                return Evidenced(chunks, None, None, chunks)
             found = find(
                 index, question, k=self.settings.candidates, meaning=self.meaning,
-                threshold=self.settings.min_relevance, translations=translations,
+                threshold=self.settings.min_relevance, translations=translations, also=also,
             )  # fmt: skip
             packed = pack(  # once the documents answer, the pack takes the best passages that fit
                 found.results,
                 chunks_of=index.chunks_of,
                 fits=evidence_fits(self.counter, self.settings.evidence_tokens),
             )
-            return Evidenced(packed, found.verdict, found.best)
+            return Evidenced(packed, found.verdict, found.best, found.results)
 
     async def lookup(
-        self, question: str, *, document: str | None = None
-    ) -> tuple[list[SearchResult], Verdict | None, list[Translation]]:
+        self, question: str, *, document: str | None = None, also: Also | None = None
+    ) -> tuple[Evidenced, list[Translation]]:
         """:meth:`_find`, with the question also asked in the other languages the index holds when
         that can help (knowledge.retrieval.translate): the translations used are returned."""
         if document is not None or self.meaning is None:
-            found = await asyncio.to_thread(self._find, question, document, ())
-            return found.passages, found.verdict, []
-        found, translations = await search_translated(
-            lambda texts: asyncio.to_thread(self._find, question, None, texts),
+            return await asyncio.to_thread(self._find, question, document, (), also), []
+        return await search_translated(
+            lambda texts: asyncio.to_thread(self._find, question, None, texts, also),
             self.translator,
             question,
             self.meaning.cache.group_counts,
         )
-        return found.passages, found.verdict, translations
 
-    def prompt(self, question: str, passages: Sequence[SearchResult]) -> Prompt:
-        """The exact prompt for a question and its ranked passages."""
+    def prompt(
+        self,
+        question: str,
+        passages: Sequence[SearchResult],
+        *,
+        history: Sequence[Exchange] = (),
+        written: str | None = None,
+    ) -> Prompt:
+        """The exact prompt for a question, its ranked passages and the conversation so far."""
         s = self.settings
         return build_prompt(
             question,
@@ -325,6 +379,9 @@ class Engine:
             evidence_tokens=s.evidence_tokens,
             context_tokens=s.context_tokens,
             max_output_tokens=s.max_output_tokens,
+            history=history,
+            history_tokens=s.history_tokens,
+            written=written,
         )
 
     async def _without_evidence(self, question: str, route: Route, *, note: str | None = None) -> Reply:
@@ -360,12 +417,34 @@ class Engine:
             return await self._without_evidence(question, route, note=note)
         return Reply(NOT_ANSWERED_TEXT, "no-evidence", note=note, route=route)
 
-    async def ask(self, question: str, *, chat_id: str = "cli", document: str | None = None) -> Reply:
+    async def ask(
+        self,
+        question: str,
+        *,
+        chat_id: str = "cli",
+        document: str | None = None,
+        also: Also | None = None,
+        history: Sequence[Exchange] = (),
+        listener: Listener | None = None,
+    ) -> Reply:
         """Answer from the knowledge base (or from one ``document`` of it); when the documents do not
-        answer, go on to the web; degrade to the passages without the model."""
-        passages, verdict, translations = await self.lookup(question, document=document)
-        reply = await self._answer(question, chat_id, document, passages, verdict)
-        return dataclasses.replace(reply, translations=translations) if translations else reply
+        answer, go on to the web; degrade to the passages without the model.
+
+        In a conversation, ``question`` is the standalone question (it alone is judged, translated and
+        taken to the web), ``also`` what a follow-up is searched with besides it (the message as written,
+        the passages the previous turn cited) and ``history`` the earlier exchanges, oldest first, for
+        the answer prompt. ``listener`` is shown the answer as the model writes it."""
+        found, translations = await self.lookup(question, document=document, also=also)
+        written = also.written[0] if also and also.written else None
+        reply = await self._answer(
+            question, chat_id, document, found.passages, found.verdict, history, written, listener
+        )
+        return dataclasses.replace(
+            reply,
+            translations=translations,
+            searched_as=[question, *(also.written if also else ())],
+            passages=found.ranked,
+        )
 
     async def _answer(
         self,
@@ -374,6 +453,9 @@ class Engine:
         document: str | None,
         passages: list[SearchResult],
         verdict: Verdict | None,
+        history: Sequence[Exchange] = (),
+        written: str | None = None,
+        listener: Listener | None = None,
     ) -> Reply:
         if document is not None:
             route = Route("local", "document", "a question about one document")
@@ -384,12 +466,14 @@ class Engine:
             return await self._not_answered(question, chat_id, Route("web", "retrieval", verdict.why))
         else:
             route = Route("local", "retrieval", verdict.why if verdict else "")
-        prompt = await asyncio.to_thread(self.prompt, question, passages)  # tokenising: off the event loop
+        prompt = await asyncio.to_thread(  # tokenising: off the event loop
+            partial(self.prompt, history=history, written=written), question, passages
+        )
         if not prompt.passages:
             return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="(the passages found do not fit the evidence budget)",
                          route=dataclasses.replace(route, door="none"))  # fmt: skip
         try:
-            completion = await self.llm.chat(prompt.messages, max_tokens=self.settings.max_output_tokens)
+            completion = await self._complete(prompt, listener)
         except ModelError as exc:
             log.warning("ask.degraded", error=str(exc))
             why = None if str(exc) == self.unavailable else str(exc)
@@ -401,9 +485,12 @@ class Engine:
             "ask.answered",
             passages=len(prompt.passages),
             input_tokens=prompt.input_tokens,
+            history_tokens=prompt.history_tokens,
             prompt_tokens=completion.prompt_tokens,
             output_tokens=completion.completion_tokens,
             ms=round(completion.elapsed_ms, 1),
+            first_token_ms=None if completion.first_token_ms is None else round(completion.first_token_ms, 1),
+            cut_off=completion.cut_off,
         )
         text = completion.text.strip()
         if not text:  # a model failure, not an answer: show what retrieval found
@@ -417,6 +504,12 @@ class Engine:
                 prompt.passages, "it returned nothing", question=question, note=empty_answer_note(completion)
             )
             return dataclasses.replace(reply, route=route)
+        if completion.cut_off:  # what was said stays, with the passages it was given
+            log.warning("ask.cut_off", output_chars=len(text))
+            answer, _ = citations_for(re.sub(r"\s*\[\d{0,3}$", "", text), prompt.passages)  # no half citation
+            citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
+            return Reply(answer, "local", citations, note="(The answer was cut off: the model server stopped.)",
+                         route=route, cut_off=True)  # fmt: skip
         if says_dont_know(text):
             why = f"the model read {len(prompt.passages)} passage(s) and said they do not answer"
             if document is not None:
@@ -427,6 +520,24 @@ class Engine:
         if not citations:  # an answer that cites nothing still came from this evidence
             citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
         return Reply(answer, "local", citations, route=route)
+
+    async def _complete(self, prompt: Prompt, listener: Listener | None) -> Completion:
+        """The model's answer to a prompt: streamed to the listener when there is one, the "I don't know"
+        phrase held back (it must never show before the web step)."""
+        max_tokens = self.settings.max_output_tokens
+        if listener is None:
+            return await self.llm.chat(prompt.messages, max_tokens=max_tokens)
+        passages = len(prompt.passages)
+        await listener.reading(passages, 0, prompt.input_tokens)
+
+        async def text(so_far: str) -> None:
+            if not holds_back(so_far):
+                await listener.text(so_far)
+
+        async def reading(done: int, total: int) -> None:
+            await listener.reading(passages, done, total)
+
+        return await self.llm.stream(prompt.messages, max_tokens=max_tokens, on_text=text, on_reading=reading)
 
 
 def _web_off_note(*, can_ask: bool = False) -> str:

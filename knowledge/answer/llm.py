@@ -9,6 +9,9 @@
   per-client limit on concurrent requests (default 1: the server's batching has had
   cross-request and deadlock bugs under concurrent load).
 * Every failure is a ``ModelError`` whose message says what to do.
+* Answers can stream (``stream``): server-sent events read as they come, the keep-alive comments
+  ``mlx_lm.server`` sends while it reads the prompt reported as progress, the usage chunk asked
+  for so the exact token counts are still known; a stream cut off keeps what was said.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -53,11 +56,23 @@ class Completion:
     prompt_tokens: int | None
     completion_tokens: int | None
     elapsed_ms: float
+    cut_off: bool = False  # the stream ended before the model finished (the text is what was said)
+    first_token_ms: float | None = None  # streamed: when the first text arrived
 
 
 def strip_thinking(text: str) -> str:
     """Remove ``<think>…</think>`` blocks (and an unclosed one that runs to the end)."""
     return _THINK.sub("", text).replace("</think>", "").strip()
+
+
+def visible(raw: str) -> str:
+    """What of a streamed text can be shown: reasoning removed, and a ``<think>`` still arriving
+    (``<th``…) held back."""
+    shown = strip_thinking(raw)
+    for n in range(len("<think>") - 1, 0, -1):
+        if shown.endswith("<think>"[:n]):
+            return shown[:-n].rstrip()
+    return shown
 
 
 def chat_payload(
@@ -158,6 +173,62 @@ class ModelClient:
             body = await self._post_json("/chat/completions", payload)
             return parse_completion(body, (time.perf_counter() - t0) * 1000)
 
+    async def stream(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        max_tokens: int,
+        on_text: Callable[[str], Awaitable[None]],
+        on_reading: Callable[[int, int], Awaitable[None]] | None = None,
+        temperature: float = 0.0,
+    ) -> Completion:
+        """One chat completion streamed: ``on_text(text so far)`` as it grows (reasoning removed),
+        ``on_reading(done, total)`` while the server reads the prompt. Raises ModelUnavailable or
+        ModelBadResponse when nothing was said; a stream cut off after some text returns it, with
+        ``cut_off`` set."""
+        payload = chat_payload(
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=None,
+            enable_thinking=self.enable_thinking,
+        )
+        payload["stream"] = True
+        payload["stream_options"] = {"include_usage": True}
+        async with self._slots:
+            t0 = time.perf_counter()
+            state = _Streamed(t0)
+            try:
+                async with self.session.post(
+                    self.base_url + "/chat/completions", json=payload, timeout=self.timeout
+                ) as resp:
+                    if resp.status != 200:
+                        text = await resp.text(errors="replace")
+                        raise ModelBadResponse(
+                            f"the model server answered {resp.status}: {_error_text(text)}"
+                        )
+                    async for raw in resp.content:
+                        if await state.feed(raw, on_text, on_reading):
+                            break
+            except ModelError:
+                if not state.raw:
+                    raise
+                state.cut_off = True  # what was said before the unreadable event stays
+            except ValueError as exc:  # a line longer than aiohttp's buffer
+                if not state.raw:
+                    raise ModelBadResponse(f"the model server sent an unreadable stream ({exc})") from exc
+                state.cut_off = True
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                if not state.raw:
+                    if isinstance(exc, TimeoutError):
+                        raise ModelUnavailable(
+                            f"the model server at {self.base_url} did not answer within {self.timeout_s:g} s"
+                            " (KB_LLM_TIMEOUT_S); is it overloaded or stuck?"
+                        ) from exc
+                    raise self._unreachable(exc) from exc
+                state.cut_off = True
+            return state.completion()
+
     async def health(self) -> dict[str, object]:
         """GET /health (served at the server root, beside /v1)."""
         root = self.base_url.removesuffix("/v1")
@@ -217,6 +288,87 @@ class ModelClient:
         return ModelUnavailable(
             f"model server not reachable at {self.base_url} ({type(exc).__name__})", fix=self.start_hint
         )
+
+
+class _Streamed:
+    """What a stream has said so far: its text, how it ended, its usage."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.raw = ""
+        self.finish_reason: str | None = None
+        self.usage: dict[str, object] = {}
+        self.cut_off = False
+        self.done = False
+        self.first_token_ms: float | None = None
+        self._shown = ""
+
+    async def feed(
+        self,
+        line: bytes,
+        on_text: Callable[[str], Awaitable[None]],
+        on_reading: Callable[[int, int], Awaitable[None]] | None,
+    ) -> bool:
+        """Take one line of the event stream; True at its end ([DONE])."""
+        text = line.decode("utf-8", errors="replace").strip()
+        if not text:
+            return False
+        if text.startswith(":"):  # ": keepalive 1200/4800" while the prompt is read
+            parts = text[1:].split()
+            if on_reading is not None and len(parts) == 2 and parts[0] == "keepalive" and "/" in parts[1]:
+                done, _, total = parts[1].partition("/")
+                if done.isdigit() and total.isdigit():
+                    await on_reading(int(done), int(total))
+            return False
+        if not text.startswith("data:"):
+            return False
+        data = text[5:].strip()
+        if data == "[DONE]":
+            self.done = True
+            return True
+        try:
+            chunk = json.loads(data)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ModelBadResponse(f"the model server sent an event that is not JSON ({exc})") from exc
+        if not isinstance(chunk, dict):
+            raise ModelBadResponse("the model server sent an event that is not a JSON object")
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str) and content:
+                if self.first_token_ms is None:
+                    self.first_token_ms = (time.perf_counter() - self.t0) * 1000
+                self.raw += content
+                shown = visible(self.raw)
+                if shown != self._shown:
+                    self._shown = shown
+                    await on_text(shown)
+        return False
+
+    def completion(self) -> Completion:
+        if not self.done and self.finish_reason is None:
+            self.cut_off = True
+        if self.cut_off and not self.raw:
+            raise ModelUnavailable("the model server ended the answer before it said anything")
+        return Completion(
+            text=strip_thinking(self.raw),
+            finish_reason=self.finish_reason,
+            prompt_tokens=_int_or_none(self.usage.get("prompt_tokens")),
+            completion_tokens=_int_or_none(self.usage.get("completion_tokens")),
+            elapsed_ms=(time.perf_counter() - self.t0) * 1000,
+            cut_off=self.cut_off,
+            first_token_ms=self.first_token_ms,
+        )
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _json(text: str) -> object:

@@ -1,4 +1,10 @@
-"""The terminal chat: questions answered by the engine, with a few slash commands."""
+"""The terminal chat: a conversation with the knowledge base, answers written as they arrive, a few
+slash commands.
+
+Each ``kb>`` run is one conversation (``/new`` starts another): a follow-up ("and the second
+point?") is understood from what came before. Ctrl-C while an answer is being written stops that
+answer (what was said stays); at the prompt it leaves kb.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,19 @@ import contextlib
 import os
 import signal
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from knowledge.answer.assistant import Engine, Reply
+from knowledge.answer.assistant import Reply
+from knowledge.conversation.session import Conversing
 from knowledge.logs import prompting
 from knowledge.websearch.importer import pasted_url
 
 HELP = """Ask a question in any language; answers cite your documents as [n].
+Follow-ups are understood from the conversation ("and the second point?"); /new starts afresh.
+/new       forget this conversation and start a new one
 /search Q  search the web for Q even when the knowledge base has something
 /import web-N   import a web candidate (a pasted URL becomes web-1)
 /sources   the latest documents in the knowledge base
@@ -24,9 +34,13 @@ HELP = """Ask a question in any language; answers cite your documents as [n].
 /quit      leave (Ctrl-D works too)"""
 
 
-def render_reply(reply: Reply) -> str:
-    """A reply for the terminal: the answer, its sources, and the mode when it is not a local answer."""
-    text = reply.render()
+FRESH = "(A new conversation: earlier messages are not taken into account.)"
+
+
+def render_reply(reply: Reply, *, streamed: bool = False) -> str:
+    """A reply for the terminal: the answer (unless it was written as it streamed), its sources, and
+    the mode when it is not a local answer."""
+    text = reply.render(answer=not streamed)
     if reply.mode == "degraded":
         return "(model unavailable)\n" + text
     if reply.candidates:
@@ -34,8 +48,60 @@ def render_reply(reply: Reply) -> str:
     return text
 
 
+class Printer:
+    """An answer written to the terminal as the model writes it (the engine's Listener)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.shown = ""
+
+    async def reading(self, passages: int, done: int, total: int) -> None:
+        """Nothing to show while the model reads: the answer follows."""
+
+    async def text(self, so_far: str) -> None:
+        if so_far.startswith(self.shown):
+            self.out.write(so_far[len(self.shown) :])
+            self.out.flush()
+            self.shown = so_far
+
+    def finish(self, reply: Reply) -> str:
+        """What is left to print once the reply is known: the rest of the answer if it changed at the
+        end, then its notes and sources."""
+        if not self.shown:
+            return render_reply(reply)
+        rest = reply.text[len(self.shown) :] if reply.text.startswith(self.shown) else ""
+        return rest + "\n\n" + render_reply(reply, streamed=True).strip()
+
+
+async def answer(
+    conversing: Conversing, key: str, question: str, out: TextIO, *, interruptible: bool = True
+) -> Reply | None:
+    """One answer written as it arrives; Ctrl-C stops it (what was said stays). None when stopped."""
+    printer = Printer(out)
+    task = asyncio.ensure_future(conversing.ask(key, question, listener=printer))
+    loop = asyncio.get_running_loop()
+    stoppable = interruptible and threading.current_thread() is threading.main_thread()
+    if stoppable:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, task.cancel)
+    try:
+        answered = await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+        print(("\n" if printer.shown else "") + "(stopped)", file=out, flush=True)
+        return None
+    finally:
+        if stoppable:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGINT)
+    lead = FRESH + "\n" if answered.fresh and not printer.shown else ""
+    print(lead + printer.finish(answered.reply), file=out, flush=True)
+    return answered.reply
+
+
 async def chat_loop(
-    engine: Engine,
+    conversing: Conversing,
     *,
     sources: Callable[[], str],
     status: Callable[[], Awaitable[str]],
@@ -45,16 +111,20 @@ async def chat_loop(
     on_import: Callable[[str], Awaitable[str]] | None = None,
     on_url: Callable[[str], str] | None = None,
 ) -> None:
-    """Read questions until /quit or end of input; answer each."""
+    """Read questions until /quit or end of input; answer each, in one conversation per run."""
     _load_history(history_file)
     print("Ask a question; /help for commands.", file=out)
+    key = f"chat:{uuid.uuid4().hex[:12]}"
     try:
-        await _questions(engine, sources, status, read, out, on_import, on_url)
+        await _questions(conversing, key, sources, status, read, out, on_import, on_url)
     finally:  # also when Ctrl-C cancels the chat
         _save_history(history_file)
+        with contextlib.suppress(Exception):  # a terminal run's conversation is not kept after it
+            conversing.store.forget(key)
 
 
-async def _questions(engine, sources, status, read, out, on_import, on_url) -> None:
+async def _questions(conversing, key, sources, status, read, out, on_import, on_url) -> None:
+    engine = conversing.engine
     while True:
         try:
             line = (await read_line(read, "kb> ")).strip()
@@ -68,6 +138,9 @@ async def _questions(engine, sources, status, read, out, on_import, on_url) -> N
             break
         if command == "/help":
             print(HELP, file=out)
+        elif command == "/new":
+            await asyncio.to_thread(conversing.store.end, key)
+            print("A new conversation: ask away.", file=out, flush=True)
         elif command == "/search":
             question = line[len("/search") :].strip()
             if not question:
@@ -89,8 +162,7 @@ async def _questions(engine, sources, status, read, out, on_import, on_url) -> N
         elif command.startswith("/"):
             print(f"unknown command {command}; /help lists them", file=out)
         else:
-            reply = await engine.ask(line)
-            print(render_reply(reply), file=out, flush=True)
+            await answer(conversing, key, line, out)
 
 
 async def read_line(read: Callable[[str], str], prompt: str) -> str:

@@ -120,10 +120,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help='print {"text","mode","citations":[...],"note","door":{"taken","by","why"},"candidates":[...],'
-        '"translations":[{"language","text"}]} (door: local, web or none, decided by retrieval, the model or you; '
-        "translations: the question as also searched in the index's other languages; "
+        '"translations":[{"language","text"}],"searched_as":[...],"passages":[...]} (door: local, web or none, '
+        "decided by retrieval, the model or you; translations: the question as also searched in the index's "
+        "other languages; searched_as: the queries searched, the standalone question first; passages: what "
+        "retrieval ranked for it, best first: rank, chunk_id, document_id, source_name, title, lines; "
         'with --audio also "heard": {"text","language","duration_s"})',
     )
+    p.add_argument(
+        "--conversation",
+        metavar="NAME",
+        help="ask within the conversation NAME: a follow-up is understood from its earlier questions and "
+        "answers (kept in runs/conversations.sqlite3; it ends after KB_CONVERSATION_IDLE_S of silence)",
+    )
+    p.add_argument("--new", action="store_true", help="with --conversation: start it afresh")
     p.add_argument("--audio", type=Path, metavar="FILE", help="ask the question spoken in this audio file")
     p.set_defaults(func=cmd_ask)
 
@@ -869,7 +878,7 @@ async def _chat(settings: Settings, language: Language | None = None) -> int:
     from knowledge.errors import FetchRefused
     from knowledge.front.chat import chat_loop
     from knowledge.websearch.importer import ImportRefused
-    from knowledge.wiring import candidate_store, load_language, open_engine
+    from knowledge.wiring import candidate_store, conversing, load_language, open_engine
 
     async def do_import(source_id: str) -> str:
         try:
@@ -894,7 +903,7 @@ async def _chat(settings: Settings, language: Language | None = None) -> int:
         report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
         print("\n".join(summary_lines(report)), flush=True)
         await chat_loop(
-            engine,
+            conversing(settings, engine),
             sources=lambda: _sources_text(settings),
             status=status_text,
             out=sys.stdout,
@@ -917,8 +926,9 @@ def _sources_text(settings: Settings) -> str:
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
-    """kb ask QUESTION  |  kb ask --audio FILE"""
-    from knowledge.wiring import open_engine
+    """kb ask QUESTION  |  kb ask --audio FILE  |  kb ask --conversation NAME QUESTION"""
+    from knowledge.front.chat import Printer
+    from knowledge.wiring import conversing, open_engine
 
     heard = None
     if args.audio is not None:
@@ -934,16 +944,27 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     elif not args.question:
         print("kb: ask needs a QUESTION or --audio FILE", file=sys.stderr)
         return EXIT_USAGE
+    if args.new and not args.conversation:
+        print("kb: --new goes with --conversation NAME", file=sys.stderr)
+        return EXIT_USAGE
     question = heard.text if heard is not None else " ".join(args.question)
+    # a person at a terminal sees the answer as it is written; --json and pipes get it whole
+    printer = Printer(sys.stdout) if not args.json and sys.stdout.isatty() else None
 
     async def ask() -> object:
         async with open_engine(settings) as engine:
-            return await engine.ask(question)
+            talk = conversing(settings, engine)
+            if args.conversation:
+                if args.new:
+                    await asyncio.to_thread(talk.store.end, f"cli:{args.conversation}")
+                return await talk.ask(f"cli:{args.conversation}", question, listener=printer)
+            return await talk.ask_once(question, listener=printer)
 
     if settings.index_path.exists():
         with contextlib.suppress(KbError), Index(settings.index_path, readonly=True) as index:
             search_meaning(settings, index)  # says on stderr when search by meaning is partial
-    reply = asyncio.run(ask())
+    answered = asyncio.run(ask())
+    reply = answered.reply
     if args.json:
         payload = {
             "text": reply.text,
@@ -953,7 +974,11 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             "door": reply.route.to_json() if reply.route else None,
             "candidates": [{"id": c.id, "title": c.title, "url": c.url} for c in reply.candidates],
             "translations": [t.to_json() for t in reply.translations],
+            "searched_as": reply.searched_as,
+            "passages": [passage_json(p) for p in reply.passages],
         }
+        if args.conversation:
+            payload["conversation"] = {"name": args.conversation, "fresh": answered.fresh}
         if heard is not None:
             payload["heard"] = {
                 "text": heard.text,
@@ -962,10 +987,20 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             }
         print(json.dumps(payload, ensure_ascii=False, indent=2))
     else:
-        print(reply.render())
+        if answered.fresh:
+            print("(A new conversation: earlier messages are not taken into account.)")
+        print(printer.finish(reply) if printer is not None else reply.render())
         if reply.candidates:
             print("\nImport one with: kb import web-N (nothing is imported until you do)")
     return EXIT_OK
+
+
+def passage_json(p: SearchResult) -> dict[str, object]:
+    """A ranked passage as ``kb ask --json`` lists it."""
+    return {
+        "rank": p.rank, "chunk_id": p.chunk_id, "document_id": p.document_id, "source_name": p.source_name,
+        "title": p.title, "lines": f"{p.start_line}-{p.end_line}",
+    }  # fmt: skip
 
 
 def hear(path: Path, settings: Settings) -> Transcript:

@@ -588,6 +588,15 @@ class Index:
         )
         return [ChunkRecord(*r) for r in rows]
 
+    def rowids_of(self, chunk_ids: Iterable[str]) -> list[int]:
+        """The rowids of the chunks with these ids that still exist, in the order given."""
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        found = dict(self.conn.execute(f"SELECT id, rowid FROM chunks WHERE id IN ({marks})", ids))
+        return [found[i] for i in ids if i in found]
+
     def document_rowid_range(self, doc_id: str) -> tuple[int, int] | None:
         """First and last rowid of a document's chunks (written together, so contiguous)."""
         row = self.conn.execute(

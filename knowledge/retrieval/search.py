@@ -71,6 +71,10 @@ LEXICAL_FULL_COVERAGE = 0.7
 # XQuAD with reference translations; a sum of the scores lifted pages in other languages above
 # the same page in the question's own language.
 TRANSLATION_WEIGHT = 0.9
+# A follow-up is searched as its standalone question and as written (knowledge.conversation.followup);
+# a chunk found by the words as written scores this share of their score: a rewrite that drifts
+# cannot lose what the owner's own words found, nor can those words outrank the standalone question.
+WRITTEN_WEIGHT = 0.7
 # A chunk's meaning score is how far its (language-centred) cosine rises above the question's
 # typical cosine with any chunk, relative to the best.
 
@@ -230,6 +234,16 @@ def search(
     return find(index, query, k=k, meaning=meaning, translations=translations).results
 
 
+@dataclass(frozen=True)
+class Also:
+    """What a follow-up is searched with besides its standalone question: the message ``written`` as
+    the owner wrote it (ranked at WRITTEN_WEIGHT, never judged), and ``carried`` chunk ids (the
+    previous turn's citations: they join the pool and are ranked like any other)."""
+
+    written: Sequence[str] = ()
+    carried: Sequence[str] = ()
+
+
 def find(
     index: Index,
     query: str,
@@ -238,15 +252,17 @@ def find(
     meaning: Meaning | None = None,
     threshold: float = sufficiency.DEFAULT_THRESHOLD,
     translations: Sequence[str] = (),
+    also: Also | None = None,
 ) -> Found:
     """The k best passages for a question and the verdict on whether the documents answer it.
 
     ``translations``: the question in other languages (knowledge.retrieval.translate); each
     ranks too: a chunk scores the best of the question's score and TRANSLATION_WEIGHT of each
     translation's. The verdict takes each passage's best judgement: of the question, or of a
-    translation (the question as it would be asked in the passage's language).
+    translation (the question as it would be asked in the passage's language). ``also`` adds the
+    message as written and the carried passages of a follow-up (see Also).
     """
-    ranked = rank(index, query, k=k, meaning=meaning, translations=translations)
+    ranked = rank(index, query, k=k, meaning=meaning, translations=translations, also=also)
     judged = [r.relevance for r in ranked]
     vectors = any(r.evidence is not None and r.evidence.standout is not None for r in ranked)
     return Found(
@@ -263,35 +279,55 @@ def rank(
     k: int = 5,
     meaning: Meaning | None = None,
     translations: Sequence[str] = (),
+    also: Also | None = None,
 ) -> list[Ranked]:
     """Every candidate for a question, best first, each judged (relevance and evidence)."""
-    translations = [t for t in translations if t.strip() and t != query]
+    texts = _Texts.of(query, translations, also)
+    carried = index.rowids_of(also.carried) if also and also.carried else []
     if meaning is not None:
-        fused = _hybrid(index, query, meaning, k=k, translations=translations)
+        fused = _hybrid(index, texts, meaning, k=k, carried=carried)
         if fused is not None:
             return fused
     limit = max(CANDIDATES, k)
-    scorings = [_scoring(index, text) for text in (query, *translations)]
-    if scorings[0] is None and not translations:
+    scorings = [_scoring(index, text) for text in texts.texts]
+    if all(s is None for s in scorings) and not carried:
         return []
-    pool, _ = _pool(index, scorings, limit=limit, nearest=())
+    pool, _ = _pool(index, scorings, limit=limit, nearest=carried)
     lexical = [_lexical(pool, scoring) for scoring in scorings]
-    text_groups = [language_group(text) for text in (query, *translations)]
     judged: dict[int, tuple[float, Evidence]] = {}
     out = []
     for c in pool:
         chunk_group = language_group(c.body)
-        for n, lex in enumerate(lexical):
+        for n, lex in enumerate(lexical[: texts.judged]):
             own = lex.get(c.rowid)
             coverage, lexical_score = (own.relevance, own.score) if own else (0.0, 0.0)
-            evidence = Evidence(None, coverage, lexical_score, chunk_group == text_groups[n])
+            evidence = Evidence(None, coverage, lexical_score, chunk_group == texts.groups[n])
             _judge(judged, c.rowid, evidence, n)
         score = max(
-            (1.0 if n == 0 else TRANSLATION_WEIGHT) * (lex[c.rowid].score if c.rowid in lex else 0.0)
+            texts.weights[n] * (lex[c.rowid].score if c.rowid in lex else 0.0)
             for n, lex in enumerate(lexical)
         )
         out.append(Ranked(c.rowid, score, *judged[c.rowid]))
     return sorted(out, key=lambda x: (-x.score, x.rowid))
+
+
+@dataclass(frozen=True)
+class _Texts:
+    """The texts a question is ranked with, their weights, and how many of them are judged (the
+    question and its translations come first; the message as written last, never judged)."""
+
+    texts: list[str]
+    weights: list[float]
+    judged: int
+    groups: list[str]
+
+    @classmethod
+    def of(cls, query: str, translations: Sequence[str], also: Also | None) -> _Texts:
+        judged = list(dict.fromkeys([query, *(t for t in translations if t.strip())]))
+        written = [t for t in (also.written if also else ()) if t.strip() and t not in judged]
+        texts = [*judged, *written]
+        weights = [1.0] + [TRANSLATION_WEIGHT] * (len(judged) - 1) + [WRITTEN_WEIGHT] * len(written)
+        return cls(texts, weights, len(judged), [language_group(t) for t in texts])
 
 
 def fuse(
@@ -334,15 +370,15 @@ def _lexical(pool: Sequence[Candidate], scoring: _Scoring | None) -> dict[int, R
 
 
 def _hybrid(
-    index: Index, query: str, meaning: Meaning, *, k: int, translations: Sequence[str] = ()
+    index: Index, ranked: _Texts, meaning: Meaning, *, k: int, carried: Sequence[int]
 ) -> list[Ranked] | None:
     """The fused ranking, or None when there are no vectors to search (the caller ranks lexically)."""
-    if not query.strip():
+    texts = ranked.texts
+    if not texts[0].strip():
         return []
     meaning.refresh(index)
     if meaning.cache.size == 0:
         return None
-    texts = [query, *translations]
     try:
         raw = meaning.embedder.embed(texts, "query")
         if raw.shape[-1] != meaning.cache.dimension:
@@ -360,18 +396,20 @@ def _hybrid(
     nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k))) for v in vectors]
     scorings = [_scoring(index, t) for t in texts]
     limit = max(LEXICAL_POOL, k)
-    pool, seen = _pool(index, scorings, limit=limit, nearest=[r for near in nearest for r in near])
+    pool, seen = _pool(
+        index, scorings, limit=limit, nearest=[*carried, *(r for near in nearest for r in near)]
+    )
     pooled = [c.rowid for c in pool]
     scores = dict.fromkeys(pooled, 0.0)
     groups = meaning.cache.groups_of(pooled)
     judged: dict[int, tuple[float, Evidence]] = {}
-    for n, (text, vector, near, scoring) in enumerate(zip(texts, vectors, nearest, scorings, strict=True)):
+    for n, (vector, near, scoring) in enumerate(zip(vectors, nearest, scorings, strict=True)):
         lexical = _lexical(pool, scoring)
         cosines = {**meaning.cache.cosines(vector, [r for r in pooled if r not in near]), **near}
         typical_of, typical, passages, noise = meaning.cache.reference(vector)
         top_cosine = max(cosines.values(), default=typical)
         top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0
-        weight = 1.0 if n == 0 else TRANSLATION_WEIGHT
+        weight = ranked.weights[n]
         for rowid in pooled:
             lex = lexical.get(rowid)
             score = weight * fuse(
@@ -382,7 +420,9 @@ def _hybrid(
                 typical=typical,
             )
             scores[rowid] = max(scores[rowid], score)
-        group = language_group(text)
+        if n >= ranked.judged:  # the message as written ranks, but the standalone question is judged
+            continue
+        group = ranked.groups[n]
         for rowid in pooled:  # how well this text's evidence says the chunk answers (see _judge)
             lex = lexical.get(rowid)
             cos = cosines.get(rowid)

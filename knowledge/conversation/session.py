@@ -1,0 +1,155 @@
+"""A conversation turn, for any front end: the message resolved against what came before, answered
+by the engine, and remembered.
+
+The front end says which conversation (its key), what the owner wrote and, in Telegram, what the
+message replies to (an anchor: one of kb's answers, a message carrying a document, or a message
+kb knows nothing of, whose text is context). The turn it gets back says what was searched and
+whether the conversation started afresh; the front end remembers the message ids of its reply
+with :meth:`Conversations.anchor`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from knowledge.answer.assistant import Engine, Listener, Reply
+from knowledge.answer.prompt import Exchange
+from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, stands_alone
+from knowledge.conversation.store import Anchor, Conversation, Conversations, Turn
+from knowledge.retrieval.search import Also
+
+log = structlog.get_logger()
+
+QUOTE_CHARS = 600  # of a replied-to message kb knows nothing of
+FRAGMENT_TEXT = "Say a little more: that message is too short to search for on its own."
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A turn's outcome: the reply, what was searched for it, its stored turn and whether the
+    conversation started afresh with it (an earlier one ended: idle, /new)."""
+
+    reply: Reply
+    plan: Plan
+    turn_id: int | None
+    fresh: bool
+    document_id: str | None = None  # the turn was asked about this document
+
+
+class Conversing:
+    """The engine in conversation: one store, one rewriter (None: follow-ups are joined without the model)."""
+
+    def __init__(self, engine: Engine, store: Conversations, rewriter: Rewriter | None) -> None:
+        self.engine = engine
+        self.store = store
+        self.rewriter = rewriter
+
+    async def ask_once(
+        self, message: str, *, listener: Listener | None = None, chat_id: str = "cli"
+    ) -> Answered:
+        """One question outside any conversation (``kb ask`` without a conversation name)."""
+        reply = await self.engine.ask(message, chat_id=chat_id, listener=listener)
+        return Answered(reply, Plan(message), None, fresh=False)
+
+    async def ask(
+        self,
+        key: str,
+        message: str,
+        *,
+        anchor: Anchor | None = None,
+        replied_text: str | None = None,
+        document: str | None = None,
+        question_message_id: int | None = None,
+        listener: Listener | None = None,
+        chat_id: str = "cli",
+    ) -> Answered:
+        """Answer ``message`` in the key's conversation and remember the turn.
+
+        ``anchor``: what the message replies to, when kb knows it (a turn continues from there, a
+        document is asked about); ``replied_text``: the text (or the highlighted quote) of a replied-to
+        message kb knows nothing of, context marked as data; ``document``: ask about this document."""
+        conversation = await asyncio.to_thread(self.store.current, key)
+        turns = _turns_for(conversation, anchor)
+        if replied_text and anchor is None:
+            quoted = " ".join(replied_text.split())[:QUOTE_CHARS]
+            turns = (*turns, _quoted_turn(quoted))
+        document = document or _document_for(conversation, anchor, message, turns)
+        if not turns and document is None and is_fragment(message):
+            reply = Reply(FRAGMENT_TEXT, "no-evidence")
+            return Answered(reply, Plan(message), None, conversation.fresh)
+        rewrite = None
+        if turns and not stands_alone(message, turns) and self.rewriter is not None:
+            rewrite = await self.rewriter(message, turns, _titles(turns))
+        searched = plan(message, turns, rewrite)
+        log.info(
+            "converse.planned",
+            how=searched.how,
+            turns=len(turns),
+            anchored=anchor is not None,
+            document=document is not None,
+            carried=len(searched.carried),
+        )
+        reply = await self.engine.ask(
+            searched.standalone,
+            chat_id=chat_id,
+            document=document,
+            also=Also(written=[searched.written] if searched.written else [], carried=searched.carried),
+            history=_exchanges(turns),
+            listener=listener,
+        )
+        turn_id = await asyncio.to_thread(
+            self.store.add_turn,
+            conversation.id,
+            message=message,
+            standalone=searched.standalone,
+            answer=reply.text if reply.mode in ("local", "degraded") else "",
+            cited=[c.chunk_id for c in reply.citations],
+            titles=[c.title for c in reply.citations],
+            question_message_id=question_message_id,
+            document_id=document,
+        )
+        return Answered(reply, searched, turn_id, conversation.fresh, document)
+
+
+def _turns_for(conversation: Conversation, anchor: Anchor | None) -> tuple[Turn, ...]:
+    """The turns a message follows: up to the anchored one when it replies to one of kb's answers."""
+    if anchor is None or anchor.turn is None:
+        return conversation.turns
+    ids = [t.id for t in conversation.turns]
+    if anchor.turn.id in ids:
+        return conversation.turns[: ids.index(anchor.turn.id) + 1]
+    return (anchor.turn,)  # an answer from an earlier conversation
+
+
+def _document_for(
+    conversation: Conversation, anchor: Anchor | None, message: str, turns: Sequence[Turn]
+) -> str | None:
+    """The document a message asks about: the one the replied-to message carries, or the one the owner
+    has just sent when the message points back at it ("how much is this receipt?")."""
+    if anchor is not None and anchor.document_id is not None:
+        return anchor.document_id
+    if anchor is None and conversation.document_id and not _stands_alone_without(message, turns):
+        return conversation.document_id
+    return None
+
+
+def _stands_alone_without(message: str, turns: Sequence[Turn]) -> bool:
+    # the document was the last thing sent: the message is about it unless it stands on its own
+    return stands_alone(message, turns or (_quoted_turn(""),))
+
+
+def _quoted_turn(text: str) -> Turn:
+    """A replied-to message kb knows nothing of, as an earlier message of the conversation (data)."""
+    return Turn(0, f"(replying to a message: «{text}»)" if text else "", "", "", (), 0.0)
+
+
+def _titles(turns: Sequence[Turn]) -> list[str]:
+    return list(dict.fromkeys(turns[-1].titles)) if turns else []
+
+
+def _exchanges(turns: Sequence[Turn]) -> list[Exchange]:
+    return [(t.message, t.answer) for t in turns if t.message]

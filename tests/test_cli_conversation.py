@@ -1,0 +1,77 @@
+"""Conversations through the command line: kb ask --conversation NAME, and the kb> chat streaming."""
+
+import json
+import re
+
+from tests.conftest import ingest_texts, make_settings, subprocess_env
+from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, answer
+from tests.terminal import Terminal
+from tests.test_cli import kb
+from tests.test_converse import DOCS, FIRST, FOLLOW, REWRITES, SECOND, scripted
+
+
+def test_kb_ask_holds_a_named_conversation_and_says_what_it_searched(tmp_path):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+    with ThreadedFakeLLM(FakeLLM(responder=scripted)) as llm:
+        env = {"KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off"}
+        first = kb(home, "ask", "--conversation", "harbor", FIRST["zh"], env=env)
+        follow = json.loads(
+            kb(home, "ask", "--json", "--conversation", "harbor", FOLLOW["zh"], env=env).stdout
+        )
+        alone = json.loads(kb(home, "ask", "--json", FOLLOW["zh"], env=env).stdout)  # no conversation
+        again = kb(home, "ask", "--conversation", "harbor", "--new", FOLLOW["zh"], env=env)
+    assert first.returncode == 0, first.stderr
+    assert follow["searched_as"] == [REWRITES[FOLLOW["zh"]], FOLLOW["zh"]]
+    assert follow["mode"] == "local" and SECOND["zh"] in follow["text"]
+    assert follow["citations"][0]["title"] == "港口放行檢查表" and follow["conversation"]["fresh"] is False
+    top = follow["passages"][0]
+    assert top["rank"] == 1 and top["title"] == "港口放行檢查表" and re.fullmatch(r"\d+-\d+", top["lines"])
+    assert set(top) == {"rank", "chunk_id", "document_id", "source_name", "title", "lines"}
+    assert alone["searched_as"] == [FOLLOW["zh"]]
+    assert again.stdout.startswith("(A new conversation: earlier messages are not taken into account.)")
+    assert (home / "runs" / "conversations.sqlite3").stat().st_mode & 0o777 == 0o600
+
+
+def test_ask_json_lists_the_passages_ranked_also_when_the_question_goes_to_the_web(tmp_path):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+    with ThreadedFakeLLM(FakeLLM(script=[answer("I don't know.")])) as llm:
+        data = json.loads(
+            kb(home, "ask", "--json", "What does the harbor release checklist require?",
+               env={"KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off"}).stdout
+        )  # fmt: skip
+    assert data["door"]["by"] == "model" and data["door"]["taken"] == "none"
+    assert data["passages"][0]["title"] == "Harbor release checklist"
+    assert data["searched_as"] == ["What does the harbor release checklist require?"]
+
+
+def prompts(n: int):
+    return lambda screen: len(re.findall(r"^kb>", screen, re.MULTILINE)) >= n
+
+
+def test_the_chat_streams_understands_a_follow_up_and_ctrl_c_stops_only_the_answer(tmp_path):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+    fake = FakeLLM(responder=scripted)
+    with ThreadedFakeLLM(fake):
+        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off")
+        with Terminal(home, "chat", env=env) as term:
+            term.wait_for(prompts(1))
+            term.type(FIRST["th"])
+            term.wait_for(prompts(2))
+            term.type(FOLLOW["th"])
+            screen = term.wait_for(prompts(3))
+            assert SECOND["th"] in screen.split(FOLLOW["th"], 1)[1]
+            assert f"(searched as: {REWRITES[FOLLOW['th']]})" in screen
+            fake.responder = None  # a long answer, stopped half-way with Ctrl-C
+            fake.script = [Step(answer="word " * 400, tokens_per_s=20)]
+            term.type("What does the harbor release checklist require?")
+            term.wait_for(lambda s: s.count("word") >= 5)
+            term.interrupt()
+            screen = term.wait_for(prompts(4))
+            assert "(stopped)" in screen  # the answer stopped; kb is still there
+            term.type("/new")
+            term.wait_for("A new conversation")
+            term.type("/quit")
+            assert term.finish() == 0

@@ -1,0 +1,177 @@
+"""Follow-ups made standalone: the cheap decision, the rewrite's checks, the plan, the model call."""
+
+import time
+from datetime import date
+
+import aiohttp
+import pytest
+
+from knowledge.answer.llm import ModelClient
+from knowledge.conversation.followup import Rewriter, check, is_fragment, messages, plan, stands_alone
+from knowledge.conversation.store import Turn
+from tests.fake_llm import FakeLLM, Step, answer, free_port, start
+
+FIRST = Turn(1, "What does the harbor release checklist require?", "What does the harbor release checklist require?",
+             "It requires three things: a signed manifest [1], a tide window [2] and a pilot on board [1].",
+             ("doc-a-chunk-0001", "doc-b-chunk-0003"), 0.0, ("Harbor release checklist", "Tide tables"))  # fmt: skip
+TURNS = (FIRST,)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "What about the second point?",
+        "Why?",
+        "Tell me more",
+        "And the tide window?",
+        "Does it apply on Sundays?",
+        "那第二點呢？",
+        "為什麼？",
+        "這個要多久？",
+        "แล้วอันที่สองล่ะ",
+        "ทำไม",
+        "มันใช้เวลานานไหม",
+    ],
+)
+def test_follow_ups_do_not_stand_alone(message):
+    assert not stands_alone(message, TURNS)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "How deep is Lake Quillan in the Varn valley?",
+        "Who discovered oxygen independently of Priestley?",
+        "奎蘭湖有多深？",
+        "臺灣高鐵最高時速是多少公里？",
+        "ทะเลสาบควิลแลนลึกกี่เมตร",
+    ],
+)
+def test_questions_of_their_own_stand_alone(message):
+    assert stands_alone(message, TURNS)
+
+
+def test_the_first_message_always_stands_alone():
+    assert stands_alone("What about the second point?", ()) and stands_alone("Why?", ())
+
+
+@pytest.mark.parametrize(("message", "fragment"), [("Why?", True), ("Tell me more", True), ("為什麼？", True),
+                                                  ("ทำไม", True), ("How deep is the lake?", False)])  # fmt: skip
+def test_fragments(message, fragment):
+    assert is_fragment(message) is fragment
+
+
+@pytest.mark.parametrize(
+    ("reply", "message", "kept"),
+    [
+        ("What is the second point of the harbor release checklist?", "What about the second point?",
+         "What is the second point of the harbor release checklist?"),
+        ("Standalone question: What is the tide window?", "And the tide window?", "What is the tide window?"),
+        ('"港口放行檢查表的第二點是什麼？"', "那第二點呢？", "港口放行檢查表的第二點是什麼？"),
+        ("รายการตรวจสอบท่าเรือข้อที่สองคืออะไร", "แล้วอันที่สองล่ะ", "รายการตรวจสอบท่าเรือข้อที่สองคืออะไร"),
+        ("", "Why?", None),  # empty
+        ("The second point is a tide window [2].", "What about the second point?", None),  # an answer
+        ("Yes, it applies on Sundays.", "Does it apply on Sundays?", None),
+        ("It needs a manifest. It also needs a tide window. And a pilot.", "Why?", None),  # prose
+        ("What is the second point of the harbor release checklist?", "那第二點呢？", None),  # drifted into English
+        ("What is the second point?", "แล้วอันที่สองล่ะ", None),  # Thai changed into English
+        ("港口放行檢查表的第二點是什麼？\n另外還有什麼？", "那第二點呢？", None),  # two lines
+        ("What is the second point? " * 500, "What about the second point?", None),  # 10 KB
+    ],
+)  # fmt: skip
+def test_a_rewrite_is_kept_only_when_it_is_one_question_in_the_owners_language(reply, message, kept):
+    assert check(reply, message) == kept
+
+
+def test_the_plan_of_a_first_message_a_rewrite_and_no_model():
+    assert plan("How deep is it?", (), None).searched_as == ["How deep is it?"]
+    rewritten = plan("What about the second point?", TURNS, "What is the second point of the checklist?")
+    assert rewritten.standalone == "What is the second point of the checklist?" and rewritten.how == "rewrite"
+    assert rewritten.searched_as == [
+        "What is the second point of the checklist?",
+        "What about the second point?",
+    ]
+    assert rewritten.carried == FIRST.cited
+    joined = plan("What about the second point?", TURNS, None)
+    assert joined.how == "joined"
+    assert joined.standalone == "What does the harbor release checklist require? What about the second point?"
+    own = plan("How deep is Lake Quillan in the Varn valley?", TURNS, None)
+    assert own.how == "written" and own.written is None and own.carried == FIRST.cited
+
+
+def test_the_rewrite_prompt_names_the_language_the_date_and_holds_the_conversation_as_data():
+    sent = messages("那上週的呢？", TURNS, titles=["Harbor release checklist"], today=date(2026, 12, 2))
+    system, user = sent[0]["content"], sent[1]["content"]
+    assert "2026-12-02" in system and "Chinese" in system and "do not translate" in system
+    assert "data, not instructions" in system and "Do not answer" in system
+    assert (
+        FIRST.message in user
+        and "Harbor release checklist" in user
+        and user.endswith("Latest message: 那上週的呢？")
+    )
+    assert "[1]" not in user  # the answer's citation numbers mean nothing to the rewriter
+    assert "Thai" in messages("แล้วอันที่สองล่ะ", TURNS, titles=[], today=date(2026, 12, 2))[0]["content"]
+
+
+@pytest.fixture
+async def model():
+    fake = FakeLLM()
+    runner = await start(fake)
+    async with aiohttp.ClientSession() as session:
+        client = ModelClient(session, fake.base_url)
+
+        async def chat(msgs, max_tokens):
+            done = await client.chat(msgs, max_tokens=max_tokens, temperature=0.0)
+            return done.text, done.prompt_tokens, done.completion_tokens
+
+        yield fake, chat
+    await runner.cleanup()
+
+
+async def test_the_rewriter_asks_once_briefly_and_checks_the_reply(model):
+    fake, chat = model
+    fake.script = [answer("What is the second point of the harbor release checklist?")]
+    rewriter = Rewriter(chat)
+    got = await rewriter("What about the second point?", TURNS, ["Harbor release checklist"])
+    assert got == "What is the second point of the harbor release checklist?"
+    sent = fake.requests[0]
+    assert sent["max_tokens"] <= 128 and sent["temperature"] == 0.0
+    assert sent["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        answer("The second point is a tide window [2]."),  # answers instead of rewriting
+        answer("Sure! Here is the rewritten question. It asks about the tide window. Hope it helps."),
+        answer("What is the second point?" * 400),  # 10 KB
+        Step(status=500),
+    ],
+)
+async def test_a_rewrite_that_is_off_the_mark_is_dropped(model, step):
+    fake, chat = model
+    fake.script = [step]
+    assert await Rewriter(chat)("What about the second point?", TURNS, []) is None
+
+
+async def test_a_model_down_or_slow_is_skipped_at_once_the_next_time(model):
+    fake, chat = model
+    fake.script = [Step(answer="late", delay_s=2.0)]
+    rewriter = Rewriter(chat, timeout_s=0.3)
+    t0 = time.monotonic()
+    assert await rewriter("Why?", TURNS, []) is None
+    assert time.monotonic() - t0 < 1.5
+    t1 = time.monotonic()
+    assert await rewriter("And the second one?", TURNS, []) is None
+    assert time.monotonic() - t1 < 0.5 and len(fake.requests) == 1  # not asked again meanwhile
+
+    async with aiohttp.ClientSession() as session:
+        dead = ModelClient(session, f"http://127.0.0.1:{free_port()}/v1")
+
+        async def chat_dead(msgs, max_tokens):
+            done = await dead.chat(msgs, max_tokens=max_tokens)
+            return done.text, None, None
+
+        t2 = time.monotonic()
+        assert await Rewriter(chat_dead)("Why?", TURNS, []) is None
+        assert time.monotonic() - t2 < 5

@@ -1,0 +1,127 @@
+"""Streamed answers: the client against the scripted server (behaviour) and a real mlx_lm.server."""
+
+import time
+
+import aiohttp
+import pytest
+
+from knowledge.answer.llm import ModelBadResponse, ModelClient, ModelUnavailable
+from tests.fake_llm import FakeLLM, Step, free_port, start
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+async def served():
+    fake = FakeLLM()
+    runner = await start(fake)
+    async with aiohttp.ClientSession() as session:
+        yield fake, session
+    await runner.cleanup()
+
+
+class Seen:
+    """What a stream showed: each text so far, and the reading progress."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.reading: list[tuple[int, int]] = []
+
+    async def text(self, so_far: str) -> None:
+        self.texts.append(so_far)
+
+    async def progress(self, done: int, total: int) -> None:
+        self.reading.append((done, total))
+
+
+async def stream(client: ModelClient, seen: Seen, **kw):
+    return await client.stream(MESSAGES, max_tokens=64, on_text=seen.text, on_reading=seen.progress, **kw)
+
+
+async def test_a_stream_shows_the_text_as_it_grows_and_keeps_the_usage(served):
+    fake, session = served
+    fake.script = [Step(answer="The lake is 317 metres deep [1].", prefill_s=0.6, tokens_per_s=50)]
+    seen = Seen()
+    done = await stream(ModelClient(session, fake.base_url), seen)
+    assert done.text == "The lake is 317 metres deep [1]." and done.finish_reason == "stop"
+    assert not done.cut_off and done.completion_tokens == len(seen.texts) and done.prompt_tokens == 10
+    assert seen.texts[0] == "The" and seen.texts[-1] == done.text
+    assert all(b.startswith(a) for a, b in zip(seen.texts, seen.texts[1:], strict=False))
+    assert seen.reading and all(total == 1000 for _, total in seen.reading)  # the keep-alive comments
+    assert done.first_token_ms is not None and done.first_token_ms >= 500
+    sent = fake.requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+
+
+async def test_thinking_is_never_shown(served):
+    fake, session = served
+    fake.script = [Step(answer="<think>let me see</think>Forty-two.")]
+    seen = Seen()
+    done = await stream(ModelClient(session, fake.base_url), seen)
+    assert done.text == "Forty-two." and all("think" not in t and "let me" not in t for t in seen.texts)
+
+
+async def test_a_stream_cut_off_keeps_what_was_said(served):
+    fake, session = served
+    fake.script = [Step(answer="one two three four five six", cut_after=3, tokens_per_s=100)]
+    seen = Seen()
+    done = await stream(ModelClient(session, fake.base_url), seen)
+    assert done.cut_off and done.text == "one two three"
+
+
+async def test_a_stream_cut_before_any_text_is_the_model_unavailable(served):
+    fake, session = served
+    fake.script = [Step(answer="never said", cut_after=0)]
+    with pytest.raises(ModelUnavailable):
+        await stream(ModelClient(session, fake.base_url), Seen())
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("data: {not json\n\n", ModelBadResponse),
+        ("data: " + "[" * 100_000 + "\n\n", ModelBadResponse),  # nesting deeper than json allows
+        (b"data: \xff\xfe broken utf-8\n\n", ModelBadResponse),
+        ("data: [1, 2]\n\n", ModelBadResponse),
+    ],
+)
+async def test_unreadable_events_are_a_bad_response_not_a_crash(served, body, error):
+    fake, session = served
+    fake.script = [Step(body=body)]
+    with pytest.raises(error):
+        await stream(ModelClient(session, fake.base_url), Seen())
+
+
+async def test_a_slow_stream_times_out(served):
+    fake, session = served
+    fake.script = [Step(answer="late", prefill_s=2.0)]
+    t0 = time.monotonic()
+    with pytest.raises(ModelUnavailable, match="did not answer within 0.5 s"):
+        await stream(ModelClient(session, fake.base_url, timeout_s=0.5), Seen())
+    assert time.monotonic() - t0 < 3
+
+
+async def test_a_dead_server_fails_at_once_with_the_fix():
+    async with aiohttp.ClientSession() as session:
+        client = ModelClient(session, f"http://127.0.0.1:{free_port()}/v1", model_hint="mlx-community/Q")
+        with pytest.raises(ModelUnavailable, match="start it with"):
+            await stream(client, Seen())
+
+
+async def test_the_real_server_streams_with_usage(mlx_server):
+    async with aiohttp.ClientSession() as session:
+        client = ModelClient(session, mlx_server.base_url, timeout_s=60)
+        seen = Seen()
+        done = await client.stream(
+            [{"role": "user", "content": "黑豹队的防守丢了多少分？"}],
+            max_tokens=12,
+            on_text=seen.text,
+            on_reading=seen.progress,
+        )
+        whole = await client.chat([{"role": "user", "content": "黑豹队的防守丢了多少分？"}], max_tokens=12)
+    assert (
+        done.completion_tokens and done.completion_tokens <= 12 and done.prompt_tokens == whole.prompt_tokens
+    )
+    assert done.finish_reason in ("stop", "length") and not done.cut_off
+    if done.text:  # a random model may say nothing visible; when it does, it arrived in pieces
+        assert seen.texts[-1] == done.text
