@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import UTC, datetime
 
 import structlog
-from telegram import BotCommand, Message, Update
-from telegram.constants import ParseMode
+from telegram import BotCommand, Update
 from telegram.error import TelegramError
 from telegram.ext import (
     AIORateLimiter,
@@ -31,18 +29,19 @@ from telegram.ext import (
 
 from bot.access import refusal
 from bot.actions import CALLBACK_PREFIX as ACTION_PREFIX
+from bot.answer import on_callback, on_import, on_search, on_text
 from bot.capture import IN_ALBUM, LINK_WITH_COMMENT, on_forward, on_kept_button, on_link_comment, on_note
+from bot.converse import on_new, on_stop, on_unknown
 from bot.deps import BotDeps, deps_of
 from bot.find import on_action, on_find
 from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
 from bot.media import on_document, on_photo, on_save_note, on_voice
 from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
-from bot.render import esc, link, parse_callback
-from bot.send import NO_PREVIEW, keyboard, say, send_reply, typing
-from knowledge.errors import FetchRefused, KbError
-from knowledge.front.status import activity_facts, plural, probe_model, status_report, summary_facts
+from bot.render import esc, link
+from bot.send import say
+from knowledge.errors import KbError
+from knowledge.front.status import activity_facts, probe_model, status_report, summary_facts
 from knowledge.retrieval.index import Index
-from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
 
 log = structlog.get_logger()
 
@@ -50,6 +49,8 @@ EDITS_IGNORED = "Edited messages are not answered again — send the corrected q
 COMMANDS = [
     ("start", "what kb is and how to use it"),
     ("help", "how to use kb"),
+    ("new", "start a new conversation (forget the earlier messages)"),
+    ("stop", "stop the answer being written"),
     ("search", "search the web even when your documents have something"),
     ("import", "import a web candidate: /import web-2"),
     ("find", "find your documents: /find words (open, delete)"),
@@ -60,7 +61,10 @@ COMMANDS = [
 ]
 HELP = (
     "<b>kb</b> answers from your own documents and cites them.\n\n"
-    "• Ask a question in any language.\n"
+    "• Ask a question in any language. Follow-ups are understood from the conversation "
+    "(“and the second point?”); reply to an earlier answer to continue from it, or to a file or a "
+    "saved note to ask about it. /new starts afresh (so do 30 minutes of silence); /stop ends an answer "
+    "being written.\n"
     "• Send a PDF, HTML, text or Markdown file, or a photo or screenshot, to add it; "
     "a caption on a photo is answered as a question about it.\n"
     "• Send a voice note to ask by voice; tap “Save as note” to keep what you said.\n"
@@ -72,7 +76,7 @@ HELP = (
     "• /find words lists your documents that match: open one (its passage and the original file) or "
     "delete it (it stays in the trash for 30 days; Undo brings it back). Under an answer, "
     "“Sources” shows the passages it used.\n\n"
-    "/find words · /search question · /import web-N · /note text · /sources · /status · /forget"
+    "/new · /stop · /find words · /search question · /import web-N · /note text · /sources · /status · /forget"
 )
 
 
@@ -104,6 +108,9 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     app.add_handler(CommandHandler("status", on_status, filters=new))
     app.add_handler(CommandHandler("forget", on_forget, filters=new))
     app.add_handler(CommandHandler("note", on_note, filters=new))
+    app.add_handler(CommandHandler("new", on_new, filters=new))
+    app.add_handler(CommandHandler("stop", on_stop, filters=new))
+    app.add_handler(MessageHandler(new & filters.COMMAND, on_unknown))  # after every known command
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), on_voice))
     app.add_handler(MessageHandler(new & filters.PHOTO, on_photo))
     app.add_handler(MessageHandler(new & filters.Document.ALL, on_document))
@@ -144,121 +151,6 @@ async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def on_edited(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """An edit is not answered again (that would repeat searches and imports): say so, once per edit."""
     await say(context, update.effective_chat.id, EDITS_IGNORED)
-
-
-async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """A question for the engine (or a pasted link, which becomes a one-candidate list)."""
-    deps, chat_id = deps_of(context), update.effective_chat.id
-    text = update.effective_message.text or ""
-    async with deps.locks[chat_id]:
-        url = pasted_url(text)
-        if url is not None:
-            record = deps.store.save_url(str(chat_id), url)
-            await context.bot.send_message(
-                chat_id, f"{esc(url)}\nTap to import it.", parse_mode=ParseMode.HTML,
-                link_preview_options=NO_PREVIEW, reply_markup=keyboard(record),
-            )  # fmt: skip
-            return
-        async with typing(context, chat_id):
-            reply = await deps.engine.ask(text, chat_id=str(chat_id))
-        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
-
-
-async def on_search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Go to the web even when local evidence exists."""
-    deps, chat_id = deps_of(context), update.effective_chat.id
-    question = " ".join(context.args or []).strip()
-    if not question:
-        await say(context, chat_id, "Usage: /search your question")
-        return
-    async with deps.locks[chat_id]:
-        async with typing(context, chat_id):
-            reply = await deps.engine.search_web(question, chat_id=str(chat_id), force=True)
-        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
-
-
-async def on_import(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/import web-N: the same as tapping its button."""
-    chat_id = update.effective_chat.id
-    args = context.args or []
-    if not args:
-        await say(context, chat_id, "Usage: /import web-2")
-        return
-    status = await say(context, chat_id, f"<i>{esc(args[0])}: starting…</i>")
-    await run_import(context, chat_id, args[0], *args[1:], status_message=status)
-
-
-async def on_callback(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """A tapped candidate: checked and answered at once (Telegram expires callbacks), then imported in turn."""
-    deps, query = deps_of(context), update.callback_query
-    chat_id = update.effective_chat.id
-    parsed = parse_callback(query.data)
-    if parsed is None:
-        await query.answer("this list has expired — search again", show_alert=True)
-        return
-    search_id, source_id = parsed
-    try:
-        select(deps.store, str(chat_id), source_id, search_id=search_id)
-    except ImportRefused as exc:
-        text = "this list has expired — search again" if exc.reason == "not-in-latest" else str(exc)
-        await query.answer(text, show_alert=True)
-        return
-    if (search_id, source_id) in deps.taps:  # a double tap: the first one is importing it
-        await query.answer(f"{source_id} is already being imported")
-        return
-    deps.taps.add((search_id, source_id))
-    await query.answer(f"importing {source_id}…")
-    message = query.message if isinstance(query.message, Message) else None
-    await run_import(context, chat_id, source_id, search_id=search_id, status_message=message)
-
-
-async def run_import(
-    context: ContextTypes.DEFAULT_TYPE,
-    chat_id: int,
-    source_id: str,
-    *extra: str,
-    search_id: str | None = None,
-    status_message: Message | None = None,
-    locked: bool = False,
-) -> None:
-    """Import, showing downloading → converting → indexed (or why not), then answer the question again."""
-    deps = deps_of(context)
-    head = status_message.text_html if status_message is not None and status_message.text else ""
-
-    async def show(state: str) -> None:
-        if status_message is None:
-            return
-        text = (head + "\n\n" if head else "") + f"<i>{esc(source_id)}: {esc(state)}</i>"
-        with contextlib.suppress(TelegramError):  # "message is not modified" and friends change nothing
-            await context.bot.edit_message_text(
-                text, chat_id, status_message.message_id, parse_mode=ParseMode.HTML,
-                link_preview_options=NO_PREVIEW, reply_markup=None,
-            )  # fmt: skip
-
-    lock = contextlib.nullcontext() if locked else deps.locks[chat_id]
-    async with lock:
-        try:
-            result = await import_web_source(
-                source_id, *extra, chat_id=str(chat_id), settings=deps.settings, store=deps.store,
-                fetch=deps.fetch, search_id=search_id, wait_s=deps.settings.import_wait_s,
-                clock=lambda: datetime.now(UTC), progress=show,
-            )  # fmt: skip
-        except (ImportRefused, FetchRefused) as exc:
-            await show(f"refused: {exc}")
-            return
-        if result.status == "indexed":
-            await show(f"indexed, {plural(result.chunks, 'chunk')} — {result.title}")
-        elif result.status == "already":
-            await show(f"already imported — {result.title}")
-        elif result.status == "queued":
-            await show(f"queued: {result.message}")
-            return
-        else:
-            await show(f"failed ({result.reason}): {result.message}")
-            return
-        async with typing(context, chat_id):
-            reply = await deps.engine.ask(result.question, chat_id=str(chat_id))
-        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
 
 
 async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -18,14 +18,16 @@ from functools import partial
 from pathlib import Path
 
 import structlog
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, MessageOrigin, Update
+from telegram import InlineKeyboardMarkup, Message, MessageOrigin, Update
 from telegram.ext import ContextTypes, filters
 
+from bot.answer import answer
+from bot.converse import remember_document
 from bot.deps import BotDeps, deps_of
-from bot.kept import ASK, UNDO, Kept, data
+from bot.kept import ASK, Kept, buttons
 from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, download, read_back, reading_text
 from bot.render import esc
-from bot.send import edit, say, send_reply, typing
+from bot.send import edit, say
 from knowledge.errors import FetchRefused, IndexError_, SpeechError
 from knowledge.front.status import plural
 from knowledge.ingest.handoff import deliver, ingest_record
@@ -138,6 +140,8 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
         log.info("capture.saved", kind="link", doc_id=result.doc_id, comment_chars=len(comment))
         done = f"Indexed, {plural(result.chunks or 0, 'chunk')}, with your comment."
         await edit(context, status, f"Saved: {esc(item.title)}\n{done}", reply_markup=buttons(token))
+        if result.doc_id:
+            await remember_document(deps, chat_id, [status.message_id], result.doc_id, item.title)
     elif result.status == "queued" and result.kept_at:
         path = Path(result.kept_at)
         item = Kept(chat_id, url, path, result.sha256)
@@ -346,8 +350,12 @@ async def settle(
     status: Message | None,
     record: dict,
 ) -> None:
-    """The reply once the daemon has done it: indexed, already kept, or not kept and why."""
+    """The reply once the daemon has done it: indexed, already kept, or not kept and why; a document
+    kept is what the conversation is about from now on (and what a reply to its message asks)."""
     item.doc_id = record["doc_id"]
+    if record["status"] in ("indexed", "duplicate") and item.doc_id:
+        shown = [status.message_id] if status is not None else []
+        await remember_document(deps, item.chat_id, shown, item.doc_id, record["title"] or item.title)
     if record["status"] == "indexed":
         item.state, item.title = "indexed", record["title"] or item.title
         log.info("capture.indexed", doc_id=item.doc_id, chunks=record["chunks"])
@@ -379,7 +387,9 @@ async def _already(
 ) -> None:
     deps = deps_of(context)
     token = deps.kept.add(Kept(chat_id, title, None, None, doc_id, "duplicate"))
-    await _show(context, chat_id, status, f"Already kept: {esc(title)}", buttons(token, undo=False))
+    shown = await _show(context, chat_id, status, f"Already kept: {esc(title)}", buttons(token, undo=False))
+    if doc_id:
+        await remember_document(deps, chat_id, [shown], doc_id, title)
 
 
 def kept_before(index_path: Path, sha256: str) -> tuple[str, str] | None:
@@ -390,14 +400,6 @@ def kept_before(index_path: Path, sha256: str) -> tuple[str, str] | None:
     except IndexError_:
         return None
     return (doc.id, doc.title) if doc else None
-
-
-def buttons(token: str, *, undo: bool = True) -> InlineKeyboardMarkup:
-    """ "Ask about it" and "Undo" for a saved thing."""
-    row = [InlineKeyboardButton("Ask about it", callback_data=data(token, ASK))]
-    if undo:
-        row.append(InlineKeyboardButton("Undo", callback_data=data(token, UNDO)))
-    return InlineKeyboardMarkup([row])
 
 
 # -- the buttons ----------------------------------------------------------------------------
@@ -413,11 +415,7 @@ async def ask_about(context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, query, it
         await query.answer("not indexed yet — tap again once it is", show_alert=True)
         return
     await query.answer()
-    async with deps.locks[chat_id], typing(context, chat_id):
-        reply = await deps.engine.ask(
-            f"What does “{item.title}” say?", chat_id=str(chat_id), document=item.doc_id
-        )
-    await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+    await answer(context, chat_id, f"What does “{item.title}” say?", question=None, document=item.doc_id)
 
 
 async def undo(
@@ -484,11 +482,12 @@ async def _show(
     status: Message | None,
     text: str,
     markup: InlineKeyboardMarkup | None = None,
-) -> None:
+) -> int:
+    """The status message edited to ``text`` (a new message when there is none); its id."""
     if status is not None:
         await edit(context, status, text, reply_markup=markup)
-    else:
-        await say(context, chat_id, text, reply_markup=markup)
+        return status.message_id
+    return (await say(context, chat_id, text, reply_markup=markup)).message_id
 
 
 # -- Telegram messages as note pieces -------------------------------------------------------

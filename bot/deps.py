@@ -15,6 +15,7 @@ from bot.kept import Collector, KeptNotes
 from bot.notes import PendingNotes
 from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
+from knowledge.conversation.session import Conversing
 from knowledge.front.status import LoadedCounter
 from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.store import CandidateStore
@@ -36,13 +37,20 @@ class BotDeps:
     store: CandidateStore
     fetch: Callable[[str], Awaitable[Fetched]]
     allowed_users: frozenset[int]
+    conversing: Conversing | None = None  # the engine in each chat's conversation (wired at start-up)
     transcribe: Callable[[bytes], Transcript] | None = None
     notes: PendingNotes = field(default_factory=PendingNotes)
     kept: KeptNotes = field(default_factory=KeptNotes)  # saved from the chat, for Ask / Undo
     collector: Collector = field(default_factory=Collector)  # forwards and albums, gathered
     actions: Actions = field(default_factory=Actions)  # what the document buttons do (bot.find)
     locks: defaultdict[int, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
-    taps: set[tuple[str, str]] = field(default_factory=set)
+    taps: set[tuple[str, str]] = field(default_factory=set)  # candidates being imported
+    answering: dict[int, asyncio.Future] = field(
+        default_factory=dict
+    )  # per chat: the answer being written (/stop)
+    no_drafts: set[int] = field(
+        default_factory=set
+    )  # chats where drafts were refused: answers stream by edits
     tokenizer: LoadedCounter | None = (
         None  # the engine's token counter and why it is approximate, for /status
     )

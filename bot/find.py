@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -20,6 +21,7 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from bot.actions import Action
+from bot.converse import remember_document
 from bot.deps import BotDeps, deps_of
 from bot.render import esc, link
 from bot.send import edit, say, typing
@@ -28,7 +30,7 @@ from knowledge.front.status import plural
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
 from knowledge.retrieval.documents import DocumentMatch, match_documents
-from knowledge.retrieval.index import ChunkRecord, DocumentRecord
+from knowledge.retrieval.index import DocumentRecord
 from knowledge.websearch.filters import host_of
 
 log = structlog.get_logger()
@@ -57,7 +59,10 @@ async def on_find(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await say(context, chat_id, f"No document matches “{esc(words)}”.")
         return
     text, markup = find_page(deps, chat_id, words, matches, 0)
-    await say(context, chat_id, text, reply_markup=markup)
+    shown = await say(context, chat_id, text, reply_markup=markup)
+    if len(matches) == 1:  # a reply to the list asks about the one document it found
+        doc = matches[0].document
+        await remember_document(deps, chat_id, [shown.message_id], doc.id, doc.title, current=False)
 
 
 def _matches(deps: BotDeps, words: str) -> list[DocumentMatch]:
@@ -133,13 +138,15 @@ async def _page(context, deps: BotDeps, chat_id: int, action: Action, query, mes
 async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None) -> None:
     """The passage with its lines, then the original file (or the page's address)."""
     await query.answer("opening…")
-    wanted = (str(action.target["doc_id"]), action.target.get("chunk_id"))
+    lines = action.target.get("lines")
+    wanted = (str(action.target["doc_id"]), action.target.get("chunk_id"), tuple(lines) if lines else None)
     [found] = await asyncio.to_thread(_look_up, deps, [wanted])
     if found is None:
         await say(context, chat_id, "That document is no longer in your knowledge base.")
         return
     doc, chunk = found
-    await say(context, chat_id, passage_html(doc, chunk))
+    shown = await say(context, chat_id, passage_html(doc, chunk))
+    await remember_document(deps, chat_id, [shown.message_id], doc.id, doc.title, current=False)
     if doc.source_url:
         await say(context, chat_id, f"Original: {link(doc.source_url, doc.source_url)}")
         return
@@ -162,35 +169,65 @@ async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, mes
     log.info("bot.opened", doc_id=doc.id)
 
 
+@dataclass(frozen=True)
+class Passage:
+    """Lines of a document's raw file, as cited or as one chunk."""
+
+    start_line: int
+    end_line: int
+    text: str
+
+
+Wanted = tuple[str, str | None, tuple[int, int] | None]  # document id, chunk id, cited lines
+
+
 def _look_up(
-    deps: BotDeps, wanted: Sequence[tuple[str, str | None]], *, passages: bool = True
-) -> list[tuple[DocumentRecord, ChunkRecord | None] | None]:
-    """Each (document id, chunk id) in one opening of the index: the document and that passage (its
-    first when there is no chunk id; none without ``passages``), or None for a document gone."""
+    deps: BotDeps, wanted: Sequence[Wanted], *, passages: bool = True
+) -> list[tuple[DocumentRecord, Passage | None] | None]:
+    """Each (document id, chunk id, lines) in one opening of the index: the document and that passage
+    (the lines cited when given, read from its raw file; else the chunk, its first when there is no
+    chunk id; none without ``passages``), or None for a document gone."""
     try:
         index = deps.engine.open_index()
     except IndexError_:
         return [None] * len(wanted)
-    found: list[tuple[DocumentRecord, ChunkRecord | None] | None] = []
+    found: list[tuple[DocumentRecord, Passage | None] | None] = []
     with index:
-        for doc_id, chunk_id in wanted:
+        for doc_id, chunk_id, lines in wanted:
             doc = index.document(doc_id)
             if doc is None or not passages:
                 found.append(None if doc is None else (doc, None))
                 continue
+            cited = _raw_lines(deps.settings.raw.parent / doc.raw_path, lines) if lines else None
+            if cited is not None:
+                found.append((doc, cited))
+                continue
             seq = rawfile.chunk_seq(chunk_id) if chunk_id else 1
             chunks = index.chunks_of(doc_id, [seq])
-            found.append((doc, chunks[0] if chunks else None))
+            found.append(
+                (doc, Passage(chunks[0].start_line, chunks[0].end_line, chunks[0].text) if chunks else None)
+            )
     return found
 
 
-def passage_html(doc: DocumentRecord, chunk: ChunkRecord | None) -> str:
+def _raw_lines(raw_file: Path, lines: tuple[int, int]) -> Passage | None:
+    """Lines ``start``–``end`` (1-based, inclusive) of a raw file, or None when it cannot be read."""
+    start, end = lines
+    try:
+        text = raw_file.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    picked = text.splitlines()[start - 1 : end]
+    return Passage(start, end, "\n".join(picked).strip()) if picked else None
+
+
+def passage_html(doc: DocumentRecord, passage: Passage | None) -> str:
     """The document's line and its passage: ``Title · date · source`` / ``raw/x.md:12-29`` / the text."""
     head = document_line(doc)
-    if chunk is None:
+    if passage is None:
         return head
-    text = chunk.text if len(chunk.text) <= PASSAGE_CHARS else chunk.text[:PASSAGE_CHARS].rstrip() + "…"
-    where = f"{doc.raw_path}:{chunk.start_line}-{chunk.end_line}"
+    text = passage.text if len(passage.text) <= PASSAGE_CHARS else passage.text[:PASSAGE_CHARS].rstrip() + "…"
+    where = f"{doc.raw_path}:{passage.start_line}-{passage.end_line}"
     return f"{head}\n<code>{esc(where)}</code>\n\n{esc(text)}"
 
 
@@ -209,7 +246,7 @@ async def _delete(
     """The first tap: ask once more."""
     await query.answer()
     doc_id = str(action.target["doc_id"])
-    [found] = await asyncio.to_thread(_look_up, deps, [(doc_id, None)], passages=False)
+    [found] = await asyncio.to_thread(_look_up, deps, [(doc_id, None, None)], passages=False)
     if found is None:
         await say(context, chat_id, "That document is no longer in your knowledge base.")
         return
@@ -295,14 +332,14 @@ async def _sources(
     """The passages an answer used, each with its Open button."""
     await query.answer()
     cited = action.target["cited"]
-    wanted = [(rawfile.chunk_document(chunk_id), chunk_id) for _, chunk_id in cited]
+    wanted = [(rawfile.chunk_document(chunk_id), chunk_id, (start, end)) for _, chunk_id, start, end in cited]
     looked_up = await asyncio.to_thread(_look_up, deps, wanted)
-    for (number, chunk_id), (doc_id, _), found in zip(cited, wanted, looked_up, strict=True):
+    for (number, chunk_id, start, end), (doc_id, _, _), found in zip(cited, wanted, looked_up, strict=True):
         if found is None:
             await say(context, chat_id, f"[{number}] <i>no longer in your knowledge base</i>")
             continue
         doc, chunk = found
-        data = deps.actions.add(chat_id, "open", doc_id=doc_id, chunk_id=chunk_id)
+        data = deps.actions.add(chat_id, "open", doc_id=doc_id, chunk_id=chunk_id, lines=[start, end])
         await say(
             context, chat_id, f"[{number}] " + passage_html(doc, chunk),
             reply_markup=InlineKeyboardMarkup([[InlineKeyboardButton(f"Open [{number}]", callback_data=data)]]),

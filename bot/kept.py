@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+
 from bot.tokens import Tokens
 
 CALLBACK_PREFIX = "kept:"
@@ -74,6 +76,14 @@ class KeptNotes:
 def data(token: str, action: str) -> str:
     """A button's callback data."""
     return f"{CALLBACK_PREFIX}{token}:{action}"
+
+
+def buttons(token: str, *, undo: bool = True) -> InlineKeyboardMarkup:
+    """ "Ask about it" and "Undo" for a saved thing."""
+    row = [InlineKeyboardButton("Ask about it", callback_data=data(token, ASK))]
+    if undo:
+        row.append(InlineKeyboardButton("Undo", callback_data=data(token, UNDO)))
+    return InlineKeyboardMarkup([row])
 
 
 class Collector:

@@ -24,6 +24,7 @@ from knowledge.wiring import (
     Language,
     build_engine,
     candidate_store,
+    conversing,
     http_session,
     load_language,
     make_fetcher,
@@ -79,9 +80,11 @@ def create(
     async def start(application) -> None:
         session = http_session()
         session_box["session"] = session
+        engine = build_engine(settings, session, counter, template)
         application.bot_data["deps"] = BotDeps(
             settings=settings,
-            engine=build_engine(settings, session, counter, template),
+            engine=engine,
+            conversing=conversing(settings, engine),
             store=candidate_store(settings),
             fetch=make_fetcher(settings, **fetch_test_only).fetch,
             allowed_users=frozenset(settings.telegram_allowed_users),

@@ -20,9 +20,12 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ChatAction
 from telegram.ext import ContextTypes
 
+from bot.answer import answer
+from bot.converse import remember_document
 from bot.deps import BotDeps, deps_of
+from bot.kept import Kept, buttons
 from bot.render import esc
-from bot.send import edit, say, send_reply, typing
+from bot.send import edit, say, typing
 from knowledge.config import Settings
 from knowledge.convert.text import shorten
 from knowledge.errors import SpeechError
@@ -125,11 +128,17 @@ async def receive(
         await edit(context, status, f"<i>{esc(name)}: converting…</i>")
     sha = sha256_hex(data)
     record = await follow_ingest(context, deps, status, name, path, sha)
-    await edit(context, status, outcome_text(deps.settings, name, record))
-    if question and question.strip() and record is not None and record["status"] in ("indexed", "duplicate"):
-        async with deps.locks[chat_id], typing(context, chat_id):
-            reply = await deps.engine.ask(question, chat_id=str(chat_id), document=record["doc_id"])
-        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+    kept = record is not None and record["status"] in ("indexed", "duplicate") and record.get("doc_id")
+    markup = None
+    if kept:  # the conversation is about it now: a follow-up asks it; so does a reply to either message
+        title = record.get("title") or name
+        await remember_document(deps, chat_id, [update.effective_message.message_id, status.message_id],
+                                record["doc_id"], title)  # fmt: skip
+        item = Kept(chat_id, title, None, sha, record["doc_id"], "indexed")
+        markup = buttons(deps.kept.add(item), undo=False)
+    await edit(context, status, outcome_text(deps.settings, name, record), reply_markup=markup)
+    if question and question.strip() and kept:
+        await answer(context, chat_id, question, question=update.effective_message, document=record["doc_id"])
 
 
 async def follow_ingest(
@@ -209,7 +218,7 @@ def reading_text(reading: Reading) -> str:
             f"\nPages {esc(reading.unread_pages)} were not read: the OCR time for one file ran out "
             "(KB_OCR_BUDGET_S). Split the PDF and send the rest to read them."
         )
-    return text + "\nAsk me about it."
+    return text + "\nAsk me about it: a question now is about this one."
 
 
 # -- voice ----------------------------------------------------------------------------------
@@ -257,9 +266,8 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         button = deps.notes.add(chat_id, text, transcript.language)
         markup = InlineKeyboardMarkup([[InlineKeyboardButton("Save as note", callback_data=button)]])
         await edit(context, status, f"I heard: “{esc(text)}”", reply_markup=markup)
-        async with typing(context, chat_id):
-            reply = await deps.engine.ask(text, chat_id=str(chat_id))
-        await send_reply(context, chat_id, reply, chat_key=str(chat_id))
+    if text:
+        await answer(context, chat_id, text, question=message)
 
 
 async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

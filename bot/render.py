@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bot.markdown import markdown_blocks
 from knowledge.answer.assistant import Citation, Reply
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.store import SearchRecord
@@ -48,15 +49,24 @@ def summary_html(line: str) -> str:
     return f"{esc(m.group(1))}[{esc(m.group(2))}] {link(m.group(3), host_of(m.group(3)) or m.group(3))}"
 
 
-def reply_blocks(reply: Reply) -> list[str]:
-    """The reply as HTML paragraphs (each block is whole: never split inside)."""
-    blocks: list[str] = []
+FRESH = "<i>A new conversation: earlier messages are not taken into account.</i>"
+
+
+def reply_blocks(reply: Reply, *, fresh: bool = False) -> list[str]:
+    """The reply as HTML paragraphs (each block is whole: never split inside): the model's Markdown as
+    Telegram's HTML, passages and web summaries as text; what was searched when it differs from what
+    was written, the note and the sources after it."""
+    blocks: list[str] = [FRESH] if fresh else []
     if reply.mode == "degraded":
         blocks.append("<i>The model is unavailable; here are the best matching passages.</i>")
     if reply.mode == "web":
         blocks += [summary_html(line) for line in reply.text.splitlines() if line.strip()]
-    else:
+    elif reply.mode == "degraded":
         blocks += [esc(p.strip()) for p in re.split(r"\n\s*\n", reply.text) if p.strip()]
+    else:
+        blocks += markdown_blocks(reply.text)
+    if reply.searched_differently:
+        blocks.append(f"<i>searched as: {esc(reply.searched_differently)}</i>")
     if reply.note:
         blocks.append(f"<i>{esc(reply.note)}</i>")
     if reply.citations:
@@ -108,9 +118,9 @@ def _fit(block: str, limit: int) -> list[str]:
     return [p for p in pieces if p]
 
 
-def reply_messages(reply: Reply) -> list[str]:
+def reply_messages(reply: Reply, *, fresh: bool = False) -> list[str]:
     """The HTML messages that carry a reply."""
-    return split_blocks(reply_blocks(reply)) or [esc("(empty answer)")]
+    return split_blocks(reply_blocks(reply, fresh=fresh)) or [esc("(empty answer)")]
 
 
 @dataclass(frozen=True)
@@ -121,11 +131,12 @@ class Button:
     data: str
 
 
-def candidate_buttons(record: SearchRecord) -> list[Button]:
-    """One button per candidate: ``web-2 · example.org — title…``, data ``imp:<search id>:<n>``."""
+def candidate_buttons(record: SearchRecord, *, marks: Mapping[str, str] | None = None) -> list[Button]:
+    """One button per candidate: ``web-2 · example.org — title…``, data ``imp:<search id>:<n>``;
+    ``marks`` puts a sign before some (the one being imported, imported, failed)."""
     buttons = []
     for n, c in enumerate(record.candidates, 1):
-        label = f"{c.id} · {host_of(c.url)} — {c.title}"
+        label = f"{(marks or {}).get(c.id, '')}{c.id} · {host_of(c.url)} — {c.title}"
         if len(label) > BUTTON_CHARS:
             label = label[: BUTTON_CHARS - 1].rstrip() + "…"
         data = f"imp:{record.search_id}:{n}"

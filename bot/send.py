@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, Message
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions, Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
@@ -15,6 +15,7 @@ from telegram.ext import ContextTypes
 from bot.actions import Actions
 from bot.deps import deps_of
 from bot.render import candidate_buttons, reply_messages
+from bot.stream import Streamed
 from knowledge.answer.assistant import Citation, Reply
 from knowledge.websearch.store import SearchRecord
 
@@ -43,30 +44,56 @@ async def typing(
             await task
 
 
-def keyboard(record: SearchRecord | None) -> InlineKeyboardMarkup | None:
-    """One button per candidate."""
+def keyboard(
+    record: SearchRecord | None, *, marks: Mapping[str, str] | None = None
+) -> InlineKeyboardMarkup | None:
+    """One button per candidate (``marks``: a sign before some, by source id)."""
     if record is None or not record.candidates:
         return None
     return InlineKeyboardMarkup(
-        [[InlineKeyboardButton(b.text, callback_data=b.data)] for b in candidate_buttons(record)]
+        [[InlineKeyboardButton(b.text, callback_data=b.data)] for b in candidate_buttons(record, marks=marks)]
     )
 
 
 async def send_reply(
-    context: ContextTypes.DEFAULT_TYPE, chat_id: int, reply: Reply, *, chat_key: str
-) -> None:
-    """The reply in as many messages as it takes; web candidates as buttons under the last one."""
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    reply: Reply,
+    *,
+    chat_key: str,
+    streamed: Streamed | None = None,
+    reply_to: int | None = None,
+    fresh: bool = False,
+) -> list[int]:
+    """The reply in as many messages as it takes, the first a reply to the question (``reply_to``);
+    web candidates or the Sources button under the last one. What a stream left on the screen is
+    replaced: its messages are edited into the reply's (a stream's drafts vanish by themselves).
+    The ids of the reply's messages."""
     deps = deps_of(context)
     if reply.mode == "web":
         markup = keyboard(deps.store.latest(chat_key))
     else:
         markup = sources_button(deps.actions, chat_id, reply.citations)
-    messages = reply_messages(reply)
+    messages = reply_messages(reply, fresh=fresh)
+    reuse = list(streamed.message_ids) if streamed else []
+    ids: list[int] = []
     for n, text in enumerate(messages, 1):
-        await context.bot.send_message(
+        buttons = markup if n == len(messages) else None
+        if reuse and await edit_by_id(context, chat_id, reuse[0], text, reply_markup=buttons):
+            ids.append(reuse.pop(0))
+            continue
+        answering = (
+            ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to and not ids else None
+        )
+        sent = await context.bot.send_message(
             chat_id, text, parse_mode=ParseMode.HTML, link_preview_options=NO_PREVIEW,
-            reply_markup=markup if n == len(messages) else None,
+            reply_markup=buttons, reply_parameters=answering,
         )  # fmt: skip
+        ids.append(sent.message_id)
+    for left in reuse:  # a stream that ran longer than the reply (never, unless the reply was cut)
+        with contextlib.suppress(TelegramError):
+            await context.bot.delete_message(chat_id, left)
+    return ids
 
 
 def sources_button(
@@ -75,7 +102,9 @@ def sources_button(
     """The "Sources" button under an answer that cites passages (bot.find shows them)."""
     if not citations:
         return None
-    data = actions.add(chat_id, "sources", cited=[(c.number, c.chunk_id) for c in citations])
+    data = actions.add(
+        chat_id, "sources", cited=[(c.number, c.chunk_id, c.start_line, c.end_line) for c in citations]
+    )
     return InlineKeyboardMarkup([[InlineKeyboardButton("Sources", callback_data=data)]])
 
 
@@ -85,13 +114,16 @@ async def say(
     html_text: str,
     *,
     reply_markup: InlineKeyboardMarkup | None = None,
+    reply_to: int | None = None,
 ) -> Message:
+    """A message in HTML (``reply_to``: as a reply to that message of the chat)."""
     return await context.bot.send_message(
         chat_id,
         html_text,
         parse_mode=ParseMode.HTML,
         link_preview_options=NO_PREVIEW,
         reply_markup=reply_markup,
+        reply_parameters=ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None,
     )
 
 
@@ -101,10 +133,28 @@ async def edit(
     html_text: str,
     *,
     reply_markup: InlineKeyboardMarkup | None = None,
-) -> None:
-    """Replace a status message's text; "not modified" and other refusals change nothing."""
-    with contextlib.suppress(TelegramError):
+) -> bool:
+    """Replace a status message's text (see edit_by_id)."""
+    return await edit_by_id(
+        context, message.chat_id, message.message_id, html_text, reply_markup=reply_markup
+    )
+
+
+async def edit_by_id(
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    message_id: int,
+    html_text: str,
+    *,
+    reply_markup: InlineKeyboardMarkup | None = None,
+) -> bool:
+    """Replace a message's text; "not modified" counts as done, other refusals change nothing.
+    Whether it now shows the text."""
+    try:
         await context.bot.edit_message_text(
-            html_text, message.chat_id, message.message_id, parse_mode=ParseMode.HTML,
+            html_text, chat_id, message_id, parse_mode=ParseMode.HTML,
             link_preview_options=NO_PREVIEW, reply_markup=reply_markup,
         )  # fmt: skip
+    except TelegramError as exc:
+        return "not modified" in str(exc).lower()
+    return True

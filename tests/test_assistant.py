@@ -340,10 +340,13 @@ async def test_the_chat_loop_answers_and_runs_commands(kb, fake):
     async def status() -> str:
         return "STATUS"
 
+    from knowledge.conversation.session import Conversing
+    from knowledge.conversation.store import Conversations
+
     async with aiohttp.ClientSession() as session:
         engine = engine_for(kb, session, fake.base_url)
         await chat_loop(
-            engine,
+            Conversing(engine, Conversations(kb.conversations_path), None),
             sources=lambda: "SOURCES-LIST",
             status=status,
             read=lambda _: next(lines),

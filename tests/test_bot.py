@@ -19,7 +19,19 @@ env = bot_env.env  # the fixture
 async def test_commands_are_registered_and_start_explains(env):
     env, _ = env
     names = [c["command"] for c in env.telegram.my_commands()]
-    assert names == ["start", "help", "search", "import", "find", "note", "sources", "status", "forget"]
+    assert names == [
+        "start",
+        "help",
+        "new",
+        "stop",
+        "search",
+        "import",
+        "find",
+        "note",
+        "sources",
+        "status",
+        "forget",
+    ]
     await env.say("/start")
     call = await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
     assert valid_html(call)
@@ -87,7 +99,10 @@ async def test_web_candidates_tap_to_import_and_answer_again(env):
         and f'href="{base}/varn"' in answer_call.params["text"]
     )
     progress = env.telegram.message(OWNER, message_id)
-    assert "web-1: indexed, 1 chunk — The Varn valley" in progress.text and not progress.buttons
+    assert "web-1: indexed, 1 chunk — The Varn valley" in progress.text
+    # the candidates stay tappable, the one imported marked
+    assert [b["text"][:7] for b in progress.buttons] == ["✓ web-1", "web-2 ·"]
+    assert [b["callback_data"] for b in progress.buttons] == [row[0]["callback_data"] for row in buttons]
     assert [h for h in progress.history if "downloading" in h] and [
         h for h in progress.history if "converting" in h
     ]

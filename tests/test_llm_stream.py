@@ -92,13 +92,16 @@ async def test_unreadable_events_are_a_bad_response_not_a_crash(served, body, er
         await stream(ModelClient(session, fake.base_url), Seen())
 
 
-async def test_a_slow_stream_times_out(served):
+async def test_a_silent_server_times_out_but_a_long_stream_that_flows_does_not(served):
     fake, session = served
-    fake.script = [Step(answer="late", prefill_s=2.0)]
+    fake.script = [Step(answer="late", delay_s=2.0)]  # nothing at all for 2 s
     t0 = time.monotonic()
-    with pytest.raises(ModelUnavailable, match="did not answer within 0.5 s"):
+    with pytest.raises(ModelUnavailable, match="sent nothing for 0.5 s"):
         await stream(ModelClient(session, fake.base_url, timeout_s=0.5), Seen())
     assert time.monotonic() - t0 < 3
+    fake.script = [Step(answer="one two three four five six seven eight", prefill_s=0.8, tokens_per_s=6)]
+    done = await stream(ModelClient(session, fake.base_url, timeout_s=0.5), Seen())  # 2 s in all, never idle
+    assert done.text == "one two three four five six seven eight" and not done.cut_off
 
 
 async def test_a_dead_server_fails_at_once_with_the_fix():

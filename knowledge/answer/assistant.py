@@ -506,7 +506,7 @@ class Engine:
             return dataclasses.replace(reply, route=route)
         if completion.cut_off:  # what was said stays, with the passages it was given
             log.warning("ask.cut_off", output_chars=len(text))
-            answer, _ = citations_for(re.sub(r"\s*\[\d{0,3}$", "", text), prompt.passages)  # no half citation
+            answer, _ = citations_for(_without_half_citation(text), prompt.passages)
             citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
             return Reply(answer, "local", citations, note="(The answer was cut off: the model server stopped.)",
                          route=route, cut_off=True)  # fmt: skip
@@ -538,6 +538,13 @@ class Engine:
             await listener.reading(passages, done, total)
 
         return await self.llm.stream(prompt.messages, max_tokens=max_tokens, on_text=text, on_reading=reading)
+
+
+def _without_half_citation(text: str) -> str:
+    """A text cut off inside a citation (``… manifest [1``) without it."""
+    at = text.rfind("[")
+    tail = text[at + 1 :] if at >= 0 else "x"
+    return text[:at].rstrip() if len(tail) <= 3 and (tail == "" or tail.isdigit()) else text
 
 
 def _web_off_note(*, can_ask: bool = False) -> str:

@@ -135,6 +135,9 @@ class ModelClient:
         self.base_url = base_url.rstrip("/")
         self.model_hint = model_hint
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
+        # a stream is never cut while it flows (keep-alive comments while the prompt is read, then the
+        # text): it fails when nothing at all has come for timeout_s
+        self.stream_timeout = aiohttp.ClientTimeout(sock_read=timeout_s, sock_connect=connect_timeout_s)
         self.timeout_s = timeout_s
         self.enable_thinking = enable_thinking
         self._slots = asyncio.Semaphore(max_concurrency)
@@ -200,7 +203,7 @@ class ModelClient:
             state = _Streamed(t0)
             try:
                 async with self.session.post(
-                    self.base_url + "/chat/completions", json=payload, timeout=self.timeout
+                    self.base_url + "/chat/completions", json=payload, timeout=self.stream_timeout
                 ) as resp:
                     if resp.status != 200:
                         text = await resp.text(errors="replace")
@@ -222,7 +225,7 @@ class ModelClient:
                 if not state.raw:
                     if isinstance(exc, TimeoutError):
                         raise ModelUnavailable(
-                            f"the model server at {self.base_url} did not answer within {self.timeout_s:g} s"
+                            f"the model server at {self.base_url} sent nothing for {self.timeout_s:g} s"
                             " (KB_LLM_TIMEOUT_S); is it overloaded or stuck?"
                         ) from exc
                     raise self._unreachable(exc) from exc

@@ -1,0 +1,222 @@
+"""Answering the owner in Telegram: a question in the chat's conversation, streamed while the model
+writes, sent as a reply to it; the web step's candidates and the import of the one tapped.
+
+One answer per chat at a time: a question that arrives meanwhile says it waits ("after the current
+answer") and is answered next; /stop ends the answer being written. A tapped candidate keeps the
+other buttons (the tapped one marked), a failed import leaves a way to try again, and the page
+imported answers the question it was found for, from that page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import structlog
+from telegram import InlineKeyboardMarkup, Message, Update
+from telegram.constants import ParseMode
+from telegram.ext import ContextTypes
+
+from bot.converse import key_of, replied_to
+from bot.deps import deps_of
+from bot.render import esc, parse_callback
+from bot.send import NO_PREVIEW, edit, edit_by_id, keyboard, say, send_reply, typing
+from bot.stream import ChatStream, Streamed
+from knowledge.conversation.store import Anchor
+from knowledge.errors import FetchRefused
+from knowledge.front.status import plural
+from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
+
+log = structlog.get_logger()
+
+WAITS = "<i>After the current answer.</i>"
+STOPPED = "(stopped)"
+IMPORTING, IMPORTED, FAILED = "⏳ ", "✓ ", "↻ "
+
+
+async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A question for the engine (or a pasted link, which becomes a one-candidate list)."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    message = update.effective_message
+    text = message.text or ""
+    url = pasted_url(text)
+    if url is not None:
+        async with deps.locks[chat_id]:
+            record = deps.store.save_url(str(chat_id), url)
+            await context.bot.send_message(
+                chat_id, f"{esc(url)}\nTap to import it.", parse_mode=ParseMode.HTML,
+                link_preview_options=NO_PREVIEW, reply_markup=keyboard(record),
+            )  # fmt: skip
+        return
+    anchor, replied_text = await replied_to(deps, chat_id, message)
+    await answer(context, chat_id, text, question=message, anchor=anchor, replied_text=replied_text)
+
+
+async def answer(
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    text: str,
+    *,
+    question: Message | None,
+    document: str | None = None,
+    anchor: Anchor | None = None,
+    replied_text: str | None = None,
+) -> None:
+    """Answer ``text`` in the chat's conversation: streamed, then the final message (as a reply to the
+    question) with its sources or candidates; remembered so a reply to it continues from it."""
+    deps = deps_of(context)
+    if chat_id in deps.answering:  # another answer is being written: this one waits for it
+        await say(context, chat_id, WAITS, reply_to=question.message_id if question else None)
+    async with deps.locks[chat_id]:
+        stream = ChatStream(
+            context.bot, chat_id, reply_to=question.message_id if question else None,
+            drafts=chat_id not in deps.no_drafts,
+        )  # fmt: skip
+        task = asyncio.ensure_future(
+            deps.conversing.ask(
+                key_of(chat_id), text, anchor=anchor, replied_text=replied_text, document=document,
+                question_message_id=question.message_id if question else None, listener=stream,
+                chat_id=str(chat_id),
+            )
+        )  # fmt: skip
+        deps.answering[chat_id] = task
+        try:
+            async with typing(context, chat_id):
+                answered = await task
+        except asyncio.CancelledError:
+            if not task.cancelled():  # the bot is stopping, not /stop
+                raise
+            answered = None
+        finally:
+            deps.answering.pop(chat_id, None)
+            streamed = await stream.close()
+            if not stream.drafts:
+                deps.no_drafts.add(chat_id)
+        if answered is None:
+            await _stopped(context, chat_id, streamed, question)
+            return
+        log.info("bot.answered", mode=answered.reply.mode, streamed_updates=stream.updates,
+                 how=answered.plan.how, drafts=stream.drafts)  # fmt: skip
+        ids = await send_reply(
+            context, chat_id, answered.reply, chat_key=str(chat_id), streamed=streamed,
+            reply_to=question.message_id if question else None, fresh=answered.fresh,
+        )  # fmt: skip
+    if answered.turn_id is not None:  # a reply to any of its messages continues from this turn
+        await asyncio.to_thread(deps.conversing.store.anchor, key_of(chat_id), ids, turn_id=answered.turn_id)
+
+
+async def _stopped(
+    context: ContextTypes.DEFAULT_TYPE, chat_id: int, streamed: Streamed, question: Message | None
+) -> None:
+    """/stop: what was said stays, marked as stopped."""
+    text = f"{esc(streamed.shown)}\n\n<i>{STOPPED}</i>" if streamed.shown else f"<i>{STOPPED}</i>"
+    if streamed.message_ids:
+        await edit_by_id(context, chat_id, streamed.message_ids[-1], text)
+    else:
+        await say(context, chat_id, text, reply_to=question.message_id if question else None)
+
+
+async def on_search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Go to the web even when local evidence exists."""
+    deps, chat_id = deps_of(context), update.effective_chat.id
+    question = " ".join(context.args or []).strip()
+    if not question:
+        await say(context, chat_id, "Usage: /search your question")
+        return
+    async with deps.locks[chat_id]:
+        async with typing(context, chat_id):
+            reply = await deps.engine.search_web(question, chat_id=str(chat_id), force=True)
+        await send_reply(
+            context, chat_id, reply, chat_key=str(chat_id), reply_to=update.effective_message.message_id
+        )
+
+
+async def on_import(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/import web-N: the same as tapping its button."""
+    chat_id = update.effective_chat.id
+    args = context.args or []
+    if not args:
+        await say(context, chat_id, "Usage: /import web-2")
+        return
+    status = await say(context, chat_id, f"<i>{esc(args[0])}: starting…</i>")
+    await run_import(context, chat_id, args[0], *args[1:], status_message=status)
+
+
+async def on_callback(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A tapped candidate: checked and answered at once (Telegram expires callbacks), then imported in turn."""
+    deps, query = deps_of(context), update.callback_query
+    chat_id = update.effective_chat.id
+    parsed = parse_callback(query.data)
+    if parsed is None:
+        await query.answer("this list has expired — search again", show_alert=True)
+        return
+    search_id, source_id = parsed
+    try:
+        select(deps.store, str(chat_id), source_id, search_id=search_id)
+    except ImportRefused as exc:
+        text = "this list has expired — search again" if exc.reason == "not-in-latest" else str(exc)
+        await query.answer(text, show_alert=True)
+        return
+    if (search_id, source_id) in deps.taps:  # a double tap: the first one is importing it
+        await query.answer(f"{source_id} is already being imported")
+        return
+    deps.taps.add((search_id, source_id))
+    await query.answer(f"importing {source_id}…")
+    message = query.message if isinstance(query.message, Message) else None
+    try:
+        await run_import(context, chat_id, source_id, search_id=search_id, status_message=message)
+    finally:
+        deps.taps.discard((search_id, source_id))  # tapped again later, it imports again (or says why not)
+
+
+async def run_import(
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    source_id: str,
+    *extra: str,
+    search_id: str | None = None,
+    status_message: Message | None = None,
+) -> None:
+    """Import, showing downloading → converting → indexed (or why not) under the candidates (which stay,
+    the tapped one marked), then answer the question again from the page imported."""
+    deps = deps_of(context)
+    head = status_message.text_html if status_message is not None and status_message.text else ""
+    record = deps.store.latest(str(chat_id), include_expired=True)
+    if record is not None and search_id is not None and record.search_id != search_id:
+        record = None
+
+    async def show(state: str, mark: str = IMPORTING) -> None:
+        if status_message is None:
+            return
+        text = (head + "\n\n" if head else "") + f"<i>{esc(source_id)}: {esc(state)}</i>"
+        await edit(context, status_message, text, reply_markup=_marked(record, source_id, mark))
+
+    async with deps.locks[chat_id]:
+        try:
+            result = await import_web_source(
+                source_id, *extra, chat_id=str(chat_id), settings=deps.settings, store=deps.store,
+                fetch=deps.fetch, search_id=search_id, wait_s=deps.settings.import_wait_s,
+                clock=lambda: datetime.now(UTC), progress=show,
+            )  # fmt: skip
+        except (ImportRefused, FetchRefused) as exc:
+            await show(f"refused: {exc} — tap it again, or /import {source_id}", FAILED)
+            return
+    if result.status == "indexed":
+        await show(f"indexed, {plural(result.chunks, 'chunk')} — {result.title}", IMPORTED)
+    elif result.status == "already":
+        await show(f"already imported — {result.title}", IMPORTED)
+    elif result.status == "queued":
+        await show(f"queued: {result.message}")
+        return
+    else:
+        await show(
+            f"failed ({result.reason}): {result.message} — tap it again, or /import {source_id}", FAILED
+        )
+        return
+    # the owner chose this page: the question is answered from it (never the same candidates again)
+    await answer(context, chat_id, result.question, question=None, document=result.doc_id)
+
+
+def _marked(record, source_id: str, mark: str) -> InlineKeyboardMarkup | None:
+    """The candidates' buttons, the tapped one marked (importing, imported, failed: tap to retry)."""
+    return keyboard(record, marks={source_id: mark}) if record is not None else None
