@@ -10,6 +10,7 @@ imported answers the question it was found for, from that page.
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 
 import structlog
@@ -97,6 +98,7 @@ async def answer(
             return
         log.info("bot.answered", mode=answered.reply.mode, streamed_updates=stream.updates,
                  how=answered.plan.how, drafts=stream.drafts)  # fmt: skip
+        await asyncio.sleep(max(0.0, streamed.next_at - time.monotonic()))  # the pace holds for the last one too
         ids = await send_reply(
             context, chat_id, answered.reply, chat_key=str(chat_id), streamed=streamed,
             reply_to=question.message_id if question else None, fresh=answered.fresh,

@@ -44,6 +44,7 @@ class Streamed:
 
     message_ids: list[int] = field(default_factory=list)
     shown: str = ""
+    next_at: float = 0.0  # when the next update may go out (the final message waits for it too)
 
 
 class ChatStream:
@@ -200,4 +201,5 @@ class ChatStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self.result.shown = self.latest
+        self.result.next_at = self._due() if self._on_screen is not None else 0.0
         return self.result

@@ -251,7 +251,11 @@ def test_measure_dry_run_prints_exact_rows_without_a_server(tmp_path, sources):
     kb(home, "ingest", str(sources))
     out = kb(home, "measure", "--dry-run", "--evidence-tokens", "40", "160", "640", "How", "many", "points?")
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.strip().split("\n")
+    share, *lines = out.stdout.strip().split("\n")
+    assert (
+        share.startswith("context 8192 tokens: 512 kept for the answer")
+        and "at most 768 for the conversation" in share
+    )
     assert lines[0].split() == ["budget", "evidence", "input", "passages"]
     rows = [list(map(int, line.split())) for line in lines[1:]]
     assert [r[0] for r in rows] == [40, 160, 640]
@@ -281,7 +285,7 @@ def test_ask_and_measure_against_a_model_server(tmp_path, sources):
         reply["citations"][0]["raw_path"].startswith("raw/panthers-") and reply["citations"][0]["number"] == 1
     )
     assert measured.returncode == 0, measured.stderr
-    header, *rows = measured.stdout.strip().split("\n")
+    _, header, *rows = measured.stdout.strip().split("\n")
     assert header.split() == ["budget", "evidence", "input", "passages", "server", "output", "ms"]
     assert len(rows) == 2 and rows[0].split()[4] == "10"  # the scripted server reports 10 prompt tokens
 

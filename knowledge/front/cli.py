@@ -1039,6 +1039,11 @@ def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
         async with http_session() as session:
             engine = build_engine(settings, session, counter, template)
             passages = engine.retrieve(question)
+            print(
+                f"context {settings.context_tokens} tokens: {settings.max_output_tokens} kept for the answer "
+                f"(KB_MAX_OUTPUT_TOKENS), at most {settings.history_tokens} for the conversation so far "
+                "(KB_HISTORY_TOKENS; none here), the evidence at most its budget"
+            )
             header = f"{'budget':>8} {'evidence':>9} {'input':>7} {'passages':>9}"
             print(header + ("" if args.dry_run else f" {'server':>7} {'output':>7} {'ms':>8}"))
             for budget in budgets:
