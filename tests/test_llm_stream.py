@@ -6,18 +6,11 @@ import aiohttp
 import pytest
 
 from knowledge.answer.llm import ModelBadResponse, ModelClient, ModelUnavailable
-from tests.fake_llm import FakeLLM, Step, free_port, start
+from tests import test_llm
+from tests.fake_llm import Step, free_port
 
 MESSAGES = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-async def served():
-    fake = FakeLLM()
-    runner = await start(fake)
-    async with aiohttp.ClientSession() as session:
-        yield fake, session
-    await runner.cleanup()
+served = test_llm.served  # the fixture: the scripted server and a session
 
 
 class Seen:

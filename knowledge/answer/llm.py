@@ -82,8 +82,10 @@ def chat_payload(
     temperature: float,
     stop: Sequence[str] | None,
     enable_thinking: bool,
+    stream: bool = False,
 ) -> dict[str, object]:
-    """The JSON body of a chat completion request (no ``model`` field, on purpose)."""
+    """The JSON body of a chat completion request (no ``model`` field, on purpose); ``stream`` asks for
+    server-sent events with the usage chunk at the end."""
     payload: dict[str, object] = {
         "messages": safe_messages(messages),
         "max_tokens": max_tokens,
@@ -92,6 +94,9 @@ def chat_payload(
     }
     if stop:
         payload["stop"] = list(stop)
+    if stream:
+        payload["stream"] = True
+        payload["stream_options"] = {"include_usage": True}
     return payload
 
 
@@ -190,14 +195,9 @@ class ModelClient:
         ModelBadResponse when nothing was said; a stream cut off after some text returns it, with
         ``cut_off`` set."""
         payload = chat_payload(
-            messages,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            stop=None,
-            enable_thinking=self.enable_thinking,
-        )
-        payload["stream"] = True
-        payload["stream_options"] = {"include_usage": True}
+            messages, max_tokens=max_tokens, temperature=temperature, stop=None,
+            enable_thinking=self.enable_thinking, stream=True,
+        )  # fmt: skip
         async with self._slots:
             t0 = time.perf_counter()
             state = _Streamed(t0)
