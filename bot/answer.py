@@ -25,7 +25,7 @@ from bot.send import NO_PREVIEW, edit, edit_by_id, keyboard, say, send_reply, ty
 from bot.stream import ChatStream, Streamed
 from knowledge.conversation.store import Anchor
 from knowledge.errors import FetchRefused
-from knowledge.front.status import plural
+from knowledge.report.status import plural
 from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
 
 log = structlog.get_logger()
@@ -98,7 +98,9 @@ async def answer(
             return
         log.info("bot.answered", mode=answered.reply.mode, streamed_updates=stream.updates,
                  how=answered.plan.how, drafts=stream.drafts)  # fmt: skip
-        await asyncio.sleep(max(0.0, streamed.next_at - time.monotonic()))  # the pace holds for the last one too
+        await asyncio.sleep(
+            max(0.0, streamed.next_at - time.monotonic())
+        )  # the pace holds for the last one too
         ids = await send_reply(
             context, chat_id, answered.reply, chat_key=str(chat_id), streamed=streamed,
             reply_to=question.message_id if question else None, fresh=answered.fresh,

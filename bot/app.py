@@ -40,7 +40,7 @@ from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
 from bot.render import esc, link
 from bot.send import say
 from knowledge.errors import KbError
-from knowledge.front.status import activity_facts, probe_model, status_report, summary_facts
+from knowledge.report.status import activity_facts, probe_model, status_report, summary_facts
 from knowledge.retrieval.index import Index
 
 log = structlog.get_logger()

@@ -29,7 +29,6 @@ from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, download, read_back, 
 from bot.render import esc
 from bot.send import edit, say
 from knowledge.errors import FetchRefused, IndexError_, SpeechError
-from knowledge.front.status import plural
 from knowledge.ingest.handoff import deliver, ingest_record
 from knowledge.ingest.lock import holder
 from knowledge.ingest.note import (
@@ -46,6 +45,7 @@ from knowledge.ingest.note import (
 from knowledge.ingest.pipeline import sidecar_path
 from knowledge.ingest.raw import sha256_hex
 from knowledge.ingest.requests import ask_daemon
+from knowledge.report.status import plural
 from knowledge.retrieval.index import Index
 from knowledge.websearch.importer import ImportRefused, import_web_source, wait_for_ingest
 

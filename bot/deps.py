@@ -16,7 +16,7 @@ from bot.notes import PendingNotes
 from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
 from knowledge.conversation.session import Conversing
-from knowledge.front.status import LoadedCounter
+from knowledge.report.status import LoadedCounter
 from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.store import CandidateStore
 

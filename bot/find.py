@@ -26,9 +26,9 @@ from bot.deps import BotDeps, deps_of
 from bot.render import esc, link
 from bot.send import edit, say, typing
 from knowledge.errors import IndexError_
-from knowledge.front.status import plural
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
+from knowledge.report.status import plural
 from knowledge.retrieval.documents import DocumentMatch, match_documents
 from knowledge.retrieval.index import DocumentRecord
 from knowledge.websearch.filters import host_of

@@ -17,7 +17,7 @@ from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
 from knowledge.config import Settings
 from knowledge.errors import ConfigError, KbError
-from knowledge.front.status import plural
+from knowledge.report.status import plural
 from knowledge.retrieval.index import Index
 from knowledge.speech.transcribe import Transcript, speech_runner, transcribe_audio
 from knowledge.wiring import (

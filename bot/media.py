@@ -29,12 +29,12 @@ from bot.send import edit, say, typing
 from knowledge.config import Settings
 from knowledge.convert.text import shorten
 from knowledge.errors import SpeechError
-from knowledge.front.status import plural
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest import working
 from knowledge.ingest.handoff import deliver
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
+from knowledge.report.status import plural
 from knowledge.speech.transcribe import model_notice
 from knowledge.websearch.importer import wait_for_ingest
 

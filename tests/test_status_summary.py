@@ -1,6 +1,6 @@
 """The start-up summary, kb status and /status: the same facts from one report."""
 
-from knowledge.front.status import activity_facts, status_report, summary_facts, summary_lines
+from knowledge.report.status import activity_facts, status_report, summary_facts, summary_lines
 from tests.conftest import ingest_texts, make_settings
 
 
@@ -55,7 +55,7 @@ async def test_probing_the_model_server(settings):
     from aiohttp import web
 
     from knowledge.answer.llm import ModelClient
-    from knowledge.front.status import probe_model
+    from knowledge.report.status import probe_model
     from tests.fake_llm import FakeLLM, free_port, start
     from tests.local_server import serve_app
 
@@ -102,8 +102,8 @@ def test_web_search_only_when_asked_says_how_to_ask(tmp_path):
 def test_while_vectors_are_made_status_shows_the_pace_and_the_time_left(tmp_path):
     from datetime import UTC, datetime, timedelta
 
-    from knowledge.front.status import duration
     from knowledge.ingest import working
+    from knowledge.report.status import duration
 
     settings = make_settings(tmp_path / "kb", KB_EMBED="local")
     ingest_texts(settings, {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})

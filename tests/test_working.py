@@ -10,9 +10,9 @@ import pytest
 
 from daemon.main import background
 from knowledge.convert.ocr import OcrSpec
-from knowledge.front.status import activity_facts, status_report
 from knowledge.ingest import working
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.report.status import activity_facts, status_report
 from knowledge.retrieval.index import Index
 from knowledge.tokenizer import ApproxCounter
 from tests import ocr_images

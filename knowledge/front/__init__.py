@@ -1,1 +1,1 @@
-"""The terminal front end: the kb command line, the terminal chat, the status summary and kb doctor."""
+"""The terminal front end: the kb command line, the terminal chat and kb doctor."""

@@ -25,7 +25,13 @@ from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings, read_dotenv
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConfigError, KbError, WriterLockHeld
-from knowledge.front.status import (
+from knowledge.ingest.lock import WriterLock, daemon_holder
+from knowledge.ingest.names import readable_name
+from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
+from knowledge.logs import WarnOnce, configure_logging
+from knowledge.progress import Progress
+from knowledge.redact import redactor
+from knowledge.report.status import (
     activity_facts,
     aligned,
     plural,
@@ -34,12 +40,6 @@ from knowledge.front.status import (
     summary_facts,
     summary_lines,
 )
-from knowledge.ingest.lock import WriterLock, daemon_holder
-from knowledge.ingest.names import readable_name
-from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
-from knowledge.logs import WarnOnce, configure_logging
-from knowledge.progress import Progress
-from knowledge.redact import redactor
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import DocumentRecord, Index
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find

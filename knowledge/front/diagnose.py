@@ -13,9 +13,9 @@ from knowledge.answer.llm import ModelUnavailable
 from knowledge.config import Settings, load_settings
 from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_langs
 from knowledge.errors import KbError
-from knowledge.front.status import count_files
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.report.status import count_files
 from knowledge.retrieval.analysis import ANALYZER_VERSION
 from knowledge.retrieval.index import Index
 from knowledge.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
