@@ -253,7 +253,7 @@ def test_measure_dry_run_prints_exact_rows_without_a_server(tmp_path, sources):
     assert out.returncode == 0, out.stderr
     share, *lines = out.stdout.strip().split("\n")
     assert (
-        share.startswith("context 8192 tokens: 512 kept for the answer")
+        share.startswith("context 8192 tokens: 1024 kept for the answer")
         and "at most 768 for the conversation" in share
     )
     assert lines[0].split() == ["budget", "evidence", "input", "passages"]

@@ -137,7 +137,8 @@ async def test_a_standalone_question_asks_the_model_nothing_extra(kb, model):
         await talk.ask("cli:t", FIRST["en"])
         other = await talk.ask("cli:t", "Where is the office kettle next to the printer?")
     assert other.plan.how == "written" and not any(is_rewrite(r) for r in model.requests)
-    assert other.reply.searched_as == ["Where is the office kettle next to the printer?"]
+    assert other.reply.searched_as[0] == "Where is the office kettle next to the printer?"
+    assert other.reply.searched_differently is None and "searched as" not in other.reply.render()
 
 
 async def test_an_earlier_answer_that_gives_orders_stays_data(kb, model):

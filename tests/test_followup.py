@@ -9,6 +9,7 @@ import pytest
 from knowledge.answer.llm import ModelClient
 from knowledge.conversation.followup import Rewriter, check, is_fragment, messages, plan, stands_alone
 from knowledge.conversation.store import Turn
+from knowledge.retrieval import search
 from tests.fake_llm import FakeLLM, Step, answer, free_port, start
 
 FIRST = Turn(1, "What does the harbor release checklist require?", "What does the harbor release checklist require?",
@@ -87,16 +88,17 @@ def test_the_plan_of_a_first_message_a_rewrite_and_no_model():
     assert plan("How deep is it?", (), None).searched_as == ["How deep is it?"]
     rewritten = plan("What about the second point?", TURNS, "What is the second point of the checklist?")
     assert rewritten.standalone == "What is the second point of the checklist?" and rewritten.how == "rewrite"
-    assert rewritten.searched_as == [
-        "What is the second point of the checklist?",
-        "What about the second point?",
-    ]
-    assert rewritten.carried == FIRST.cited
+    assert rewritten.also.queries == (("What about the second point?", search.WRITTEN_WEIGHT),)
+    assert rewritten.also.question_weight == 1.0 and rewritten.carried == FIRST.cited
     joined = plan("What about the second point?", TURNS, None)
-    assert joined.how == "joined"
-    assert joined.standalone == "What does the harbor release checklist require? What about the second point?"
+    both = "What does the harbor release checklist require? What about the second point?"
+    assert joined.how == "joined" and joined.standalone == both  # judged: the verdict, the web
+    assert joined.also.queries == (("What about the second point?", 1.0),)  # the words count in full
+    assert joined.also.question_weight == search.JOINED_WEIGHT
     own = plan("How deep is Lake Quillan in the Varn valley?", TURNS, None)
-    assert own.how == "written" and own.written is None and own.carried == FIRST.cited
+    assert own.how == "written" and own.standalone == "How deep is Lake Quillan in the Varn valley?"
+    joined_too = f"{FIRST.message} How deep is Lake Quillan in the Varn valley?"
+    assert own.also.queries == ((joined_too, search.JOINED_WEIGHT),) and own.carried == FIRST.cited
 
 
 def test_the_rewrite_prompt_names_the_language_the_date_and_holds_the_conversation_as_data():

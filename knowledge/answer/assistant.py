@@ -151,8 +151,9 @@ class Reply:
     route: Route | None = None
     # the question in the index's other languages, searched too (knowledge.retrieval.translate)
     translations: list[Translation] = field(default_factory=list)
-    # the queries searched, the standalone one first (a follow-up: also the message as written)
+    # the queries searched, the standalone one first (in a conversation: the others too)
     searched_as: list[str] = field(default_factory=list)
+    written: str | None = None  # the message as the owner wrote it, when it was asked in a conversation
     # what retrieval ranked for the (standalone) question, best first, also when it went to the web
     passages: list[SearchResult] = field(default_factory=list)
     cut_off: bool = False  # the model's stream ended before it finished: the text is what it said
@@ -160,7 +161,8 @@ class Reply:
     @property
     def searched_differently(self) -> str | None:
         """The standalone question searched, when it differs from the message as written."""
-        return self.searched_as[0] if len(self.searched_as) > 1 else None
+        first = self.searched_as[0] if self.searched_as else None
+        return first if first and self.written and first != " ".join(self.written.split()) else None
 
     def render(self, *, answer: bool = True) -> str:
         """Plain text: the answer (``answer`` False: it was shown already, as it streamed), what was
@@ -204,7 +206,7 @@ class EngineSettings:
 
     evidence_tokens: int = 640
     context_tokens: int = 8192
-    max_output_tokens: int = 512
+    max_output_tokens: int = 1024
     min_relevance: float = sufficiency.DEFAULT_THRESHOLD  # the best passage's relevance that answers
     candidates: int = 8
     history_tokens: int = 768  # the conversation so far, in the answer prompt
@@ -431,18 +433,19 @@ class Engine:
         answer, go on to the web; degrade to the passages without the model.
 
         In a conversation, ``question`` is the standalone question (it alone is judged, translated and
-        taken to the web), ``also`` what a follow-up is searched with besides it (the message as written,
-        the passages the previous turn cited) and ``history`` the earlier exchanges, oldest first, for
-        the answer prompt. ``listener`` is shown the answer as the model writes it."""
+        taken to the web), ``also`` what it is searched with besides (other queries, the passages the
+        previous turn cited, the message as written) and ``history`` the earlier exchanges, oldest first,
+        for the answer prompt. ``listener`` is shown the answer as the model writes it."""
         found, translations = await self.lookup(question, document=document, also=also)
-        written = also.written[0] if also and also.written else None
+        written = also.written if also else None
         reply = await self._answer(
             question, chat_id, document, found.passages, found.verdict, history, written, listener
         )
         return dataclasses.replace(
             reply,
             translations=translations,
-            searched_as=[question, *(also.written if also else ())],
+            searched_as=[question, *(t for t, _ in (also.queries if also else ()))],
+            written=written,
             passages=found.ranked,
         )
 

@@ -13,9 +13,12 @@ retrieval, a message in a running conversation is
   whole history: a long query finds less than a short one).
 
 :func:`plan` says what retrieval gets: the standalone question (judged: the relevance verdict,
-translations and the web step see it alone), the message as written when it differs (ranked
-below the standalone one, never judged) and the passages the previous turn cited (they join
-the pool: a follow-up is most often about them).
+translations and the web step see it alone), the other queries whose scores add to it (never
+judged): the message as written beside a rewrite; without one, the message as written counting
+in full and the previous message joined to it counting less, on every later turn, standing alone
+or not (measured: it finds more on follow-ups the cheap decision lets through, and costs a
+standalone question nothing to speak of; see bench/conversation.py), and the passages the
+previous turn cited (they join the pool: a follow-up is most often about them).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import structlog
 
 from knowledge.answer.untrusted import strip_control_tokens
 from knowledge.conversation.store import Turn
+from knowledge.retrieval import search
+from knowledge.retrieval.search import Also
 from knowledge.retrieval.translate import Chat
 from knowledge.retrieval.vectors import language_group
 
@@ -106,22 +111,24 @@ def stands_alone(message: str, turns: Sequence[Turn]) -> bool:
 class Plan:
     """What retrieval is given for a message.
 
-    ``standalone`` is the question judged (verdict, translations, the web); ``written`` the
-    message as written when it differs (ranked below it, never judged); ``carried`` the chunk
-    ids of the previous turn's citations (they join the pool); ``how`` says where ``standalone``
-    came from: ``written``, ``rewrite`` (the model), ``joined`` (the previous user message and
-    this one, without the model).
+    ``standalone`` is the question judged (verdict, translations, the web); ``also`` the other
+    queries, their weights and the carried passages (search.Also); ``how`` says where the
+    standalone question came from: ``written`` (the message itself), ``rewrite`` (the model),
+    ``joined`` (the previous user message and this one, without the model).
     """
 
     standalone: str
-    written: str | None = None
-    carried: tuple[str, ...] = ()
+    also: Also | None = None
     how: str = "written"
 
     @property
     def searched_as(self) -> list[str]:
         """The queries searched, the standalone one first."""
-        return [self.standalone, *([self.written] if self.written else [])]
+        return [self.standalone, *(t for t, _ in (self.also.queries if self.also else ()))]
+
+    @property
+    def carried(self) -> tuple[str, ...]:
+        return tuple(self.also.carried) if self.also else ()
 
 
 def plan(message: str, turns: Sequence[Turn], rewrite: str | None) -> Plan:
@@ -132,11 +139,13 @@ def plan(message: str, turns: Sequence[Turn], rewrite: str | None) -> Plan:
         return Plan(message)
     carried = turns[-1].cited
     if rewrite is not None and rewrite != message:
-        return Plan(rewrite, message, carried, "rewrite")
-    if rewrite is not None or stands_alone(message, turns):
-        return Plan(message, None, carried)
+        also = Also(((message, search.WRITTEN_WEIGHT),), carried=carried, written=message)
+        return Plan(rewrite, also, "rewrite")
     joined = f"{' '.join(turns[-1].message.split())} {message}"
-    return Plan(joined, message, carried, "joined")
+    if rewrite is not None or stands_alone(message, turns):
+        return Plan(message, Also(((joined, search.JOINED_WEIGHT),), carried=carried, written=message))
+    also = Also(((message, 1.0),), question_weight=search.JOINED_WEIGHT, carried=carried, written=message)
+    return Plan(joined, also, "joined")
 
 
 def messages(

@@ -20,7 +20,6 @@ from knowledge.answer.assistant import Engine, Listener, Reply
 from knowledge.answer.prompt import Exchange
 from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, stands_alone
 from knowledge.conversation.store import Anchor, Conversation, Conversations, Turn
-from knowledge.retrieval.search import Also
 
 log = structlog.get_logger()
 
@@ -97,7 +96,7 @@ class Conversing:
             searched.standalone,
             chat_id=chat_id,
             document=document,
-            also=Also(written=[searched.written] if searched.written else [], carried=searched.carried),
+            also=searched.also,
             history=_exchanges(turns),
             listener=listener,
         )

@@ -71,10 +71,14 @@ LEXICAL_FULL_COVERAGE = 0.7
 # XQuAD with reference translations; a sum of the scores lifted pages in other languages above
 # the same page in the question's own language.
 TRANSLATION_WEIGHT = 0.9
-# A follow-up is searched as its standalone question and as written (knowledge.conversation.followup);
-# a chunk found by the words as written scores this share of their score: a rewrite that drifts
-# cannot lose what the owner's own words found, nor can those words outrank the standalone question.
+# A message in a conversation is searched with more than one query (knowledge.conversation.followup),
+# their scores added: a passage that answers a follow-up usually matches both its own words and the
+# topic. Beside the model's standalone question the words as written count WRITTEN_WEIGHT (a rewrite
+# that drifts cannot lose what they found, nor can they outrank it); without the model the words as
+# written count in full and the previous message joined to them JOINED_WEIGHT. Tuned on MTRAG (its
+# human-evaluated subset and MTRAG-UN), checked on INSCIT (bench/conversation.py).
 WRITTEN_WEIGHT = 0.7
+JOINED_WEIGHT = 0.5
 # A chunk's meaning score is how far its (language-centred) cosine rises above the question's
 # typical cosine with any chunk, relative to the best.
 
@@ -236,12 +240,16 @@ def search(
 
 @dataclass(frozen=True)
 class Also:
-    """What a follow-up is searched with besides its standalone question: the message ``written`` as
-    the owner wrote it (ranked at WRITTEN_WEIGHT, never judged), and ``carried`` chunk ids (the
-    previous turn's citations: they join the pool and are ranked like any other)."""
+    """What a message in a conversation is searched with besides its (standalone) question: more
+    ``queries``, each ``(text, weight)``, their scores added to the question's (never judged: the
+    verdict is the question's); ``question_weight``, what the question's own score counts; ``carried``
+    chunk ids (the previous turn's citations: they join the pool and are ranked like any other); and
+    the message ``written`` as the owner wrote it (shown beside the question, never searched by itself)."""
 
-    written: Sequence[str] = ()
+    queries: Sequence[tuple[str, float]] = ()
+    question_weight: float = 1.0
     carried: Sequence[str] = ()
+    written: str | None = None
 
 
 def find(
@@ -303,18 +311,18 @@ def rank(
             coverage, lexical_score = (own.relevance, own.score) if own else (0.0, 0.0)
             evidence = Evidence(None, coverage, lexical_score, chunk_group == texts.groups[n])
             _judge(judged, c.rowid, evidence, n)
-        score = max(
+        each = [
             texts.weights[n] * (lex[c.rowid].score if c.rowid in lex else 0.0)
             for n, lex in enumerate(lexical)
-        )
-        out.append(Ranked(c.rowid, score, *judged[c.rowid]))
+        ]
+        out.append(Ranked(c.rowid, texts.combine(each), *judged[c.rowid]))
     return sorted(out, key=lambda x: (-x.score, x.rowid))
 
 
 @dataclass(frozen=True)
 class _Texts:
     """The texts a question is ranked with, their weights, and how many of them are judged (the
-    question and its translations come first; the message as written last, never judged)."""
+    question and its translations come first; a conversation's other queries last, never judged)."""
 
     texts: list[str]
     weights: list[float]
@@ -324,10 +332,16 @@ class _Texts:
     @classmethod
     def of(cls, query: str, translations: Sequence[str], also: Also | None) -> _Texts:
         judged = list(dict.fromkeys([query, *(t for t in translations if t.strip())]))
-        written = [t for t in (also.written if also else ()) if t.strip() and t not in judged]
-        texts = [*judged, *written]
-        weights = [1.0] + [TRANSLATION_WEIGHT] * (len(judged) - 1) + [WRITTEN_WEIGHT] * len(written)
+        more = [(t, w) for t, w in (also.queries if also else ()) if t.strip() and t not in judged]
+        question = also.question_weight if also else 1.0
+        weights = [question] + [question * TRANSLATION_WEIGHT] * (len(judged) - 1) + [w for _, w in more]
+        texts = [*judged, *(t for t, _ in more)]
         return cls(texts, weights, len(judged), [language_group(t) for t in texts])
+
+    def combine(self, scores: Sequence[float]) -> float:
+        """A chunk's score from its weighted score for each text: the best of the question and its
+        translations, plus a conversation's other queries."""
+        return max(scores[: self.judged]) + sum(scores[self.judged :])
 
 
 def fuse(
@@ -400,7 +414,7 @@ def _hybrid(
         index, scorings, limit=limit, nearest=[*carried, *(r for near in nearest for r in near)]
     )
     pooled = [c.rowid for c in pool]
-    scores = dict.fromkeys(pooled, 0.0)
+    each: dict[int, list[float]] = {rowid: [] for rowid in pooled}
     groups = meaning.cache.groups_of(pooled)
     judged: dict[int, tuple[float, Evidence]] = {}
     for n, (vector, near, scoring) in enumerate(zip(vectors, nearest, scorings, strict=True)):
@@ -419,8 +433,8 @@ def _hybrid(
                 top_cosine=top_cosine,
                 typical=typical,
             )
-            scores[rowid] = max(scores[rowid], score)
-        if n >= ranked.judged:  # the message as written ranks, but the standalone question is judged
+            each[rowid].append(score)
+        if n >= ranked.judged:  # the other queries rank, but the question alone is judged
             continue
         group = ranked.groups[n]
         for rowid in pooled:  # how well this text's evidence says the chunk answers (see _judge)
@@ -436,7 +450,7 @@ def _hybrid(
                 chunk_group == group if chunk_group is not None else True,
             )
             _judge(judged, rowid, evidence, n)
-    fused = [Ranked(rowid, scores[rowid], *judged[rowid]) for rowid in pooled]
+    fused = [Ranked(rowid, ranked.combine(each[rowid]), *judged[rowid]) for rowid in pooled]
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
