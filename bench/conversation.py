@@ -38,7 +38,7 @@ recall, prompt/output tokens and time. ``--answer-lengths`` prints only the agen
 in Qwen3 tokens per set (no index; the full run prints them too).
 
 The data is not part of kb (never commit it). Bring the repositories here and export the files,
-keeping their paths, under the folders the options point to (defaults in /work/bench-data):
+keeping their paths, under the folders the options point to (defaults under runs/bench-data/):
 
     --mtrag DIR   github.com/IBM/mt-rag-benchmark (Apache-2.0):
                     mtrag-human/evaluations/reference_subset_with_human_evaluations.json
@@ -46,7 +46,7 @@ keeping their paths, under the folders the options point to (defaults in /work/b
                     mtragun-human/generation_tasks/reference.jsonl
     --inscit FILE github.com/ellenmellon/INSCIT: data/dev.json
 
-    e.g. git --git-dir=MIRROR show HEAD:data/dev.json > /work/bench-data/INSCIT/data/dev.json
+    e.g. git --git-dir=MIRROR show HEAD:data/dev.json > runs/bench-data/INSCIT/data/dev.json
 
     python bench/conversation.py [--sets mtrag,inscit] [--un-conversations N] [--weights 0.5,0.7,0.85]
                                  [--joined-weights 0.3,0.5,0.7] [--embed local|off] [--llm-url URL]
@@ -83,7 +83,7 @@ from knowledge.retrieval.index import Index  # noqa: E402
 from knowledge.retrieval.search import Also, Meaning, find  # noqa: E402
 from knowledge.tokenizer import HfCounter, reference_tokenizer  # noqa: E402
 
-DATA = Path("/work/bench-data")
+DATA = ROOT / "runs" / "bench-data"  # git-ignored: the sets are not part of kb
 DEFAULT_MTRAG = DATA / "mt-rag-benchmark"
 DEFAULT_INSCIT = DATA / "INSCIT" / "data" / "dev.json"
 DEFAULT_CACHE = ROOT / "runs" / "bench" / "conversation-vectors.npz"
