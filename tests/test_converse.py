@@ -248,3 +248,18 @@ async def test_an_answer_streams_and_a_cut_off_keeps_what_was_said(kb, model):
     assert shown.texts and shown.texts[-1] == "The checklist needs a manifest [1"
     assert got.reply.cut_off and got.reply.text == "The checklist needs a manifest"  # no half citation
     assert "cut off" in got.reply.note and got.reply.citations
+
+
+async def test_the_document_just_sent_is_asked_about_until_something_else_is_asked(kb, model):
+    with Index(kb.index_path, readonly=True) as index:
+        kettle = next(d for d in index.documents() if d.title == "Office kettle notice")
+    model.responder, model.script = None, [answer("On the third floor [1].")]
+    async with aiohttp.ClientSession() as session:
+        talk = conversing(kb, session, model.base_url)
+        talk.store.about("tg:42", kettle.id, kettle.title)
+        first = await talk.ask("tg:42", "Where is it?")
+        again = await talk.ask("tg:42", "And why there?")  # still about it: the last turn was
+        await talk.ask("tg:42", FIRST["en"])  # something else
+        later = await talk.ask("tg:42", "Why?")
+    assert first.document_id == kettle.id and again.document_id == kettle.id
+    assert later.document_id is None

@@ -97,14 +97,16 @@ def is_fragment(message: str) -> bool:
     )
 
 
+def points_back(message: str) -> bool:
+    """Whether a message refers to something before it: a word that points back ("it", 「那…呢」,
+    "อันที่สอง"), or too short to be a question of its own."""
+    return is_fragment(message) or _POINTERS[language_group(message)].search(message) is not None
+
+
 def stands_alone(message: str, turns: Sequence[Turn]) -> bool:
-    """Whether a message can be searched as written: the first of a conversation, or one with no word
-    that points back at it and long enough to be a question of its own."""
-    if not turns:
-        return True
-    if is_fragment(message):
-        return False
-    return _POINTERS[language_group(message)].search(message) is None
+    """Whether a message can be searched as written: the first of a conversation, or one that does not
+    point back."""
+    return not turns or not points_back(message)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import structlog
 
 from knowledge.answer.assistant import Engine, Listener, Reply
 from knowledge.answer.prompt import Exchange
-from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, stands_alone
+from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, points_back, stands_alone
 from knowledge.conversation.store import Anchor, Conversation, Conversations, Turn
 
 log = structlog.get_logger()
@@ -128,22 +128,19 @@ def _document_for(
     conversation: Conversation, anchor: Anchor | None, message: str, turns: Sequence[Turn]
 ) -> str | None:
     """The document a message asks about: the one the replied-to message carries, or the one the owner
-    has just sent when the message points back at it ("how much is this receipt?")."""
-    if anchor is not None and anchor.document_id is not None:
+    has just sent when the message points back at it ("how much is this receipt?") and nothing else
+    was asked since."""
+    if anchor is not None:
         return anchor.document_id
-    if anchor is None and conversation.document_id and not _stands_alone_without(message, turns):
-        return conversation.document_id
-    return None
-
-
-def _stands_alone_without(message: str, turns: Sequence[Turn]) -> bool:
-    # the document was the last thing sent: the message is about it unless it stands on its own
-    return stands_alone(message, turns or (_quoted_turn(""),))
+    current = conversation.document_id
+    last = turns[-1] if turns else None
+    still = current and (last is None or last.at < conversation.document_at or last.document_id == current)
+    return current if still and points_back(message) else None
 
 
 def _quoted_turn(text: str) -> Turn:
     """A replied-to message kb knows nothing of, as an earlier message of the conversation (data)."""
-    return Turn(0, f"(replying to a message: «{text}»)" if text else "", "", "", (), 0.0)
+    return Turn(0, f"(replying to a message: «{text}»)", "", "", (), 0.0)
 
 
 def _titles(turns: Sequence[Turn]) -> list[str]:

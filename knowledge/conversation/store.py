@@ -63,6 +63,7 @@ class Conversation:
     document_id: str | None
     document_title: str | None
     fresh: bool  # started because an earlier one ended (idle, /new): the answer says so
+    document_at: float = 0.0  # when the owner sent that document
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def _m001_start(db: sqlite3.Connection) -> None:
             last_at REAL NOT NULL,
             ended INTEGER NOT NULL DEFAULT 0,
             document_id TEXT,
-            document_title TEXT
+            document_title TEXT,
+            document_at REAL NOT NULL DEFAULT 0
         );
         CREATE INDEX conversations_key ON conversations (key, id);
         CREATE TABLE turns (
@@ -174,14 +176,14 @@ class Conversations:
         now = self.clock()
         _forget(db, now)
         row = db.execute(
-            "SELECT id, last_at, ended, document_id, document_title FROM conversations WHERE key = ? "
-            "ORDER BY id DESC LIMIT 1",
+            "SELECT id, last_at, ended, document_id, document_title, document_at FROM conversations "
+            "WHERE key = ? ORDER BY id DESC LIMIT 1",
             (key,),
         ).fetchone()
         # a clock that went back is no reason to end a conversation, one far ahead is
         if row is not None and not row[2] and now - row[1] < self.idle_s:
             turns = _turns(db, row[0])
-            return Conversation(row[0], key, turns, row[3], row[4], fresh=False)
+            return Conversation(row[0], key, turns, row[3], row[4], fresh=False, document_at=row[5])
         cid = db.execute(
             "INSERT INTO conversations (key, started_at, last_at) VALUES (?, ?, ?)", (key, now, now)
         ).lastrowid
@@ -246,9 +248,11 @@ class Conversations:
 
         def work(db: sqlite3.Connection) -> None:
             conversation = self._current(db, key)
+            now = self.clock()
             db.execute(
-                "UPDATE conversations SET document_id = ?, document_title = ?, last_at = ? WHERE id = ?",
-                (document_id, title, self.clock(), conversation.id),
+                "UPDATE conversations SET document_id = ?, document_title = ?, document_at = ?, last_at = ? "
+                "WHERE id = ?",
+                (document_id, title, now, now, conversation.id),
             )
 
         self._run(work)
