@@ -111,7 +111,9 @@ class ChatStream:
             wanted = self._wanted()
             if wanted == self._on_screen and not self._renew_due():
                 self._wake.clear()
-                await self._wake.wait()
+                renew_in = self._last + self.renew_s - self.clock() if self.drafts else None
+                with contextlib.suppress(TimeoutError):  # a draft is renewed even when nothing new comes
+                    await asyncio.wait_for(self._wake.wait(), renew_in)
                 continue
             await self._push()
 
