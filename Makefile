@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean catalog
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,14 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check knowledge daemon bot tests bench
 	$(BIN)/ruff format --check knowledge daemon bot tests bench
+
+# The message catalog: extract what kb writes to people, then bring each language's catalog up to date
+# (new messages come in untranslated: translate them in knowledge/words/locale/*/LC_MESSAGES/kb.po)
+catalog: $(STAMP)
+	$(BIN)/pybabel extract -F babel.cfg -k tr -k ntr:1,2 -k N_ --no-default-keywords --no-location \
+		--omit-header --sort-output -o knowledge/words/locale/kb.pot .
+	$(BIN)/pybabel update -i knowledge/words/locale/kb.pot -d knowledge/words/locale -D kb \
+		--no-location --omit-header --no-fuzzy-matching --ignore-obsolete
 
 bench: $(STAMP)
 	$(BIN)/python bench/retrieval.py

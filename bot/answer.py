@@ -19,19 +19,20 @@ from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
 from bot.converse import key_of, replied_to
-from bot.deps import deps_of
-from bot.render import esc, parse_callback
+from bot.deps import deps_of, words_of
+from bot.render import esc, italic, parse_callback
 from bot.send import NO_PREVIEW, edit, edit_by_id, keyboard, say, send_reply, typing
 from bot.stream import ChatStream, Streamed
 from knowledge.conversation.store import Anchor
 from knowledge.errors import FetchRefused
-from knowledge.report.status import plural
 from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
+from knowledge.words.catalog import N_, Words
+from knowledge.words.reasons import progress, refused
 
 log = structlog.get_logger()
 
-WAITS = "<i>After the current answer.</i>"
-STOPPED = "(stopped)"
+WAITS = N_("After the current answer.")
+STOPPED = N_("(stopped)")
 IMPORTING, IMPORTED, FAILED = "⏳ ", "✓ ", "↻ "
 
 
@@ -66,12 +67,19 @@ async def answer(
     """Answer ``text`` in the chat's conversation: streamed, then the final message (as a reply to the
     question) with its sources or candidates; remembered so a reply to it continues from it."""
     deps = deps_of(context)
+    words = words_of(deps, chat_id)
     if chat_id in deps.answering:  # another answer is being written: this one waits for it
-        await say(context, chat_id, WAITS, reply_to=question.message_id if question else None)
+        await say(
+            context,
+            chat_id,
+            f"<i>{esc(words.tr(WAITS))}</i>",
+            reply_to=question.message_id if question else None,
+        )
     async with deps.locks[chat_id]:
         stream = ChatStream(
             context.bot, chat_id, reply_to=question.message_id if question else None,
             drafts=chat_id not in deps.no_drafts,
+            reading_text=lambda n: words.ntr("Reading {n} passage…", "Reading {n} passages…", n),
         )  # fmt: skip
         task = asyncio.ensure_future(
             deps.conversing.ask(
@@ -94,7 +102,7 @@ async def answer(
             if not stream.drafts:
                 deps.no_drafts.add(chat_id)
         if answered is None:
-            await _stopped(context, chat_id, streamed, question)
+            await _stopped(context, chat_id, streamed, question, words)
             return
         log.info("bot.answered", mode=answered.reply.mode, streamed_updates=stream.updates,
                  how=answered.plan.how, drafts=stream.drafts)  # fmt: skip
@@ -110,10 +118,15 @@ async def answer(
 
 
 async def _stopped(
-    context: ContextTypes.DEFAULT_TYPE, chat_id: int, streamed: Streamed, question: Message | None
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    streamed: Streamed,
+    question: Message | None,
+    words: Words,
 ) -> None:
     """/stop: what was said stays, marked as stopped."""
-    text = f"{esc(streamed.shown)}\n\n<i>{STOPPED}</i>" if streamed.shown else f"<i>{STOPPED}</i>"
+    stopped = f"<i>{esc(words.tr(STOPPED))}</i>"
+    text = f"{esc(streamed.shown)}\n\n{stopped}" if streamed.shown else stopped
     if streamed.message_ids:
         await edit_by_id(context, chat_id, streamed.message_ids[-1], text)
     else:
@@ -125,7 +138,7 @@ async def on_search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     deps, chat_id = deps_of(context), update.effective_chat.id
     question = " ".join(context.args or []).strip()
     if not question:
-        await say(context, chat_id, "Usage: /search your question")
+        await say(context, chat_id, esc(words_of(deps, chat_id).tr("Usage: /search your question")))
         return
     async with deps.locks[chat_id]:
         async with typing(context, chat_id):
@@ -139,10 +152,11 @@ async def on_import(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/import web-N: the same as tapping its button."""
     chat_id = update.effective_chat.id
     args = context.args or []
+    words = words_of(deps_of(context), chat_id)
     if not args:
-        await say(context, chat_id, "Usage: /import web-2")
+        await say(context, chat_id, esc(words.tr("Usage: /import web-2")))
         return
-    status = await say(context, chat_id, f"<i>{esc(args[0])}: starting…</i>")
+    status = await say(context, chat_id, italic(words.tr("{id}: starting…", id=args[0])))
     await run_import(context, chat_id, args[0], *args[1:], status_message=status)
 
 
@@ -150,22 +164,22 @@ async def on_callback(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     """A tapped candidate: checked and answered at once (Telegram expires callbacks), then imported in turn."""
     deps, query = deps_of(context), update.callback_query
     chat_id = update.effective_chat.id
+    words = words_of(deps, chat_id)
     parsed = parse_callback(query.data)
     if parsed is None:
-        await query.answer("this list has expired — search again", show_alert=True)
+        await query.answer(refused("expired", words), show_alert=True)
         return
     search_id, source_id = parsed
     try:
         select(deps.store, str(chat_id), source_id, search_id=search_id)
     except ImportRefused as exc:
-        text = "this list has expired — search again" if exc.reason == "not-in-latest" else str(exc)
-        await query.answer(text, show_alert=True)
+        await query.answer(refused(exc.reason, words), show_alert=True)
         return
     if (search_id, source_id) in deps.taps:  # a double tap: the first one is importing it
-        await query.answer(f"{source_id} is already being imported")
+        await query.answer(words.tr("{id} is already being imported", id=source_id))
         return
     deps.taps.add((search_id, source_id))
-    await query.answer(f"importing {source_id}…")
+    await query.answer(words.tr("importing {id}…", id=source_id))
     message = query.message if isinstance(query.message, Message) else None
     try:
         await run_import(context, chat_id, source_id, search_id=search_id, status_message=message)
@@ -184,6 +198,7 @@ async def run_import(
     """Import, showing downloading → converting → indexed (or why not) under the candidates (which stay,
     the tapped one marked), then answer the question again from the page imported."""
     deps = deps_of(context)
+    words = words_of(deps, chat_id)
     head = status_message.text_html if status_message is not None and status_message.text else ""
     record = deps.store.latest(str(chat_id), include_expired=True)
     if record is not None and search_id is not None and record.search_id != search_id:
@@ -192,7 +207,7 @@ async def run_import(
     async def show(state: str, mark: str = IMPORTING) -> None:
         if status_message is None:
             return
-        text = (head + "\n\n" if head else "") + f"<i>{esc(source_id)}: {esc(state)}</i>"
+        text = (head + "\n\n" if head else "") + f"<i>{esc(source_id)}: {esc(progress(state, words))}</i>"
         await edit(context, status_message, text, reply_markup=_marked(record, source_id, mark))
 
     async with deps.locks[chat_id]:
@@ -203,18 +218,23 @@ async def run_import(
                 clock=lambda: datetime.now(UTC), progress=show,
             )  # fmt: skip
         except (ImportRefused, FetchRefused) as exc:
-            await show(f"refused: {exc} — tap it again, or /import {source_id}", FAILED)
+            why = refused(exc.reason, words)
+            await show(
+                words.tr("refused: {why} — tap it again, or /import {id}", why=why, id=source_id), FAILED
+            )
             return
     if result.status == "indexed":
-        await show(f"indexed, {plural(result.chunks, 'chunk')} — {result.title}", IMPORTED)
+        chunks = words.ntr("{n} chunk", "{n} chunks", result.chunks or 0)
+        await show(words.tr("indexed, {chunks} — {title}", chunks=chunks, title=result.title), IMPORTED)
     elif result.status == "already":
-        await show(f"already imported — {result.title}", IMPORTED)
+        await show(words.tr("already imported — {title}", title=result.title), IMPORTED)
     elif result.status == "queued":
-        await show(f"queued: {result.message}")
+        await show(words.tr("queued: it is indexed when the daemon runs (kb daemon)"))
         return
     else:
         await show(
-            f"failed ({result.reason}): {result.message} — tap it again, or /import {source_id}", FAILED
+            words.tr("failed: kb could not read the page — tap it again, or /import {id}", id=source_id),
+            FAILED,
         )
         return
     # the owner chose this page: the question is answered from it (never the same candidates again)

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 
 import structlog
-from telegram import BotCommand, Update
+from telegram import Update
 from telegram.error import TelegramError
 from telegram.ext import (
     AIORateLimiter,
@@ -32,34 +32,24 @@ from bot.actions import CALLBACK_PREFIX as ACTION_PREFIX
 from bot.answer import on_callback, on_import, on_search, on_text
 from bot.capture import IN_ALBUM, LINK_WITH_COMMENT, on_forward, on_kept_button, on_link_comment, on_note
 from bot.converse import on_new, on_stop, on_unknown
-from bot.deps import BotDeps, deps_of
+from bot.deps import BotDeps, deps_of, words_of
 from bot.find import on_action, on_find
 from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
+from bot.language import CALLBACK_PREFIX as LANG_PREFIX
+from bot.language import learn_language, on_lang, on_lang_button, register_commands
 from bot.media import on_document, on_photo, on_save_note, on_voice
 from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
-from bot.render import esc, link
+from bot.render import bold, esc, link
 from bot.send import say
 from knowledge.errors import KbError
 from knowledge.report.status import activity_facts, probe_model, status_report, summary_facts
 from knowledge.retrieval.index import Index
+from knowledge.words.catalog import N_
 
 log = structlog.get_logger()
 
-EDITS_IGNORED = "Edited messages are not answered again — send the corrected question as a new message."
-COMMANDS = [
-    ("start", "what kb is and how to use it"),
-    ("help", "how to use kb"),
-    ("new", "start a new conversation (forget the earlier messages)"),
-    ("stop", "stop the answer being written"),
-    ("search", "search the web even when your documents have something"),
-    ("import", "import a web candidate: /import web-2"),
-    ("find", "find your documents: /find words (open, delete)"),
-    ("note", "keep a note: /note text, or reply /note to a message"),
-    ("sources", "the latest documents"),
-    ("status", "documents, inbox, daemon and model server"),
-    ("forget", "clear this chat's web candidates"),
-]
-HELP = (
+EDITS_IGNORED = N_("Edited messages are not answered again — send the corrected question as a new message.")
+HELP = N_(
     "<b>kb</b> answers from your own documents and cites them.\n\n"
     "• Ask a question in any language. Follow-ups are understood from the conversation "
     "(“and the second point?”); reply to an earlier answer to continue from it, or to a file or a "
@@ -75,8 +65,10 @@ HELP = (
     "/note text keeps a thought. “Ask about it” and “Undo” come with each.\n"
     "• /find words lists your documents that match: open one (its passage and the original file) or "
     "delete it (it stays in the trash for 30 days; Undo brings it back). Under an answer, "
-    "“Sources” shows the passages it used.\n\n"
-    "/new · /stop · /find words · /search question · /import web-N · /note text · /sources · /status · /forget"
+    "“Sources” shows the passages it used.\n"
+    "• /lang chooses the language kb writes to you in.\n\n"
+    "/new · /stop · /find words · /search question · /import web-N · /note text · /sources · /status · "
+    "/forget · /lang"
 )
 
 
@@ -92,7 +84,7 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
         .base_file_url(base_file_url)
         .concurrent_updates(True)
         .rate_limiter(AIORateLimiter(max_retries=3))
-        .post_init(_register_commands)
+        .post_init(register_commands)
         .build()
     )
     app.bot_data["deps"] = deps
@@ -110,6 +102,7 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     app.add_handler(CommandHandler("note", on_note, filters=new))
     app.add_handler(CommandHandler("new", on_new, filters=new))
     app.add_handler(CommandHandler("stop", on_stop, filters=new))
+    app.add_handler(CommandHandler("lang", on_lang, filters=new))
     app.add_handler(MessageHandler(new & filters.COMMAND, on_unknown))  # after every known command
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), on_voice))
     app.add_handler(MessageHandler(new & filters.PHOTO, on_photo))
@@ -119,13 +112,10 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     app.add_handler(CallbackQueryHandler(on_save_note, pattern=f"^{NOTE_PREFIX}"))
     app.add_handler(CallbackQueryHandler(on_kept_button, pattern=f"^{KEPT_PREFIX}"))
     app.add_handler(CallbackQueryHandler(on_action, pattern=f"^{ACTION_PREFIX}"))
+    app.add_handler(CallbackQueryHandler(on_lang_button, pattern=f"^{LANG_PREFIX}"))
     app.add_handler(CallbackQueryHandler(on_callback))
     app.add_error_handler(on_error)
     return app
-
-
-async def _register_commands(app: Application) -> None:
-    await app.bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
 
 
 async def gatekeeper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -138,6 +128,7 @@ async def gatekeeper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     if why is not None:
         log.warning("bot.refused", user_id=user.id if user else None, reason=why)
         raise ApplicationHandlerStop
+    await learn_language(deps_of(context), update)
 
 
 # -- handlers -------------------------------------------------------------------------------
@@ -145,30 +136,35 @@ async def gatekeeper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
 
 async def on_help(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """What kb is and how to use it."""
-    await say(context, update.effective_chat.id, HELP)
+    chat_id = update.effective_chat.id
+    await say(context, chat_id, words_of(deps_of(context), chat_id).tr(HELP))
 
 
 async def on_edited(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """An edit is not answered again (that would repeat searches and imports): say so, once per edit."""
-    await say(context, update.effective_chat.id, EDITS_IGNORED)
+    chat_id = update.effective_chat.id
+    await say(context, chat_id, esc(words_of(deps_of(context), chat_id).tr(EDITS_IGNORED)))
 
 
 async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """The latest documents with their titles and where they came from."""
     deps, chat_id = deps_of(context), update.effective_chat.id
+    words = words_of(deps, chat_id)
     try:
         with Index(deps.settings.index_path, readonly=True) as index:
             docs = sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True)[:15]
     except KbError:
         docs = []
     if not docs:
-        await say(context, chat_id, "No documents yet: send me a file or drop one into the inbox.")
+        await say(
+            context, chat_id, esc(words.tr("No documents yet: send me a file or drop one into the inbox."))
+        )
         return
     lines = [
         f"• {link(d.source_url, d.title) if d.source_url else esc(d.title)} — {esc(d.source_name)}"
         for d in docs
     ]
-    await say(context, chat_id, "<b>Latest documents</b>\n" + "\n".join(lines))
+    await say(context, chat_id, bold(words.tr("Latest documents")) + "\n" + "\n".join(lines))
 
 
 async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -176,7 +172,8 @@ async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     deps, chat_id = deps_of(context), update.effective_chat.id
     model = await probe_model(deps.engine.llm)
     report = await asyncio.to_thread(status_report, deps.settings, model=model, counter=deps.tokenizer)
-    facts = summary_facts(report) + activity_facts(report)
+    words = words_of(deps, chat_id)
+    facts = summary_facts(report, words, phone=True) + activity_facts(report, words)
     await say(context, chat_id, "\n".join(esc(f"{label}: {fact}") for label, fact in facts))
 
 
@@ -184,7 +181,9 @@ async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Clear this chat's web candidates."""
     deps, chat_id = deps_of(context), update.effective_chat.id
     found = deps.store.forget(str(chat_id))
-    await say(context, chat_id, "Web candidates cleared." if found else "There were no web candidates.")
+    words = words_of(deps, chat_id)
+    text = words.tr("Web candidates cleared.") if found else words.tr("There were no web candidates.")
+    await say(context, chat_id, esc(text))
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -192,8 +191,10 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     log.error("bot.error", error=repr(context.error), exc_info=context.error)
     if isinstance(update, Update) and update.effective_chat is not None:
         with contextlib.suppress(TelegramError):
+            words = words_of(deps_of(context), update.effective_chat.id)
             await context.bot.send_message(
-                update.effective_chat.id, "Sorry — something went wrong with that. It has been logged."
+                update.effective_chat.id,
+                words.tr("Sorry — something went wrong with that. It has been logged."),
             )
 
 

@@ -11,6 +11,7 @@ says "Saved"; the reply is edited once the daemon has indexed it, and carries "A
 from __future__ import annotations
 
 import asyncio
+import errno
 import re
 import time
 from datetime import UTC, datetime
@@ -23,13 +24,13 @@ from telegram.ext import ContextTypes, filters
 
 from bot.answer import answer
 from bot.converse import remember_document
-from bot.deps import BotDeps, deps_of
+from bot.deps import BotDeps, deps_of, words_of
 from bot.kept import ASK, Kept, buttons
 from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, download, read_back, reading_text
-from bot.render import esc
+from bot.render import esc, italic
 from bot.send import edit, say
 from knowledge.errors import FetchRefused, IndexError_, SpeechError
-from knowledge.ingest.handoff import deliver, ingest_record
+from knowledge.ingest.handoff import deliver, failure_reason, ingest_record
 from knowledge.ingest.lock import holder
 from knowledge.ingest.note import (
     Entity,
@@ -45,13 +46,14 @@ from knowledge.ingest.note import (
 from knowledge.ingest.pipeline import sidecar_path
 from knowledge.ingest.raw import sha256_hex
 from knowledge.ingest.requests import ask_daemon
-from knowledge.report.status import plural
 from knowledge.retrieval.index import Index
 from knowledge.websearch.importer import ImportRefused, import_web_source, wait_for_ingest
+from knowledge.words.catalog import N_
+from knowledge.words.reasons import not_read, progress, refused, unheard
 
 log = structlog.get_logger()
 
-WAITING = "Waiting for the daemon: it will be indexed when it starts (kb daemon)."
+WAITING = N_("Waiting for the daemon: it will be indexed when it starts (kb daemon).")
 FOLLOW_MAX_S = 24 * 3600.0  # a note waits in the inbox for the daemon at most this long in the chat
 FAST_POLL_S, SLOW_POLL_S, FAST_FOR_S = 0.3, 5.0, 120.0
 _COMMAND = re.compile(r"/\S+\s*")
@@ -88,6 +90,7 @@ async def on_forward(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
 async def on_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/note text… keeps the text; /note as a reply to one of the owner's messages keeps that one."""
     chat_id, message = update.effective_chat.id, update.effective_message
+    w = words_of(deps_of(context), chat_id)
     text = message.text or ""
     cut = _COMMAND.match(text)
     rest = text[cut.end() :] if cut else ""
@@ -96,14 +99,16 @@ async def on_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         piece = Piece(rest, shifted(entities_of(message.entities), len(text) - len(rest)))
     elif target is not None:
         if target.from_user is None or target.from_user.id != update.effective_user.id:
-            await say(context, chat_id, "Reply with /note to one of your own messages to keep it.")
+            await say(context, chat_id, esc(w.tr("Reply with /note to one of your own messages to keep it.")))
             return
         piece = piece_of(target)
         if not piece.text.strip():
-            await say(context, chat_id, "That message has no text to keep.")
+            await say(context, chat_id, esc(w.tr("That message has no text to keep.")))
             return
     else:
-        await say(context, chat_id, "Usage: /note your text — or reply /note to a message of yours.")
+        await say(
+            context, chat_id, esc(w.tr("Usage: /note your text — or reply /note to a message of yours."))
+        )
         return
     note = note_file([piece], kind="forward" if piece.origin else "note")
     sidecar = {**note.sidecar, "origin_type": note.sidecar.get("origin_type", "note")}
@@ -117,10 +122,11 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     deps, chat_id = deps_of(context), update.effective_chat.id
     url, comment = link_and_comment(update.effective_message.text or "") or ("", "")
     record = deps.store.save_url(str(chat_id), url, comment=comment)
-    status = await say(context, chat_id, f"<i>{esc(url)}: starting…</i>")
+    w = words_of(deps, chat_id)
+    status = await say(context, chat_id, italic(w.tr("{id}: starting…", id=url)))
 
     async def show(state: str) -> None:
-        await edit(context, status, f"<i>{esc(url)}: {esc(state)}…</i>")
+        await edit(context, status, f"<i>{esc(url)}: {esc(progress(state, w))}…</i>")
 
     async with deps.locks[chat_id]:
         try:
@@ -130,7 +136,9 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
                 clock=lambda: datetime.now(UTC), progress=show,
             )  # fmt: skip
         except (ImportRefused, FetchRefused) as exc:
-            await edit(context, status, f"Not kept: {esc(url)} — {esc(str(exc))}")
+            await edit(
+                context, status, esc(w.tr("Not kept: {title} — {why}", title=url, why=refused(exc.reason, w)))
+            )
             return
     if result.status == "already":
         await _already(context, chat_id, result.doc_id or "", result.title or url, status=status)
@@ -138,8 +146,13 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
         item = Kept(chat_id, result.title or url, None, None, result.doc_id, "indexed")
         token = deps.kept.add(item)
         log.info("capture.saved", kind="link", doc_id=result.doc_id, comment_chars=len(comment))
-        done = f"Indexed, {plural(result.chunks or 0, 'chunk')}, with your comment."
-        await edit(context, status, f"Saved: {esc(item.title)}\n{done}", reply_markup=buttons(token))
+        chunks = w.ntr("{n} chunk", "{n} chunks", result.chunks or 0)
+        done = (
+            w.tr("Saved: {title}", title=item.title)
+            + "\n"
+            + w.tr("Indexed, {chunks}, with your comment.", chunks=chunks)
+        )
+        await edit(context, status, esc(done), reply_markup=buttons(token, w))
         if result.doc_id:
             await remember_document(deps, chat_id, [status.message_id], result.doc_id, item.title)
     elif result.status == "queued" and result.kept_at:
@@ -147,10 +160,11 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
         item = Kept(chat_id, url, path, result.sha256)
         token = deps.kept.add(item)
         log.info("capture.saved", kind="link", file=path.name, comment_chars=len(comment))
-        await edit(context, status, saved_text(deps, item), reply_markup=buttons(token))
+        await edit(context, status, saved_text(deps, item), reply_markup=buttons(token, w))
         deps.kept.follow(follow(context, deps, item, token, status))
     else:
-        await edit(context, status, f"Not kept: {esc(url)} — {esc(result.message or result.reason or '')}")
+        why = w.tr("kb could not read the page")
+        await edit(context, status, esc(w.tr("Not kept: {title} — {why}", title=url, why=why)))
 
 
 async def on_kept_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -159,7 +173,7 @@ async def on_kept_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> 
     chat_id = update.effective_chat.id
     found = deps.kept.find(chat_id, query.data or "")
     if found is None:
-        await query.answer("this button has expired", show_alert=True)
+        await query.answer(words_of(deps, chat_id).tr("this button has expired"), show_alert=True)
         return
     action, item, token = found
     status = query.message if isinstance(query.message, Message) else None
@@ -176,6 +190,7 @@ async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: 
     """Messages forwarded together: text (and voice transcripts) as one note, photos as one document,
     each file on its own."""
     deps = deps_of(context)
+    w = words_of(deps, chat_id)
     messages: list[Message] = sorted(batch, key=lambda m: m.message_id)
     photos = [m for m in messages if m.photo]
     files = [m for m in messages if m.document and not m.photo]
@@ -195,10 +210,14 @@ async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: 
             if piece is not None and (piece.text.strip() or piece.kind == "voice"):
                 pieces.append(piece)
             elif piece is not None:
-                await say(context, chat_id, "Not kept: kb keeps text, photos, files and voice notes.")
+                await say(
+                    context, chat_id, esc(w.tr("Not kept: kb keeps text, photos, files and voice notes."))
+                )
         album = None
         if photos and deps.settings.ocr == "off":
-            await say(context, chat_id, "Not kept: kb cannot read photos while OCR is off (KB_OCR=off).")
+            await say(
+                context, chat_id, esc(w.tr("Not kept: kb cannot read photos while OCR is off (KB_OCR=off)."))
+            )
         elif photos:
             album = await album_of(deps, photos)
         downloads = [await file_of(context, deps, chat_id, m) for m in files]
@@ -222,25 +241,24 @@ async def heard(
 ) -> Piece | None:
     """A forwarded voice note as a piece of the note: its transcript (not answered)."""
     audio = message.voice or message.audio
+    w = words_of(deps, chat_id)
     if deps.transcribe is None:
-        await say(
-            context,
-            chat_id,
-            "Not kept: voice notes cannot be transcribed here (mlx-whisper is not installed).",
-        )
+        text = w.tr("Not kept: voice notes cannot be transcribed here (mlx-whisper is not installed).")
+        await say(context, chat_id, esc(text))
         return None
     seconds = audio.to_dict().get("duration")
     if (seconds and seconds > deps.settings.voice_max_s) or (audio.file_size or 0) > MAX_UPLOAD_BYTES:
-        await say(
-            context, chat_id, f"Not kept: that recording is over {deps.settings.voice_max_s:g} s or 20 MB."
+        text = w.tr(
+            "Not kept: that recording is over {seconds} s or 20 MB.", seconds=f"{deps.settings.voice_max_s:g}"
         )
+        await say(context, chat_id, esc(text))
         return None
     payload = await download(audio)
     try:
         transcript = await asyncio.to_thread(deps.transcribe, payload)
     except SpeechError as exc:
         log.warning("capture.voice_failed", reason=exc.reason, error=str(exc))
-        await say(context, chat_id, f"Not kept: {esc(str(exc))}")
+        await say(context, chat_id, esc(w.tr("Not kept: {why}", why=unheard(exc.reason, w))))
         return None
     return Piece(transcript.text.strip(), (), origin_of(message.forward_origin), "voice", seconds)
 
@@ -274,11 +292,11 @@ async def file_of(
     name = Path(document.file_name or "file").name
     accepted = {**DOCUMENTS, **(IMAGES if deps.settings.ocr != "off" else {})}
     if Path(name).suffix.lower() not in accepted or (document.file_size or 0) > MAX_UPLOAD_BYTES:
-        await say(
-            context,
-            chat_id,
-            f"Not kept: {esc(name)} — kb keeps {', '.join(sorted(accepted))} files up to 20 MB.",
+        kinds = ", ".join(sorted(accepted))
+        text = words_of(deps, chat_id).tr(
+            "Not kept: {title} — kb keeps {kinds} files up to 20 MB.", title=name, kinds=kinds
         )
+        await say(context, chat_id, esc(text))
         return None
     payload = await download(document)
     origin = origin_of(message.forward_origin)
@@ -296,6 +314,7 @@ async def keep(
 ) -> None:
     """Into the inbox (or "Already kept" when these bytes are a document), "Saved", then followed."""
     deps = deps_of(context)
+    w = words_of(deps, chat_id)
     sha = await asyncio.to_thread(sha256_hex, payload)  # up to 20 MB: off the event loop
     existing = await asyncio.to_thread(kept_before, deps.settings.index_path, sha)
     if existing is not None:
@@ -308,19 +327,21 @@ async def keep(
         )
     except OSError as exc:
         log.error("capture.failed", file=name, error=str(exc))
-        await say(context, chat_id, f"Not kept: {esc(title)} — {esc(exc.strerror or str(exc))}")
+        why = w.tr("the disk is full") if exc.errno == errno.ENOSPC else w.tr("it could not be written")
+        await say(context, chat_id, esc(w.tr("Not kept: {title} — {why}", title=title, why=why)))
         return
     log.info("capture.saved", kind=sidecar.get("source"), file=path.name, sha256=sha[:16], bytes=len(payload))
     item = Kept(chat_id, title, path, sha)
     token = deps.kept.add(item)
-    status = await say(context, chat_id, saved_text(deps, item), reply_markup=buttons(token))
+    status = await say(context, chat_id, saved_text(deps, item), reply_markup=buttons(token, w))
     deps.kept.follow(follow(context, deps, item, token, status))
 
 
 def saved_text(deps: BotDeps, item: Kept) -> str:
     """ "Saved: <title>", and that it waits for the daemon when the daemon is not running."""
     waiting = holder(deps.settings.lock_path) is None
-    return f"Saved: {esc(item.title)}" + (f"\n{WAITING}" if waiting else "")
+    w = words_of(deps, item.chat_id)
+    return esc(w.tr("Saved: {title}", title=item.title) + (f"\n{w.tr(WAITING)}" if waiting else ""))
 
 
 async def follow(
@@ -353,28 +374,33 @@ async def settle(
     """The reply once the daemon has done it: indexed, already kept, or not kept and why; a document
     kept is what the conversation is about from now on (and what a reply to its message asks)."""
     item.doc_id = record["doc_id"]
+    w = words_of(deps, item.chat_id)
     if record["status"] in ("indexed", "duplicate") and item.doc_id:
         shown = [status.message_id] if status is not None else []
         await remember_document(deps, item.chat_id, shown, item.doc_id, record["title"] or item.title)
     if record["status"] == "indexed":
         item.state, item.title = "indexed", record["title"] or item.title
         log.info("capture.indexed", doc_id=item.doc_id, chunks=record["chunks"])
-        text = f"Saved: {esc(item.title)}\nIndexed, {plural(record['chunks'] or 0, 'chunk')}."
+        chunks = w.ntr("{n} chunk", "{n} chunks", record["chunks"] or 0)
+        text = esc(
+            w.tr("Saved: {title}", title=item.title) + "\n" + w.tr("Indexed, {chunks}.", chunks=chunks)
+        )
         reading = read_back(deps.settings.raw.parent / record["raw_path"]) if record.get("raw_path") else None
         if reading is not None:
-            text += "\n" + reading_text(reading)
-        await _show(context, item.chat_id, status, text, buttons(token))
+            text += "\n" + reading_text(reading, w)
+        await _show(context, item.chat_id, status, text, buttons(token, w))
     elif record["status"] == "duplicate":
         item.state, item.title = "duplicate", record["title"] or item.title
         log.info("capture.duplicate", doc_id=item.doc_id, sha256=(item.sha256 or "")[:16], seen="pipeline")
-        await _show(
-            context, item.chat_id, status, f"Already kept: {esc(item.title)}", buttons(token, undo=False)
-        )
+        text = esc(w.tr("Already kept: {title}", title=item.title))
+        await _show(context, item.chat_id, status, text, buttons(token, w, undo=False))
     else:
         item.state = "failed"
         log.warning("capture.failed", file=item.path.name if item.path else None, error=record["error"])
-        why = esc(record["error"] or "conversion failed")
-        await _show(context, item.chat_id, status, f"Not kept: {esc(item.title)} — {why}")
+        why = not_read(failure_reason(deps.settings.failed, item.path.name)[0] if item.path else None, w)
+        await _show(
+            context, item.chat_id, status, esc(w.tr("Not kept: {title} — {why}", title=item.title, why=why))
+        )
 
 
 async def _already(
@@ -387,7 +413,9 @@ async def _already(
 ) -> None:
     deps = deps_of(context)
     token = deps.kept.add(Kept(chat_id, title, None, None, doc_id, "duplicate"))
-    shown = await _show(context, chat_id, status, f"Already kept: {esc(title)}", buttons(token, undo=False))
+    w = words_of(deps, chat_id)
+    text = esc(w.tr("Already kept: {title}", title=title))
+    shown = await _show(context, chat_id, status, text, buttons(token, w, undo=False))
     if doc_id:
         await remember_document(deps, chat_id, [shown], doc_id, title)
 
@@ -408,41 +436,44 @@ def kept_before(index_path: Path, sha256: str) -> tuple[str, str] | None:
 async def ask_about(context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, query, item: Kept) -> None:
     """ "Ask about it": what the saved document says, answered from it alone."""
     chat_id = item.chat_id
+    w = words_of(deps, chat_id)
     if item.state == "undone":
-        await query.answer("it was undone", show_alert=True)
+        await query.answer(w.tr("it was undone"), show_alert=True)
         return
     if item.doc_id is None:
-        await query.answer("not indexed yet — tap again once it is", show_alert=True)
+        await query.answer(w.tr("not indexed yet — tap again once it is"), show_alert=True)
         return
     await query.answer()
-    await answer(context, chat_id, f"What does “{item.title}” say?", question=None, document=item.doc_id)
+    question = w.tr("What does “{title}” say?", title=item.title)  # asked in the owner's language
+    await answer(context, chat_id, question, question=None, document=item.doc_id)
 
 
 async def undo(
     context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, query, item: Kept, token: str, status: Message | None
 ) -> None:
     """ "Undo": out of the inbox when not yet indexed, else removed by the daemon (kept in its trash)."""
+    w = words_of(deps, item.chat_id)
     if item.state in ("undone", "duplicate", "failed"):
-        await query.answer("nothing to undo", show_alert=False)
+        await query.answer(w.tr("nothing to undo"), show_alert=False)
         return
-    await query.answer("undoing…")
+    await query.answer(w.tr("undoing…"))
     if item.state == "inbox":
         taken, record = await asyncio.to_thread(take_back, deps, item)
         if taken:
             item.state = "undone"
             log.info("capture.undone", where="inbox", file=item.path.name if item.path else None)
-            await _show(
-                context, item.chat_id, status, f"Undone: {esc(item.title)} was taken out of the inbox."
-            )
+            text = esc(w.tr("Undone: {title} was taken out of the inbox.", title=item.title))
+            await _show(context, item.chat_id, status, text)
             return
         if record is None and item.path is not None:  # the daemon has it in hand: its record comes soon
             record = await wait_for_ingest(
                 deps.settings, item.path, item.sha256 or "", timeout_s=deps.settings.import_wait_s
             )
         if record is None:
-            await _show(context, item.chat_id, status,
-                        f"{esc(item.title)} is being indexed right now: tap Undo again in a moment.",
-                        buttons(token))  # fmt: skip
+            text = esc(
+                w.tr("{title} is being indexed right now: tap Undo again in a moment.", title=item.title)
+            )
+            await _show(context, item.chat_id, status, text, buttons(token, w))
             return
         await settle(context, deps, item, token, status, record)  # the reply says what it became
         if item.state != "indexed":
@@ -453,12 +484,14 @@ async def undo(
     log.info("capture.undone", where="index", doc_id=item.doc_id, status=change.status)
     if change.status == "done":
         item.state = "undone"
-        text = f"Undone: {esc(item.title)} was removed (its original is in the trash)."
+        text = w.tr("Undone: {title} was removed (its original is in the trash).", title=item.title)
     elif change.status == "waiting":
-        text = f"Undo asked: {esc(item.title)} will be removed when the daemon runs (kb daemon)."
+        text = w.tr("Undo asked: {title} will be removed when the daemon runs (kb daemon).", title=item.title)
     else:
-        text = f"Could not undo {esc(item.title)}: {esc(change.message)}"
-    await _show(context, item.chat_id, status, text)
+        text = w.tr(
+            "Could not undo {title}: the daemon refused it (kb logs on the Mac says why).", title=item.title
+        )
+    await _show(context, item.chat_id, status, esc(text))
 
 
 def take_back(deps: BotDeps, item: Kept) -> tuple[bool, dict | None]:

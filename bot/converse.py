@@ -16,15 +16,16 @@ import structlog
 from telegram import Message, Update
 from telegram.ext import ContextTypes
 
-from bot.deps import BotDeps, deps_of
+from bot.deps import BotDeps, deps_of, words_of
 from bot.render import esc
 from bot.send import say
 from knowledge.conversation.store import Anchor
+from knowledge.words.catalog import N_
 
 log = structlog.get_logger()
 
-NEW = "A new conversation: earlier messages are no longer taken into account. Ask away."
-NOTHING_TO_END = "A new conversation it is: there was nothing to forget. Ask away."
+NEW = N_("A new conversation: earlier messages are no longer taken into account. Ask away.")
+NOTHING_TO_END = N_("A new conversation it is: there was nothing to forget. Ask away.")
 
 
 def key_of(chat_id: int) -> str:
@@ -62,7 +63,7 @@ async def on_new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     deps, chat_id = deps_of(context), update.effective_chat.id
     ended = await asyncio.to_thread(deps.conversing.store.end, key_of(chat_id))
     log.info("converse.new", had_turns=ended)
-    await say(context, chat_id, NEW if ended else NOTHING_TO_END)
+    await say(context, chat_id, esc(words_of(deps, chat_id).tr(NEW if ended else NOTHING_TO_END)))
 
 
 async def on_stop(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -70,7 +71,7 @@ async def on_stop(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     deps, chat_id = deps_of(context), update.effective_chat.id
     running = deps.answering.get(chat_id)
     if running is None or running.done():
-        await say(context, chat_id, "Nothing is being answered right now.")
+        await say(context, chat_id, esc(words_of(deps, chat_id).tr("Nothing is being answered right now.")))
         return
     running.cancel()
     log.info("converse.stopped")
@@ -79,4 +80,9 @@ async def on_stop(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 async def on_unknown(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """A command kb does not have: say so, and where the list is."""
     text = (update.effective_message.text or "").split()[0] if update.effective_message.text else "/"
-    await say(context, update.effective_chat.id, f"kb has no command {esc(text[:40])}: /help lists them.")
+    words = words_of(deps_of(context), update.effective_chat.id)
+    await say(
+        context,
+        update.effective_chat.id,
+        esc(words.tr("kb has no command {command}: /help lists them.", command=text[:40])),
+    )

@@ -19,6 +19,7 @@ from knowledge.conversation.session import Conversing
 from knowledge.report.status import LoadedCounter
 from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.store import CandidateStore
+from knowledge.words.catalog import Words
 
 if TYPE_CHECKING:
     from knowledge.speech.transcribe import Transcript
@@ -45,16 +46,19 @@ class BotDeps:
     actions: Actions = field(default_factory=Actions)  # what the document buttons do (bot.find)
     locks: defaultdict[int, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     taps: set[tuple[str, str]] = field(default_factory=set)  # candidates being imported
-    answering: dict[int, asyncio.Future] = field(
-        default_factory=dict
-    )  # per chat: the answer being written (/stop)
-    no_drafts: set[int] = field(
-        default_factory=set
-    )  # chats where drafts were refused: answers stream by edits
-    tokenizer: LoadedCounter | None = (
-        None  # the engine's token counter and why it is approximate, for /status
-    )
+    # per chat: the answer being written (/stop); where drafts were refused (answers stream by edits);
+    # the language it is written to; the /lang choice (None: none)
+    answering: dict[int, asyncio.Future] = field(default_factory=dict)
+    no_drafts: set[int] = field(default_factory=set)
+    languages: dict[int, str] = field(default_factory=dict)
+    chosen: dict[int, str | None] = field(default_factory=dict)
+    tokenizer: LoadedCounter | None = None  # the engine's token counter and why it is approximate (/status)
 
 
 def deps_of(context: ContextTypes.DEFAULT_TYPE) -> BotDeps:
     return context.application.bot_data["deps"]
+
+
+def words_of(deps: BotDeps, chat_id: int) -> Words:
+    """The words a chat is written in (bot.language learns its language from each update)."""
+    return Words(deps.languages.get(chat_id) or deps.settings.language or "en")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import structlog
@@ -22,16 +23,16 @@ from telegram.ext import ContextTypes
 
 from bot.actions import Action
 from bot.converse import remember_document
-from bot.deps import BotDeps, deps_of
-from bot.render import esc, link
+from bot.deps import BotDeps, deps_of, words_of
+from bot.render import esc, italic, link
 from bot.send import edit, say, typing
 from knowledge.errors import IndexError_
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
-from knowledge.report.status import plural
 from knowledge.retrieval.documents import DocumentMatch, match_documents
 from knowledge.retrieval.index import DocumentRecord
 from knowledge.websearch.filters import host_of
+from knowledge.words.catalog import N_, Words
 
 log = structlog.get_logger()
 
@@ -39,7 +40,7 @@ PER_PAGE = 5
 PASSAGE_CHARS = 3000
 MAX_SEND_BYTES = 50 * 1024 * 1024  # the most a bot may upload
 CHANGE_WAIT_S = 20.0
-EXPIRED = "this button has expired — /find again"
+EXPIRED = N_("this button has expired — /find again")
 
 
 # -- /find and its pages ----------------------------------------------------------------------
@@ -48,15 +49,16 @@ EXPIRED = "this button has expired — /find again"
 async def on_find(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/find words: the matching documents, a page at a time."""
     deps, chat_id = deps_of(context), update.effective_chat.id
+    w = words_of(deps, chat_id)
     words = " ".join(context.args or []).strip()
     if not words:
-        await say(context, chat_id, "Usage: /find words — lists your documents that match them.")
+        await say(context, chat_id, esc(w.tr("Usage: /find words — lists your documents that match them.")))
         return
     async with typing(context, chat_id):
         matches = await asyncio.to_thread(_matches, deps, words)
     log.info("bot.find", words=len(words.split()), found=len(matches))
     if not matches:
-        await say(context, chat_id, f"No document matches “{esc(words)}”.")
+        await say(context, chat_id, esc(w.tr("No document matches “{words}”.", words=words)))
         return
     text, markup = find_page(deps, chat_id, words, matches, 0)
     shown = await say(context, chat_id, text, reply_markup=markup)
@@ -81,36 +83,45 @@ def find_page(
     """One page of a /find list and its buttons (Open and Delete per document, then the pages)."""
     first = page * PER_PAGE
     shown = matches[first : first + PER_PAGE]
-    head = f"<b>{plural(len(matches), 'document')}</b> for “{esc(words)}”"
+    w = words_of(deps, chat_id)
+    count = w.ntr("{n} document", "{n} documents", len(matches))
+    head = w.tr("<b>{count}</b> for “{words}”", count=esc(count), words=esc(words))
     if len(matches) > PER_PAGE:
         head += f" ({first + 1}–{first + len(shown)})"
     lines = [head]
     rows = []
     for n, m in enumerate(shown, first + 1):
-        lines.append(f"{n}. {document_line(m.document)}" + (f"\n    <i>{esc(m.line)}</i>" if m.line else ""))
+        lines.append(
+            f"{n}. {document_line(m.document, w)}" + (f"\n    <i>{esc(m.line)}</i>" if m.line else "")
+        )
         target = {"doc_id": m.document.id, "chunk_id": m.chunk_id}
         rows.append([
-            InlineKeyboardButton(f"Open {n}", callback_data=deps.actions.add(chat_id, "open", **target)),
-            InlineKeyboardButton(f"Delete {n}", callback_data=deps.actions.add(chat_id, "delete", **target)),
+            InlineKeyboardButton(w.tr("Open {n}", n=n), callback_data=deps.actions.add(chat_id, "open", **target)),
+            InlineKeyboardButton(w.tr("Delete {n}", n=n), callback_data=deps.actions.add(chat_id, "delete", **target)),
         ])  # fmt: skip
     nav = []
     paging = {"words": words, "matches": list(matches)}
     if page > 0:
         data = deps.actions.add(chat_id, "page", page=page - 1, **paging)
-        nav.append(InlineKeyboardButton("‹ Previous", callback_data=data))
+        nav.append(InlineKeyboardButton(w.tr("‹ Previous"), callback_data=data))
     if first + PER_PAGE < len(matches):
         data = deps.actions.add(chat_id, "page", page=page + 1, **paging)
-        nav.append(InlineKeyboardButton("Next ›", callback_data=data))
+        nav.append(InlineKeyboardButton(w.tr("Next ›"), callback_data=data))
     if nav:
         rows.append(nav)
     return "\n".join(lines), InlineKeyboardMarkup(rows)
 
 
-def document_line(doc: DocumentRecord) -> str:
-    """``<b>Title</b> · 2026-11-30 · example.org`` (the title a link when the source has one)."""
+def document_line(doc: DocumentRecord, words: Words) -> str:
+    """``<b>Title</b> · Nov 30, 2026 · example.org`` (the title a link when the source has one; the date
+    as the reader's language writes it)."""
     title = link(doc.source_url, doc.title) if doc.source_url else f"<b>{esc(doc.title)}</b>"
     source = host_of(doc.source_url) if doc.source_url else doc.source_name
-    return f"{title} · {esc(doc.indexed_at[:10])} · {esc(source or '')}"
+    try:
+        day = words.date(date.fromisoformat(doc.indexed_at[:10]))
+    except ValueError:
+        day = doc.indexed_at[:10]
+    return f"{title} · {esc(day)} · {esc(source or '')}"
 
 
 # -- the buttons ------------------------------------------------------------------------------
@@ -122,7 +133,7 @@ async def on_action(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     chat_id = update.effective_chat.id
     action = deps.actions.take(chat_id, query.data or "")
     if action is None:
-        await query.answer(EXPIRED, show_alert=True)
+        await query.answer(words_of(deps, chat_id).tr(EXPIRED), show_alert=True)
         return
     message = query.message if isinstance(query.message, Message) else None
     await _HANDLERS[action.kind](context, deps, chat_id, action, query, message)
@@ -137,34 +148,38 @@ async def _page(context, deps: BotDeps, chat_id: int, action: Action, query, mes
 
 async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None) -> None:
     """The passage with its lines, then the original file (or the page's address)."""
-    await query.answer("opening…")
+    w = words_of(deps, chat_id)
+    await query.answer(w.tr("opening…"))
     lines = action.target.get("lines")
     wanted = (str(action.target["doc_id"]), action.target.get("chunk_id"), tuple(lines) if lines else None)
     [found] = await asyncio.to_thread(_look_up, deps, [wanted])
     if found is None:
-        await say(context, chat_id, "That document is no longer in your knowledge base.")
+        await say(context, chat_id, esc(w.tr("That document is no longer in your knowledge base.")))
         return
     doc, chunk = found
-    shown = await say(context, chat_id, passage_html(doc, chunk))
+    shown = await say(context, chat_id, passage_html(doc, chunk, w))
     await remember_document(deps, chat_id, [shown.message_id], doc.id, doc.title, current=False)
     if doc.source_url:
-        await say(context, chat_id, f"Original: {link(doc.source_url, doc.source_url)}")
+        await say(context, chat_id, esc(w.tr("Original:")) + " " + link(doc.source_url, doc.source_url))
         return
     original = original_file(deps, doc)
     if original is None:
-        await say(context, chat_id, "<i>The original file is not kept (only its converted text).</i>")
+        await say(
+            context,
+            chat_id,
+            italic(w.tr("The original file is not kept (only its converted text).")),
+        )
         return
     if original.stat().st_size > MAX_SEND_BYTES:
-        await say(
-            context, chat_id, f"<i>The original ({esc(original.name)}) is over 50 MB, too large to send.</i>"
-        )
+        text = w.tr("The original ({name}) is over 50 MB, too large to send.", name=original.name)
+        await say(context, chat_id, f"<i>{esc(text)}</i>")
         return
     try:
         with open(original, "rb") as fh:
             await context.bot.send_document(chat_id, fh, filename=doc.source_name or original.name)
     except (TelegramError, OSError) as exc:
         log.warning("bot.open_failed", doc_id=doc.id, error=str(exc))
-        await say(context, chat_id, f"<i>The original could not be sent: {esc(str(exc))}</i>")
+        await say(context, chat_id, italic(w.tr("The original could not be sent: Telegram refused it.")))
         return
     log.info("bot.opened", doc_id=doc.id)
 
@@ -221,9 +236,9 @@ def _raw_lines(raw_file: Path, lines: tuple[int, int]) -> Passage | None:
     return Passage(start, end, "\n".join(picked).strip()) if picked else None
 
 
-def passage_html(doc: DocumentRecord, passage: Passage | None) -> str:
+def passage_html(doc: DocumentRecord, passage: Passage | None, words: Words) -> str:
     """The document's line and its passage: ``Title · date · source`` / ``raw/x.md:12-29`` / the text."""
-    head = document_line(doc)
+    head = document_line(doc, words)
     if passage is None:
         return head
     text = passage.text if len(passage.text) <= PASSAGE_CHARS else passage.text[:PASSAGE_CHARS].rstrip() + "…"
@@ -245,33 +260,36 @@ async def _delete(
 ) -> None:
     """The first tap: ask once more."""
     await query.answer()
+    w = words_of(deps, chat_id)
     doc_id = str(action.target["doc_id"])
     [found] = await asyncio.to_thread(_look_up, deps, [(doc_id, None, None)], passages=False)
     if found is None:
-        await say(context, chat_id, "That document is no longer in your knowledge base.")
+        await say(context, chat_id, esc(w.tr("That document is no longer in your knowledge base.")))
         return
     doc = found[0]
     yes = deps.actions.add(chat_id, "delete-yes", once=True, doc_id=doc_id, title=doc.title)
     no = deps.actions.add(chat_id, "keep", once=True, title=doc.title)
     await say(
         context, chat_id,
-        f"Delete {document_line(doc)}?\nIt leaves search; the original is kept in the trash for 30 days.",
-        reply_markup=InlineKeyboardMarkup([[InlineKeyboardButton("Delete", callback_data=yes),
-                                            InlineKeyboardButton("Keep it", callback_data=no)]]),
+        w.tr("Delete {document}?", document=document_line(doc, w)) + "\n"
+        + esc(w.tr("It leaves search; the original is kept in the trash for 30 days.")),
+        reply_markup=InlineKeyboardMarkup([[InlineKeyboardButton(w.tr("Delete"), callback_data=yes),
+                                            InlineKeyboardButton(w.tr("Keep it"), callback_data=no)]]),
     )  # fmt: skip
 
 
 async def _keep(context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None) -> None:
-    await query.answer("kept")
+    w = words_of(deps, chat_id)
+    await query.answer(w.tr("kept"))
     if message is not None:
-        await edit(context, message, f"Kept: <b>{esc(str(action.target['title']))}</b>.")
+        await edit(context, message, w.tr("Kept: <b>{title}</b>.", title=esc(str(action.target["title"]))))
 
 
 async def _delete_yes(
     context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None
 ) -> None:
     """The confirming tap: the daemon removes the document; the reply offers Undo."""
-    await query.answer("deleting…")
+    await query.answer(words_of(deps, chat_id).tr("deleting…"))
     title = str(action.target["title"])
     change = await asyncio.to_thread(
         ask_daemon, deps.settings, "remove", str(action.target["doc_id"]), wait_s=CHANGE_WAIT_S
@@ -286,31 +304,34 @@ def deleted_reply(
     deps: BotDeps, chat_id: int, title: str, change: Change
 ) -> tuple[str, InlineKeyboardMarkup | None]:
     """What a delete request came to, with Undo when it was done."""
+    w = words_of(deps, chat_id)
     if change.status == "done" and change.trashed is not None:
         undo = deps.actions.add(chat_id, "undo", once=True, trash_id=change.trashed.trash_id, title=title)
         return (
-            f"Deleted: <b>{esc(title)}</b>. It is in the trash for 30 days.",
-            InlineKeyboardMarkup([[InlineKeyboardButton("Undo", callback_data=undo)]]),
+            w.tr("Deleted: <b>{title}</b>. It is in the trash for 30 days.", title=esc(title)),
+            InlineKeyboardMarkup([[InlineKeyboardButton(w.tr("Undo"), callback_data=undo)]]),
         )
     if change.status == "waiting":
-        return f"<i>Waiting for the daemon: “{esc(title)}” leaves your knowledge base when it runs.</i>", None
-    return f"Not deleted: {esc(change.message)}", None
+        text = w.tr("Waiting for the daemon: “{title}” leaves your knowledge base when it runs.", title=title)
+        return f"<i>{esc(text)}</i>", None
+    return esc(w.tr("Not deleted: the daemon refused it (kb logs on the Mac says why).")), None
 
 
 async def _undo(context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None) -> None:
     """Undo a delete: the daemon puts the document back and indexes it again."""
-    await query.answer("restoring…")
+    w = words_of(deps, chat_id)
+    await query.answer(w.tr("restoring…"))
     title = str(action.target["title"])
     change = await asyncio.to_thread(
         ask_daemon, deps.settings, "restore", str(action.target["trash_id"]), wait_s=CHANGE_WAIT_S
     )
     if change.status == "done":
-        text = f"Restored: <b>{esc(change.title or title)}</b>, searchable again."
+        text = w.tr("Restored: <b>{title}</b>, searchable again.", title=esc(change.title or title))
     elif change.status == "waiting":
-        text = f"<i>Waiting for the daemon: “{esc(title)}” comes back when it runs.</i>"
+        text = italic(w.tr("Waiting for the daemon: “{title}” comes back when it runs.", title=title))
     else:
         deps.actions.release(action)
-        text = f"Not restored: {esc(change.message)}"
+        text = esc(w.tr("Not restored: the daemon refused it (kb logs on the Mac says why)."))
     await _show(context, chat_id, message, text, None)
 
 
@@ -331,18 +352,19 @@ async def _sources(
 ) -> None:
     """The passages an answer used, each with its Open button."""
     await query.answer()
+    w = words_of(deps, chat_id)
     cited = action.target["cited"]
     wanted = [(rawfile.chunk_document(chunk_id), chunk_id, (start, end)) for _, chunk_id, start, end in cited]
     looked_up = await asyncio.to_thread(_look_up, deps, wanted)
     for (number, chunk_id, start, end), (doc_id, _, _), found in zip(cited, wanted, looked_up, strict=True):
         if found is None:
-            await say(context, chat_id, f"[{number}] <i>no longer in your knowledge base</i>")
+            await say(context, chat_id, f"[{number}] " + italic(w.tr("no longer in your knowledge base")))
             continue
         doc, chunk = found
         data = deps.actions.add(chat_id, "open", doc_id=doc_id, chunk_id=chunk_id, lines=[start, end])
         await say(
-            context, chat_id, f"[{number}] " + passage_html(doc, chunk),
-            reply_markup=InlineKeyboardMarkup([[InlineKeyboardButton(f"Open [{number}]", callback_data=data)]]),
+            context, chat_id, f"[{number}] " + passage_html(doc, chunk, w),
+            reply_markup=InlineKeyboardMarkup([[InlineKeyboardButton(w.tr("Open [{n}]", n=number), callback_data=data)]]),
         )  # fmt: skip
 
 

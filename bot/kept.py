@@ -18,6 +18,7 @@ from typing import Any
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.tokens import Tokens
+from knowledge.words.catalog import Words
 
 CALLBACK_PREFIX = "kept:"
 ASK, UNDO = "a", "u"
@@ -78,11 +79,11 @@ def data(token: str, action: str) -> str:
     return f"{CALLBACK_PREFIX}{token}:{action}"
 
 
-def buttons(token: str, *, undo: bool = True) -> InlineKeyboardMarkup:
+def buttons(token: str, words: Words, *, undo: bool = True) -> InlineKeyboardMarkup:
     """ "Ask about it" and "Undo" for a saved thing."""
-    row = [InlineKeyboardButton("Ask about it", callback_data=data(token, ASK))]
+    row = [InlineKeyboardButton(words.tr("Ask about it"), callback_data=data(token, ASK))]
     if undo:
-        row.append(InlineKeyboardButton("Undo", callback_data=data(token, UNDO)))
+        row.append(InlineKeyboardButton(words.tr("Undo"), callback_data=data(token, UNDO)))
     return InlineKeyboardMarkup([row])
 
 

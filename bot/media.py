@@ -22,21 +22,22 @@ from telegram.ext import ContextTypes
 
 from bot.answer import answer
 from bot.converse import remember_document
-from bot.deps import BotDeps, deps_of
+from bot.deps import BotDeps, deps_of, words_of
 from bot.kept import Kept, buttons
-from bot.render import esc
+from bot.render import esc, italic
 from bot.send import edit, say, typing
 from knowledge.config import Settings
 from knowledge.convert.text import shorten
 from knowledge.errors import SpeechError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest import working
-from knowledge.ingest.handoff import deliver
+from knowledge.ingest.handoff import deliver, failure_reason
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
-from knowledge.report.status import plural
 from knowledge.speech.transcribe import model_notice
 from knowledge.websearch.importer import wait_for_ingest
+from knowledge.words.catalog import Words
+from knowledge.words.reasons import not_read, progress, unheard
 
 log = structlog.get_logger()
 
@@ -76,15 +77,19 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     name = Path(document.file_name or "upload").name
     suffix = Path(name).suffix.lower()
     accepted = {**DOCUMENTS, **(IMAGES if deps.settings.ocr != "off" else {})}
+    w = words_of(deps, chat_id)
     if suffix not in accepted:
         kinds = ", ".join(sorted(set(accepted.values())))
-        hint = " Images need OCR, which is off (KB_OCR=off)." if suffix in IMAGES else ""
-        await say(
-            context, chat_id, f"{esc(name)}: kb accepts {kinds} files ({', '.join(sorted(accepted))}).{hint}"
-        )
+        text = w.tr("{name}: kb accepts {kinds} files ({suffixes}).", name=name, kinds=kinds,
+                    suffixes=", ".join(sorted(accepted)))  # fmt: skip
+        if suffix in IMAGES:
+            text += " " + w.tr("Images need OCR, which is off (KB_OCR=off).")
+        await say(context, chat_id, esc(text))
         return
     if document.file_size and document.file_size > MAX_UPLOAD_BYTES:
-        await say(context, chat_id, f"{esc(name)} is over 20 MB, the most a bot can download.")
+        await say(
+            context, chat_id, esc(w.tr("{name} is over 20 MB, the most a bot can download.", name=name))
+        )
         return
     source = "telegram photo" if suffix in IMAGES else "telegram upload"
     await receive(update, context, document, name, source=source, question=message.caption)
@@ -95,7 +100,11 @@ async def on_photo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     deps, chat_id = deps_of(context), update.effective_chat.id
     message = update.effective_message
     if deps.settings.ocr == "off":
-        await say(context, chat_id, "kb cannot read photos while OCR is off (KB_OCR=off).")
+        await say(
+            context,
+            chat_id,
+            esc(words_of(deps, chat_id).tr("kb cannot read photos while OCR is off (KB_OCR=off).")),
+        )
         return
     photo = max(message.photo, key=lambda size: size.width * size.height)
     taken = (message.date or datetime.now(UTC)).astimezone(UTC)
@@ -118,14 +127,15 @@ async def receive(
     (pages keep coming) never keeps the owner's questions, taps and /status waiting.
     """
     deps, chat_id = deps_of(context), update.effective_chat.id
+    w = words_of(deps, chat_id)
     async with deps.locks[chat_id]:
-        status = await say(context, chat_id, f"<i>{esc(name)}: downloading…</i>")
+        status = await say(context, chat_id, f"<i>{esc(name)}: {esc(progress('downloading', w))}…</i>")
         data = await download(attachment)
         sidecar = {"source": source, "file_name": name, "telegram_user_id": update.effective_user.id}
         path = deliver(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
         if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
-            name = f"{name} (saved as {path.name})"
-        await edit(context, status, f"<i>{esc(name)}: converting…</i>")
+            name = w.tr("{name} (saved as {saved})", name=name, saved=path.name)
+        await edit(context, status, f"<i>{esc(name)}: {esc(progress('converting', w))}…</i>")
     sha = sha256_hex(data)
     record = await follow_ingest(context, deps, status, name, path, sha)
     kept = record is not None and record["status"] in ("indexed", "duplicate") and record.get("doc_id")
@@ -135,8 +145,9 @@ async def receive(
         await remember_document(deps, chat_id, [update.effective_message.message_id, status.message_id],
                                 record["doc_id"], title)  # fmt: skip
         item = Kept(chat_id, title, None, sha, record["doc_id"], "indexed")
-        markup = buttons(deps.kept.add(item), undo=False)
-    await edit(context, status, outcome_text(deps.settings, name, record), reply_markup=markup)
+        markup = buttons(deps.kept.add(item), w, undo=False)
+    text = outcome_text(deps.settings, name, record, w, file=path.name)
+    await edit(context, status, text, reply_markup=markup)
     if question and question.strip() and kept:
         await answer(context, chat_id, question, question=update.effective_message, document=record["doc_id"])
 
@@ -162,28 +173,38 @@ async def follow_ingest(
         if now is not None and now.total > 1 and (now.done, now.total) != shown:
             shown = (now.done, now.total)
             deadline = time.monotonic() + settings.import_wait_s
-            await edit(context, status, f"<i>{esc(name)}: reading page {now.done} of {now.total}…</i>")
+            page = words_of(deps, status.chat_id).tr("{name}: reading page {done} of {total}…", name=name,
+                                                      done=now.done, total=now.total)  # fmt: skip
+            await edit(context, status, f"<i>{esc(page)}</i>")
 
 
-def outcome_text(settings: Settings, name: str, record: dict | None) -> str:
-    """The status line for what the daemon did with an upload (or that it has not yet)."""
+def outcome_text(settings: Settings, name: str, record: dict | None, words: Words, *, file: str = "") -> str:
+    """The status line for what the daemon did with an upload (or that it has not yet); ``file``: its
+    name in the inbox (why it failed is read from what the daemon left in failed/)."""
+    w = words
     if record is None and holder(settings.lock_path) is None:
-        return f"{esc(name)} is in the inbox; it will be indexed when the daemon runs (kb daemon)."
-    if record is None:
-        return (
-            f"{esc(name)} is in the inbox; the daemon has not finished it within "
-            f"{settings.import_wait_s:g} s — /status shows when it is in."
+        return esc(
+            w.tr("{name} is in the inbox; it will be indexed when the daemon runs (kb daemon).", name=name)
         )
+    if record is None:
+        return esc(w.tr("{name} is in the inbox; the daemon has not finished it within {seconds} s — /status "
+                        "shows when it is in.", name=name, seconds=f"{settings.import_wait_s:g}"))  # fmt: skip
     if record["status"] == "indexed":
-        text = (
-            f"{esc(name)}: indexed, {plural(record['chunks'] or 0, 'chunk')} — {esc(record['title'] or name)}"
+        chunks = w.ntr("{n} chunk", "{n} chunks", record["chunks"] or 0)
+        text = esc(
+            w.tr(
+                "{name}: indexed, {chunks} — {title}", name=name, chunks=chunks, title=record["title"] or name
+            )
         )
     elif record["status"] == "duplicate":
-        text = f"{esc(name)}: already in the knowledge base — {esc(record['title'] or '')}"
+        text = esc(
+            w.tr("{name}: already in the knowledge base — {title}", name=name, title=record["title"] or "")
+        )
     else:
-        return f"{esc(name)}: not added — {esc(record['error'] or 'conversion failed')}"
+        why = not_read(failure_reason(settings.failed, file or name)[0], w)
+        return esc(w.tr("{name}: not added — {why}", name=name, why=why))
     reading = read_back(settings.raw.parent / record["raw_path"]) if record.get("raw_path") else None
-    return text if reading is None else text + "\n" + reading_text(reading)
+    return text if reading is None else text + "\n" + reading_text(reading, w)
 
 
 def read_back(raw_file: Path) -> Reading | None:
@@ -205,20 +226,23 @@ def read_back(raw_file: Path) -> Reading | None:
     return Reading(len(lines), first, confidence, meta.ocr_illegible_pages, meta.ocr_unread_pages)
 
 
-def reading_text(reading: Reading) -> str:
+def reading_text(reading: Reading, words: Words) -> str:
     """``Read 12 lines (confidence 94 %): “first line”``, and the pages where nothing was legible."""
-    count = f"{reading.lines} line" + ("" if reading.lines == 1 else "s")
-    confidence = f" (confidence {reading.confidence:.0%})" if reading.confidence is not None else ""
-    text = f"Read {count}{confidence}: “{esc(reading.first_line)}”"
+    w = words
+    count = w.ntr("{n} line", "{n} lines", reading.lines)
+    if reading.confidence is not None:
+        text = w.tr("Read {count} (confidence {confidence}): “{first}”", count=count,
+                    confidence=f"{reading.confidence:.0%}", first=reading.first_line)  # fmt: skip
+    else:
+        text = w.tr("Read {count}: “{first}”", count=count, first=reading.first_line)
     if reading.illegible_pages:
-        several = any(mark in reading.illegible_pages for mark in ",-")
-        text += f"\nNothing legible on page{'s' if several else ''} {esc(reading.illegible_pages)}."
+        text += "\n" + w.tr("Nothing legible on pages {pages}.", pages=reading.illegible_pages)
     if reading.unread_pages:
-        text += (
-            f"\nPages {esc(reading.unread_pages)} were not read: the OCR time for one file ran out "
-            "(KB_OCR_BUDGET_S). Split the PDF and send the rest to read them."
-        )
-    return text + "\nAsk me about it: a question now is about this one."
+        text += "\n" + w.tr(
+            "Pages {pages} were not read: the OCR time for one file ran out (KB_OCR_BUDGET_S). Split the PDF "
+            "and send the rest to read them.", pages=reading.unread_pages,
+        )  # fmt: skip
+    return esc(text + "\n" + w.tr("Ask me about it: a question now is about this one."))
 
 
 # -- voice ----------------------------------------------------------------------------------
@@ -229,32 +253,38 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     deps, chat_id = deps_of(context), update.effective_chat.id
     message = update.effective_message
     audio = message.voice or message.audio or message.document
+    w = words_of(deps, chat_id)
     if deps.transcribe is None:
-        await say(context, chat_id, "Voice questions are not available here: mlx-whisper is not installed.")
+        await say(
+            context,
+            chat_id,
+            esc(w.tr("Voice questions are not available here: mlx-whisper is not installed.")),
+        )
         return
     duration = audio.to_dict().get("duration")  # seconds as sent (the attribute warns of a future type)
     if duration and duration > deps.settings.voice_max_s:
-        await say(
-            context, chat_id,
-            f"That recording is {duration} s long; kb transcribes up to {deps.settings.voice_max_s:g} s "
-            "(KB_VOICE_MAX_S). Send a shorter one or type the question.",
-        )  # fmt: skip
+        text = w.tr("That recording is {seconds} s long; kb transcribes up to {most} s (KB_VOICE_MAX_S). Send a "
+                    "shorter one or type the question.", seconds=duration, most=f"{deps.settings.voice_max_s:g}")  # fmt: skip
+        await say(context, chat_id, esc(text))
         return
     if audio.file_size and audio.file_size > MAX_UPLOAD_BYTES:
-        await say(context, chat_id, "That recording is over 20 MB, the most a bot can download.")
+        await say(context, chat_id, esc(w.tr("That recording is over 20 MB, the most a bot can download.")))
         return
     async with deps.locks[chat_id]:
         notice = await asyncio.to_thread(
             model_notice, deps.settings.whisper_model, own_dir=deps.settings.model_dir
         )
-        status = await say(context, chat_id, "<i>listening…</i>" + (f"\n{esc(notice)}" if notice else ""))
+        first = w.tr("The speech model is downloaded to the Mac first (once); this takes a while.")
+        status = await say(
+            context, chat_id, italic(w.tr("listening…")) + (f"\n{esc(first)}" if notice else "")
+        )
         data = await download(audio)
         try:
             async with typing(context, chat_id, ChatAction.RECORD_VOICE):
                 transcript = await asyncio.to_thread(deps.transcribe, data)
         except SpeechError as exc:
             log.warning("voice.failed", reason=exc.reason, error=str(exc))
-            await edit(context, status, esc(str(exc)))
+            await edit(context, status, esc(unheard(exc.reason, w)))
             return
         text = transcript.text.strip()
         log.info(
@@ -264,8 +294,8 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             chars=len(text),
         )
         button = deps.notes.add(chat_id, text, transcript.language)
-        markup = InlineKeyboardMarkup([[InlineKeyboardButton("Save as note", callback_data=button)]])
-        await edit(context, status, f"I heard: “{esc(text)}”", reply_markup=markup)
+        markup = InlineKeyboardMarkup([[InlineKeyboardButton(w.tr("Save as note"), callback_data=button)]])
+        await edit(context, status, esc(w.tr("I heard: “{text}”", text=text)), reply_markup=markup)
     if text:
         await answer(context, chat_id, text, question=message)
 
@@ -275,11 +305,13 @@ async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     deps, query = deps_of(context), update.callback_query
     chat_id = update.effective_chat.id
     note = deps.notes.take(chat_id, query.data or "")
+    w = words_of(deps, chat_id)
     if note is None:
         already = deps.notes.is_saved(chat_id, query.data or "")
-        await query.answer("already saved" if already else "this note has expired", show_alert=not already)
+        text = w.tr("already saved") if already else w.tr("this note has expired")
+        await query.answer(text, show_alert=not already)
         return
-    await query.answer("saving…")
+    await query.answer(w.tr("saving…"))
     heard = datetime.fromtimestamp(note.heard_at, UTC)
     name = f"voice-note-{heard:%Y%m%d-%H%M%S}.md"
     body = f"# Voice note, {heard:%Y-%m-%d %H:%M} UTC\n\n{note.text}\n".encode()
@@ -295,7 +327,9 @@ async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     except OSError as exc:
         note.saved = False  # nothing was written: the button may be tapped again
         log.error("voice.note_failed", error=str(exc))
-        await say(context, chat_id, f"The note could not be saved: {esc(exc.strerror or str(exc))}")
+        await say(
+            context, chat_id, esc(w.tr("The note could not be saved: it could not be written to the inbox."))
+        )
         return
     log.info("voice.note_saved", file=path.name)
     message = query.message if isinstance(query.message, Message) else None
@@ -303,8 +337,9 @@ async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     record = await wait_for_ingest(
         deps.settings, path, sha256_hex(body), timeout_s=deps.settings.import_wait_s
     )
-    state = outcome_text(deps.settings, path.name, record)
+    state = outcome_text(deps.settings, path.name, record, w, file=path.name)
+    saved = italic(w.tr("Saved as a note:")) + f" <i>{state}</i>"
     if message is not None:
-        await edit(context, message, (head + "\n\n" if head else "") + f"<i>Saved as a note: {state}</i>")
+        await edit(context, message, (head + "\n\n" if head else "") + saved)
     else:
-        await say(context, chat_id, f"<i>Saved as a note: {state}</i>")
+        await say(context, chat_id, saved)

@@ -16,6 +16,8 @@ from bot.markdown import markdown_blocks
 from knowledge.answer.assistant import Citation, Reply
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.store import SearchRecord
+from knowledge.words.catalog import ENGLISH, N_, Words
+from knowledge.words.replies import worded
 
 _TAG = re.compile(r"<[^<>]+>")  # our own markup: text between tags has no "<" (escaped)
 
@@ -27,6 +29,16 @@ BUTTON_CHARS = 60
 def esc(text: str) -> str:
     """Text safe inside Telegram HTML."""
     return html.escape(text, quote=False)
+
+
+def italic(text: str) -> str:
+    """Text in italics, escaped."""
+    return f"<i>{esc(text)}</i>"
+
+
+def bold(text: str) -> str:
+    """Text in bold, escaped."""
+    return f"<b>{esc(text)}</b>"
 
 
 def link(url: str, label: str) -> str:
@@ -49,28 +61,30 @@ def summary_html(line: str) -> str:
     return f"{esc(m.group(1))}[{esc(m.group(2))}] {link(m.group(3), host_of(m.group(3)) or m.group(3))}"
 
 
-FRESH = "<i>A new conversation: earlier messages are not taken into account.</i>"
+FRESH = N_("A new conversation: earlier messages are not taken into account.")
 
 
-def reply_blocks(reply: Reply, *, fresh: bool = False) -> list[str]:
-    """The reply as HTML paragraphs (each block is whole: never split inside): the model's Markdown as
-    Telegram's HTML, passages and web summaries as text; what was searched when it differs from what
-    was written, the note and the sources after it."""
-    blocks: list[str] = [FRESH] if fresh else []
-    if reply.mode == "degraded":
-        blocks.append("<i>The model is unavailable; here are the best matching passages.</i>")
+def reply_blocks(reply: Reply, words: Words = ENGLISH, *, fresh: bool = False) -> list[str]:
+    """The reply as HTML paragraphs (each block is whole: never split inside): what kb says first, the
+    model's Markdown as Telegram's HTML, passages and web summaries as text; what was searched when it
+    differs from what was written, the notes and the sources after it. For a phone: what is wrong is
+    said in words, never as an error or a command."""
+    said = worded(reply, words, terminal=False)
+    blocks: list[str] = [f"<i>{esc(words.tr(FRESH))}</i>"] if fresh else []
+    if said.lead:
+        lead = esc(" ".join(said.lead))
+        blocks.append(f"<i>{lead}</i>" if reply.mode == "degraded" else lead)
     if reply.mode == "web":
-        blocks += [summary_html(line) for line in reply.text.splitlines() if line.strip()]
+        blocks += [summary_html(line) for line in said.text.splitlines() if line.strip()]
     elif reply.mode == "degraded":
-        blocks += [esc(p.strip()) for p in re.split(r"\n\s*\n", reply.text) if p.strip()]
+        blocks += [esc(p.strip()) for p in re.split(r"\n\s*\n", said.text) if p.strip()]
     else:
-        blocks += markdown_blocks(reply.text)
+        blocks += markdown_blocks(said.text)
     if reply.searched_differently:
-        blocks.append(f"<i>searched as: {esc(reply.searched_differently)}</i>")
-    if reply.note:
-        blocks.append(f"<i>{esc(reply.note)}</i>")
+        blocks.append(italic(words.tr("searched as: {query}", query=reply.searched_differently)))
+    blocks += [f"<i>{esc(note)}</i>" for note in said.notes]
     if reply.citations:
-        blocks.append("<b>Sources</b>")
+        blocks.append(bold(words.tr("Sources")))
         blocks += [citation_html(c) for c in reply.citations]
     return blocks
 
@@ -118,9 +132,9 @@ def _fit(block: str, limit: int) -> list[str]:
     return [p for p in pieces if p]
 
 
-def reply_messages(reply: Reply, *, fresh: bool = False) -> list[str]:
+def reply_messages(reply: Reply, words: Words = ENGLISH, *, fresh: bool = False) -> list[str]:
     """The HTML messages that carry a reply."""
-    return split_blocks(reply_blocks(reply, fresh=fresh)) or [esc("(empty answer)")]
+    return split_blocks(reply_blocks(reply, words, fresh=fresh)) or [esc(words.tr("(empty answer)"))]
 
 
 @dataclass(frozen=True)

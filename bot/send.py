@@ -13,11 +13,12 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from bot.actions import Actions
-from bot.deps import deps_of
+from bot.deps import deps_of, words_of
 from bot.render import candidate_buttons, reply_messages
 from bot.stream import Streamed
 from knowledge.answer.assistant import Citation, Reply
 from knowledge.websearch.store import SearchRecord
+from knowledge.words.catalog import Words
 
 TYPING_EVERY_S = 4.0
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
@@ -73,8 +74,8 @@ async def send_reply(
     if reply.mode == "web":
         markup = keyboard(deps.store.latest(chat_key))
     else:
-        markup = sources_button(deps.actions, chat_id, reply.citations)
-    messages = reply_messages(reply, fresh=fresh)
+        markup = sources_button(deps.actions, chat_id, reply.citations, words_of(deps, chat_id))
+    messages = reply_messages(reply, words_of(deps, chat_id), fresh=fresh)
     reuse = list(streamed.message_ids) if streamed else []
     ids: list[int] = []
     for n, text in enumerate(messages, 1):
@@ -97,7 +98,7 @@ async def send_reply(
 
 
 def sources_button(
-    actions: Actions, chat_id: int, citations: Sequence[Citation]
+    actions: Actions, chat_id: int, citations: Sequence[Citation], words: Words
 ) -> InlineKeyboardMarkup | None:
     """The "Sources" button under an answer that cites passages (bot.find shows them)."""
     if not citations:
@@ -105,7 +106,7 @@ def sources_button(
     data = actions.add(
         chat_id, "sources", cited=[(c.number, c.chunk_id, c.start_line, c.end_line) for c in citations]
     )
-    return InlineKeyboardMarkup([[InlineKeyboardButton("Sources", callback_data=data)]])
+    return InlineKeyboardMarkup([[InlineKeyboardButton(words.tr("Sources"), callback_data=data)]])
 
 
 async def say(

@@ -51,6 +51,15 @@ def _url(raw: str) -> str:
     return raw
 
 
+def _language(raw: str) -> str:
+    """A language kb speaks (en, zh-Hant, zh-Hans, th, in any case), or empty: the reader's own."""
+    value = raw.strip()
+    known = {"": "", "en": "en", "zh-hant": "zh-Hant", "zh-hans": "zh-Hans", "th": "th"}
+    if value.lower() not in known:
+        raise ValueError("expected one of: en, zh-Hant, zh-Hans, th (or empty: the chat's or the locale's)")
+    return known[value.lower()]
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         value = raw.strip().lower()
@@ -170,6 +179,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_TELEGRAM_TOKEN", "", _text, "Telegram bot token; when set, kb run starts the bot"),
     Setting("KB_TELEGRAM_API_URL", "https://api.telegram.org/bot", _url, "Bot API base URL (PTB base_url)"),
     Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
+    Setting("KB_LANGUAGE", "", _language,
+            "the language kb writes in: en, zh-Hant, zh-Hans, th; empty: each Telegram user's, the terminal's locale"),
     Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
 )  # fmt: skip
 
@@ -234,7 +245,9 @@ class Settings:
     telegram_api_url: str
     telegram_allowed_users: tuple[int, ...]
     log_level: str
+    language: str
     sources: Mapping[str, str]
+    locale: str = ""  # the terminal's (LC_ALL, LC_MESSAGES, LANG): its language when KB_LANGUAGE is empty
 
     @property
     def inbox(self) -> Path:
@@ -396,7 +409,8 @@ def load_settings(env: Mapping[str, str] | None = None, *, home: str | Path | No
             f"KB_CHUNK_OVERLAP_TOKENS={values['chunk_overlap_tokens']} must be smaller than"
             f" KB_CHUNK_MAX_TOKENS={values['chunk_max_tokens']}"
         )
-    return Settings(home=home_path, sources=sources, **values)  # type: ignore[arg-type]
+    locale = next((env[k] for k in ("LC_ALL", "LC_MESSAGES", "LANG") if env.get(k)), "")
+    return Settings(home=home_path, sources=sources, locale=locale, **values)  # type: ignore[arg-type]
 
 
 def describe(settings: Settings) -> list[tuple[str, str, str, str]]:

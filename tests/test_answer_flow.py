@@ -15,6 +15,7 @@ from knowledge.answer.prompt import load_template
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.index import Index
 from knowledge.tokenizer import ApproxCounter, HfCounter
+from knowledge.words.replies import note_of
 from tests.conftest import make_settings, subprocess_env, xquad_articles
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
 
@@ -86,7 +87,7 @@ async def test_the_tiny_model_answers_through_the_engine(multilingual_kb, tiny_m
     # answer shown as the passages (never a crash, never a server failure).
     assert reply.mode in ("local", "no-evidence", "degraded")
     if reply.mode == "degraded":
-        assert reply.note.startswith("The model returned an empty answer") and reply.citations
+        assert note_of(reply).startswith("The model returned an empty answer") and reply.citations
     assert all(c.raw_path.startswith("raw/") for c in reply.citations)
 
 

@@ -10,6 +10,8 @@ from knowledge.answer.llm import ModelClient
 from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.retrieval.index import Index
 from knowledge.tokenizer import ApproxCounter
+from knowledge.words.catalog import ENGLISH
+from knowledge.words.replies import note_of, plain, text_of
 from tests.conftest import ingest_texts
 from tests.fake_llm import FakeLLM, Step, answer, free_port, start
 
@@ -52,7 +54,7 @@ async def test_a_cited_answer_with_sources_added_by_code(kb, fake):
     assert reply.mode == "local"
     assert reply.text == "It brews 12 cups [1], as the manual says [1]. See also."  # the invented [7] is gone
     assert [c.number for c in reply.citations] == [1]
-    rendered = reply.render()
+    rendered = plain(reply, ENGLISH)
     assert "Sources:\n[1] Zorblat 9000 manual — raw/zorblat-" in rendered and ".md:9-11" in rendered
     user_turn = fake.requests[0]["messages"][1]["content"]
     assert "[1] Zorblat 9000 manual — raw/zorblat-" in user_turn and "Question: How many cups" in user_turn
@@ -70,14 +72,14 @@ async def test_nothing_relevant_says_so_and_the_model_may_answer_generally(kb, f
     async with aiohttp.ClientSession() as session:
         engine = engine_for(kb, session, fake.base_url)
         reply = await engine.ask("Who painted the Sistine Chapel ceiling?")
-        assert reply.mode == "no-evidence" and reply.text == "The knowledge base has nothing on this."
+        assert reply.mode == "no-evidence" and text_of(reply) == "The knowledge base has nothing on this."
         assert "evidence" not in fake.requests[0]["messages"][-1]["content"]
         fake.script = [answer("17 + 25 = 42")]
         reply = await engine.ask("What is 17 + 25?")
         assert (
             reply.mode == "no-evidence"
             and "42" in reply.text
-            and "Not from your knowledge base" in reply.render()
+            and "Not from your knowledge base" in plain(reply, ENGLISH)
         )
 
 
@@ -86,7 +88,7 @@ async def test_the_model_saying_it_does_not_know_without_web_search_says_so_and_
     async with aiohttp.ClientSession() as session:
         reply = await engine_for(kb, session, fake.base_url).ask("How deep is Lake Quillan?")
     assert reply.mode == "no-evidence" and reply.citations == []
-    assert reply.text == "Your documents do not answer this." and "/search" in reply.note
+    assert text_of(reply) == "Your documents do not answer this." and "/search" in note_of(reply)
     assert (reply.route.door, reply.route.by) == ("none", "model") and "do not answer" in reply.route.why
     assert (
         "Lake Quillan is 317 metres deep" in fake.requests[0]["messages"][-1]["content"]
@@ -117,7 +119,7 @@ async def test_a_dead_model_server_degrades_to_passages_quickly(kb):
         reply = await engine.ask("How deep is Lake Quillan?")
     assert time.monotonic() - t0 < 5
     assert reply.mode == "degraded"
-    assert "model is unavailable" in reply.text and "317 metres deep" in reply.text
+    assert "model is unavailable" in text_of(reply) and "317 metres deep" in text_of(reply)
     assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
 
 
@@ -127,8 +129,8 @@ async def test_a_dead_model_server_is_named_once_and_each_reply_shows_the_answer
         first = await engine.ask("How deep is Lake Quillan?")
         second = await engine.ask("How many cups does the Zorblat 9000 brew?")
     assert first.mode == second.mode == "degraded"
-    assert "not reachable" in first.text and "start it with" in first.text
-    assert second.text.startswith("The model is still unavailable. The best matching passages:")
+    assert "not reachable" in text_of(first) and "start it with" in text_of(first)
+    assert text_of(second).startswith("The model is still unavailable. The best matching passages:")
     assert (
         "not reachable" not in second.text
         and "The Zorblat 9000 coffee machine brews 12 cups at once." in second.text
@@ -161,9 +163,9 @@ async def test_an_empty_answer_is_a_model_failure_that_shows_the_passages(kb, fa
         reply = await engine_for(kb, session, fake.base_url).ask("How deep is Lake Quillan?")
     assert reply.mode == "degraded" and "317 metres deep" in reply.text
     assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
-    assert reply.note.startswith("The model returned an empty answer")
-    assert (hint in reply.note) if hint else ("KB_MAX_OUTPUT_TOKENS" not in reply.note)
-    assert "nothing on this" not in reply.render()
+    assert note_of(reply).startswith("The model returned an empty answer")
+    assert (hint in note_of(reply)) if hint else ("KB_MAX_OUTPUT_TOKENS" not in note_of(reply))
+    assert "nothing on this" not in plain(reply, ENGLISH)
 
 
 async def test_a_slow_model_server_degrades_within_the_timeout(kb, fake):
@@ -250,13 +252,13 @@ async def test_nothing_local_goes_to_the_web_and_shows_candidates(kb, fake, web)
             "Who painted the Sistine Chapel ceiling?", chat_id="42"
         )
     assert reply.mode == "web" and [c.id for c in reply.candidates] == ["web-1"]
-    assert reply.text.splitlines() == [
+    assert text_of(reply).splitlines() == [
         "Your documents do not answer this. From the web (nothing imported; pick one to import it):",
         "Michelangelo painted it. [web-1] [source: https://art.example/sistine]",
     ]
     assert (reply.route.door, reply.route.by) == ("web", "retrieval")
     assert len(fake.requests) == 3  # plan, check, summary: the documents were never put to the model
-    rendered = reply.render()
+    rendered = plain(reply, ENGLISH)
     assert "nothing on this" not in rendered
     assert "web-1 · art.example — Sistine Chapel ceiling — Michelangelo" in rendered
     assert store.latest("42").candidate("web-1").url == "https://art.example/sistine"
@@ -292,7 +294,7 @@ async def test_the_model_saying_the_passages_do_not_answer_opens_the_web_in_the_
             "How deep is Lake Quillan?", chat_id="7"
         )
     assert reply_.mode == "web" and [c.id for c in reply_.candidates] == ["web-1"]
-    assert reply_.text.startswith("Your documents do not answer this. From the web")
+    assert text_of(reply_).startswith("Your documents do not answer this. From the web")
     assert (reply_.route.door, reply_.route.by) == ("web", "model") and reply_.citations == []
     asked = [r["messages"][0]["content"] for r in fake.requests]
     assert "evidence" in asked[0] and "plan web searches" in asked[1]  # answered first, then planned
@@ -305,8 +307,8 @@ async def test_with_web_search_only_when_asked_the_reply_points_to_search(kb, fa
     async with aiohttp.ClientSession() as session:
         engine = web_engine(kb, session, fake.base_url, search, store, auto_web=False)
         reply = await engine.ask("How deep is Lake Quillan?", chat_id="7")
-    assert reply.mode == "no-evidence" and reply.text == "Your documents do not answer this."
-    assert "/search QUESTION" in reply.note and reply.route.door == "none"
+    assert reply.mode == "no-evidence" and text_of(reply) == "Your documents do not answer this."
+    assert "/search QUESTION" in note_of(reply) and reply.route.door == "none"
     assert search.seen == [] and store.latest("7") is None  # nothing was searched
 
 
@@ -322,8 +324,11 @@ async def test_a_forced_web_search_never_claims_the_documents_have_nothing(kb, f
         reply = await web_engine(kb, session, fake.base_url, search, store).search_web(
             "How deep is Lake Quillan?"
         )
-    assert reply.mode == "web" and reply.text.startswith("From the web (nothing imported")
-    assert "nothing on this" not in reply.render() and (reply.route.door, reply.route.by) == ("web", "owner")
+    assert reply.mode == "web" and text_of(reply).startswith("From the web (nothing imported")
+    assert "nothing on this" not in plain(reply, ENGLISH) and (reply.route.door, reply.route.by) == (
+        "web",
+        "owner",
+    )
 
 
 async def test_the_chat_loop_answers_and_runs_commands(kb, fake):

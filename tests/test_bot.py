@@ -31,6 +31,7 @@ async def test_commands_are_registered_and_start_explains(env):
         "sources",
         "status",
         "forget",
+        "lang",
     ]
     await env.say("/start")
     call = await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
@@ -210,8 +211,11 @@ async def test_a_dead_model_server_degrades_never_silence(env, tmp_path):
     await wait_indexed(env, 1)
     env.llm.script = [Step(status=500)]
     await env.say("How deep is Lake Quillan?")
-    call = await env.bot_said(lambda c: "model is unavailable" in c.params["text"])
+    call = await env.bot_said(lambda c: "The model server answered with an error." in c.params["text"])
     assert "317 metres deep" in call.params["text"] and "raw/quillan-" in call.params["text"]
+    assert "The best matching passages:" in call.params["text"]
+    # on a phone, what is wrong is said once, in words: no error text, no command
+    assert "unavailable" not in call.params["text"] and "500" not in call.params["text"]
 
 
 async def test_forget_and_status(env):

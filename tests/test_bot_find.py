@@ -53,7 +53,8 @@ async def test_find_lists_matching_documents_a_page_at_a_time(env):
     listing = env.telegram.message(OWNER, call.result["message_id"])
     assert "(1–5)" in listing.text and "Sourdough" not in listing.text
     assert re.search(
-        r"1\. Harbour day \d · \d{4}-\d\d-\d\d · harbour-\d\.md\n    Boats left the harbour", listing.text
+        r"1\. Harbour day \d · [A-Z][a-z]{2} \d{1,2}, \d{4} · harbour-\d\.md\n    Boats left the harbour",
+        listing.text,
     )
     labels = [b["text"] for b in listing.buttons]
     assert labels == [f"{a} {n}" for n in range(1, 6) for a in ("Open", "Delete")] + ["Next ›"]

@@ -14,7 +14,7 @@ from bot.render import (
     split_blocks,
     visible_length,
 )
-from knowledge.answer.assistant import Citation, Reply
+from knowledge.answer.assistant import Citation, Reply, Said
 from knowledge.websearch.store import Candidate, SearchRecord
 
 OWNER = 42
@@ -75,7 +75,7 @@ def test_a_single_huge_paragraph_is_cut_as_text():
 
 def test_web_summary_lines_link_their_source():
     reply = Reply("Michelangelo painted it. [web-1] [source: https://art.example/s?a=1&b=2]", "web",
-                  candidates=[Candidate("web-1", "T", "https://art.example/s", "s")], note="From the web")  # fmt: skip
+                  candidates=[Candidate("web-1", "T", "https://art.example/s", "s")], said=(Said("web-found"),))  # fmt: skip
     [message] = reply_messages(reply)
     assert_valid_telegram_html(message)
     assert '[web-1] <a href="https://art.example/s?a=1&amp;b=2">art.example</a>' in message

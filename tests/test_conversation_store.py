@@ -94,7 +94,10 @@ def test_migrations_are_applied_once_and_recorded(tmp_path):
     add(store(tmp_path), "tg:42", "first")
     add(store(tmp_path), "tg:42", "second")
     with sqlite3.connect(tmp_path / "runs" / "conversations.sqlite3") as db:
-        assert db.execute("SELECT n, name FROM migrations").fetchall() == [(1, "_m001_start")]
+        assert db.execute("SELECT n, name FROM migrations").fetchall() == [
+            (1, "_m001_start"),
+            (2, "_m002_chat_languages"),
+        ]
 
 
 def test_forget_removes_everything_of_a_key(tmp_path):

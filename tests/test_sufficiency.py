@@ -11,6 +11,7 @@ from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
 from knowledge.retrieval.vectors import embed_missing, stored_background
+from knowledge.words.replies import text_of
 from tests import test_assistant
 from tests.conftest import ingest_texts, make_settings
 from tests.sufficiency_corpus import ANSWERABLE, DOCS, OFF_TOPIC, SAME_TOPIC_ABSENT
@@ -170,6 +171,6 @@ async def test_a_question_near_the_notes_that_they_do_not_answer_still_reaches_t
         engine.meaning = Meaning.of(embedder)
         got = await engine.ask(question, chat_id="1")
     assert got.mode == "web" and [c.id for c in got.candidates] == ["web-1"]
-    assert got.route.by in ("retrieval", "model") and got.text.startswith(
+    assert got.route.by in ("retrieval", "model") and text_of(got).startswith(
         "Your documents do not answer this."
     )

@@ -18,6 +18,11 @@ reply carries its :class:`Route`: which door was taken, who decided, and why.
 
 Citation numbers the model writes that are not in the evidence pack are dropped; documents
 and web pages are data, and nothing in them can change the mode or the sources.
+
+The engine writes no sentence of its own: a reply carries the model's words (or the passages'
+excerpts) and what kb has to say about them as :class:`Said` (a kind and its facts: why the web
+was not searched, that the model is down and why…); each front end puts that into words in the
+reader's language (knowledge.words.replies).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import asyncio
 import dataclasses
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple, Protocol
@@ -35,7 +40,7 @@ import structlog
 
 from knowledge.answer.evidence import pack
 from knowledge.answer.excerpt import excerpt
-from knowledge.answer.llm import Completion, ModelClient
+from knowledge.answer.llm import Completion, ModelClient, ModelUnavailable
 from knowledge.answer.prompt import ChatTemplate, Exchange, Prompt, build_prompt, evidence_fits
 from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.retrieval import sufficiency
@@ -44,7 +49,6 @@ from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_do
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
 from knowledge.retrieval.translate import Translation, Translator, search_translated
 from knowledge.tokenizer import TokenCounter
-from knowledge.websearch.filters import host_of
 from knowledge.websearch.providers import SearchRateLimited
 from knowledge.websearch.search import WebAnswer
 
@@ -61,8 +65,6 @@ _DONT_KNOW = re.compile(
     r"(?:\s*(?:ค่ะ|ครับ|คะ|จ้ะ|จ้า))?)(?![a-z0-9])"
 )
 _LEADING_MARKUP = re.compile(r"^[\s\"'“”‘’「」『』«»*_`>#~(\[]+")
-NO_EVIDENCE_TEXT = "The knowledge base has nothing on this."
-NOT_ANSWERED_TEXT = "Your documents do not answer this."
 GENERAL_PROMPT = (
     "You are kb, a helpful assistant. The owner's knowledge base has nothing on this question. Answer "
     "briefly from general knowledge if it is arithmetic, a greeting or a well-known fact; otherwise reply "
@@ -140,14 +142,26 @@ class Citation:
 
 
 @dataclass(frozen=True)
+class Said:
+    """Something kb tells the owner about a reply: a kind (``not-answered``, ``model-unavailable``…) and
+    its facts; front ends choose the words (knowledge.words.replies)."""
+
+    kind: str
+    facts: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Reply:
-    """What the engine answers; front ends render it."""
+    """What the engine answers; front ends render it.
+
+    ``text`` is the model's words (its answer, a general answer, the web summary's lines) or, when
+    it is down, the excerpts of the best passages; ``said`` is what kb says about it."""
 
     text: str
     mode: str
     citations: list[Citation] = field(default_factory=list)
     candidates: list[object] = field(default_factory=list)
-    note: str | None = None
+    said: tuple[Said, ...] = ()
     route: Route | None = None
     # the question in the index's other languages, searched too (knowledge.retrieval.translate)
     translations: list[Translation] = field(default_factory=list)
@@ -164,20 +178,9 @@ class Reply:
         first = self.searched_as[0] if self.searched_as else None
         return first if first and self.written and first != " ".join(self.written.split()) else None
 
-    def render(self, *, answer: bool = True) -> str:
-        """Plain text: the answer (``answer`` False: it was shown already, as it streamed), what was
-        searched when it differs from what was written, then a 'Sources' list, then web candidates."""
-        parts = [self.text if answer else ""]
-        if self.searched_differently:
-            parts.append(f"(searched as: {self.searched_differently})")
-        if self.note:
-            parts.append(self.note)
-        if self.citations:
-            parts.append("Sources:\n" + "\n".join(c.render() for c in self.citations))
-        if self.candidates:
-            lines = [f"{c.id} · {host_of(c.url)} — {c.title}\n       {c.url}" for c in self.candidates]
-            parts.append("Web candidates (not imported):\n" + "\n".join(lines))
-        return "\n\n".join(p for p in parts if p)
+    def kinds(self) -> list[str]:
+        """The kinds of what kb says about the reply, in order."""
+        return [s.kind for s in self.said]
 
 
 class Evidenced(NamedTuple):
@@ -234,26 +237,34 @@ def _citation(n: int, p: SearchResult) -> Citation:
     return Citation(n, p.title, p.raw_path, p.start_line, p.end_line, p.source_url, p.chunk_id)
 
 
+def unavailable(exc: ModelError | None) -> Said:
+    """That the model is not answering, and why: ``not-running`` (nothing listens), ``no-answer`` (it did
+    not answer in time), ``bad-answer`` (an error or something unreadable), ``empty`` (it said nothing;
+    ``exc`` None); ``detail`` is the error itself, for a terminal."""
+    if exc is None:
+        return Said("model-unavailable", {"reason": "empty", "detail": "it returned nothing"})
+    reason = "bad-answer"
+    if isinstance(exc, ModelUnavailable):
+        reason = "not-running" if exc.fix else "no-answer"
+    return Said("model-unavailable", {"reason": reason, "detail": str(exc).rstrip(".")})
+
+
 def degraded_reply(
-    passages: Sequence[SearchResult], why: str | None, *, question: str = "", note: str | None = None
+    passages: Sequence[SearchResult], why: Said | None, *, question: str = "", more: Sequence[Said] = ()
 ) -> Reply:
     """The best passages with their citations, each shown by its sentences nearest the question, and
     why the model is not answering (``why`` None: it was said before, so only that it still is not)."""
-    unavailable = f"The model is unavailable ({why})." if why else "The model is still unavailable."
+    down = why or Said("model-still-unavailable")
     if not passages:
-        return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=note or unavailable)
-    lines = [f"{unavailable} The best matching passages:"]
-    lines += [f"[{n}] {excerpt(p.text, question)}" for n, p in enumerate(passages, 1)]
+        return Reply("", "no-evidence", said=(Said("nothing-local"), *more, down))
+    excerpts = [f"[{n}] {excerpt(p.text, question)}" for n, p in enumerate(passages, 1)]
     citations = [_citation(n, p) for n, p in enumerate(passages, 1)]
-    return Reply("\n\n".join(lines), "degraded", citations, note=note)
+    return Reply("\n\n".join(excerpts), "degraded", citations, said=(down, Said("best-passages"), *more))
 
 
-def empty_answer_note(completion: Completion) -> str:
-    """Why a completion has no text to show, and what to change when it ran out of room."""
-    note = "The model returned an empty answer (or only its reasoning)."
-    if completion.finish_reason == "length":
-        note += " It stopped at the output limit: raise KB_MAX_OUTPUT_TOKENS, or use a model that does not think aloud."
-    return note
+def empty_answer(completion: Completion) -> Said:
+    """That the model's answer was empty, and whether it ran out of room (raise KB_MAX_OUTPUT_TOKENS)."""
+    return Said("model-empty", {"at_limit": completion.finish_reason == "length"})
 
 
 class Engine:
@@ -295,29 +306,32 @@ class Engine:
             question, chat_id, force=force, route=Route("web", "owner", "asked for a web search")
         )
 
-    async def _web(self, question: str, chat_id: str, *, force: bool, route: Route, lead: str = "") -> Reply:
+    async def _web(
+        self, question: str, chat_id: str, *, force: bool, route: Route, lead: tuple[Said, ...] = ()
+    ) -> Reply:
         """Plan, search, filter and offer candidates; ``lead`` first says why the web was searched."""
-        first = f"{lead} " if lead else ""
         if self.web is None:
-            return Reply(lead or "Web search is off.", "no-evidence", note=_web_off_note(), route=route)
+            return Reply(
+                "", "no-evidence", said=(*(lead or (Said("web-off"),)), Said("web-off-how")), route=route
+            )
         try:
             found = await self.web(question, chat_id, force)
         except SearchRateLimited as exc:
-            return Reply(lead or "No web search was made.", "no-evidence",
-                         note=f"Web search is rate-limited: {exc}", route=route)  # fmt: skip
+            said = (*(lead or (Said("web-not-searched"),)), Said("web-rate-limited", {"detail": str(exc)}))
+            return Reply("", "no-evidence", said=said, route=route)
         except SearchError as exc:
-            return Reply(lead or "No web search was made.", "no-evidence",
-                         note=f"Web search failed: {exc}", route=route)  # fmt: skip
+            said = (*(lead or (Said("web-not-searched"),)), Said("web-failed", {"detail": str(exc)}))
+            return Reply("", "no-evidence", said=said, route=route)
         if found.record is None:  # the planner saw nothing to search for (a greeting, arithmetic)
             return await self._without_evidence(question, dataclasses.replace(route, door="none"))
         candidates = list(found.record.candidates)
+        notes = tuple(Said("web-note", {"detail": note}) for note in found.notes)
         if candidates:
-            heading = f"{first}From the web (nothing imported; pick one to import it):"
-            body = "\n".join(found.summary) or "The web has these candidates; none was summarised."
+            summary = "\n".join(found.summary)
+            said = (*lead, Said("web-found"), *(() if summary else (Said("web-unsummarised"),)), *notes)
         else:
-            heading, body = f"{first}Searched the web:", "No web result passed the filters."
-        note = " ".join(found.notes) or None
-        return Reply(f"{heading}\n{body}", "web", candidates=candidates, note=note, route=route)
+            summary, said = "", (*lead, Said("web-searched"), Said("web-nothing-passed"), *notes)
+        return Reply(summary, "web", candidates=candidates, said=said, route=route)
 
     def retrieve(self, question: str, *, document: str | None = None) -> list[SearchResult]:
         """The evidence for a question (see :meth:`_find`); empty when the documents do not answer it."""
@@ -386,7 +400,7 @@ class Engine:
             written=written,
         )
 
-    async def _without_evidence(self, question: str, route: Route, *, note: str | None = None) -> Reply:
+    async def _without_evidence(self, question: str, route: Route, *, notes: tuple[Said, ...] = ()) -> Reply:
         """Nothing local and no web: say so, with the model's general answer when it has one (arithmetic, greetings)."""
         messages = [
             {"role": "system", "content": GENERAL_PROMPT},
@@ -395,29 +409,24 @@ class Engine:
         try:
             completion = await self.llm.chat(messages, max_tokens=min(256, self.settings.max_output_tokens))
         except ModelError as exc:
-            unavailable = f"The model is unavailable: {str(exc).rstrip('.')}."
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=" ".join(filter(None, [unavailable, note])),
-                         route=route)  # fmt: skip
+            return Reply(
+                "", "no-evidence", said=(Said("nothing-local"), unavailable(exc), *notes), route=route
+            )
         text = completion.text.strip()
         if not text or says_dont_know(text):
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note=note, route=route)
-        return Reply(
-            text,
-            "no-evidence",
-            note=f"(Not from your knowledge base: {NO_EVIDENCE_TEXT.lower()})",
-            route=route,
-        )
+            return Reply("", "no-evidence", said=(Said("nothing-local"), *notes), route=route)
+        return Reply(text, "no-evidence", said=(Said("not-from-kb"),), route=route)
 
     async def _not_answered(self, question: str, chat_id: str, route: Route) -> Reply:
         """The documents do not answer: the web step in the same turn, or say why there is none."""
         log.info("ask.not_answered", by=route.by, why=route.why, question_chars=len(question))
         if self.web is not None and self.auto_web:
-            return await self._web(question, chat_id, force=False, route=route, lead=NOT_ANSWERED_TEXT)
+            return await self._web(question, chat_id, force=False, route=route, lead=(Said("not-answered"),))
         route = dataclasses.replace(route, door="none")
-        note = _web_off_note(can_ask=self.web is not None)
+        how = Said("web-ask-how" if self.web is not None else "web-off-how")
         if route.by == "retrieval":  # nothing local at all: arithmetic and greetings still get an answer
-            return await self._without_evidence(question, route, note=note)
-        return Reply(NOT_ANSWERED_TEXT, "no-evidence", note=note, route=route)
+            return await self._without_evidence(question, route, notes=(how,))
+        return Reply("", "no-evidence", said=(Said("not-answered"), how), route=route)
 
     async def ask(
         self,
@@ -463,7 +472,7 @@ class Engine:
         if document is not None:
             route = Route("local", "document", "a question about one document")
             if not passages:
-                return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="That document has no text to answer from.",
+                return Reply("", "no-evidence", said=(Said("nothing-local"), Said("document-empty")),
                              route=dataclasses.replace(route, door="none"))  # fmt: skip
         elif verdict is not None and not verdict.answerable:
             return await self._not_answered(question, chat_id, Route("web", "retrieval", verdict.why))
@@ -473,13 +482,13 @@ class Engine:
             partial(self.prompt, history=history, written=written), question, passages
         )
         if not prompt.passages:
-            return Reply(NO_EVIDENCE_TEXT, "no-evidence", note="(the passages found do not fit the evidence budget)",
+            return Reply("", "no-evidence", said=(Said("nothing-local"), Said("evidence-too-small")),
                          route=dataclasses.replace(route, door="none"))  # fmt: skip
         try:
             completion = await self._complete(prompt, listener)
         except ModelError as exc:
             log.warning("ask.degraded", error=str(exc))
-            why = None if str(exc) == self.unavailable else str(exc)
+            why = None if str(exc) == self.unavailable else unavailable(exc)
             self.unavailable = str(exc)
             reply = degraded_reply(prompt.passages, why, question=question)
             return dataclasses.replace(reply, route=route)
@@ -504,19 +513,18 @@ class Engine:
                 output_tokens=completion.completion_tokens,
             )
             reply = degraded_reply(
-                prompt.passages, "it returned nothing", question=question, note=empty_answer_note(completion)
+                prompt.passages, unavailable(None), question=question, more=(empty_answer(completion),)
             )
             return dataclasses.replace(reply, route=route)
         if completion.cut_off:  # what was said stays, with the passages it was given
             log.warning("ask.cut_off", output_chars=len(text))
             answer, _ = citations_for(_without_half_citation(text), prompt.passages)
             citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
-            return Reply(answer, "local", citations, note="(The answer was cut off: the model server stopped.)",
-                         route=route, cut_off=True)  # fmt: skip
+            return Reply(answer, "local", citations, said=(Said("cut-off"),), route=route, cut_off=True)
         if says_dont_know(text):
             why = f"the model read {len(prompt.passages)} passage(s) and said they do not answer"
             if document is not None:
-                return Reply(NOT_ANSWERED_TEXT, "no-evidence", note="That document does not answer it.",
+                return Reply("", "no-evidence", said=(Said("not-answered"), Said("document-not-answered")),
                              route=Route("none", "model", why))  # fmt: skip
             return await self._not_answered(question, chat_id, Route("web", "model", why))
         answer, citations = citations_for(text, prompt.passages)
@@ -548,10 +556,3 @@ def _without_half_citation(text: str) -> str:
     at = text.rfind("[")
     tail = text[at + 1 :] if at >= 0 else "x"
     return text[:at].rstrip() if len(tail) <= 3 and (tail == "" or tail.isdigit()) else text
-
-
-def _web_off_note(*, can_ask: bool = False) -> str:
-    """Why the web was not searched, and how to search it."""
-    if can_ask:
-        return "Web search runs only when asked (KB_WEB_SEARCH=ask): /search QUESTION (or kb websearch) searches it."
-    return "Web search is off (KB_WEB_SEARCH=off): set KB_WEB_SEARCH=on, or ask to use /search QUESTION."

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from knowledge.answer.assistant import Engine, Listener, Reply
+from knowledge.answer.assistant import Engine, Listener, Reply, Said
 from knowledge.answer.prompt import Exchange
 from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, points_back, stands_alone
 from knowledge.conversation.store import Anchor, Conversation, Conversations, Turn
@@ -24,7 +24,6 @@ from knowledge.conversation.store import Anchor, Conversation, Conversations, Tu
 log = structlog.get_logger()
 
 QUOTE_CHARS = 600  # of a replied-to message kb knows nothing of
-FRAGMENT_TEXT = "Say a little more: that message is too short to search for on its own."
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class Conversing:
             turns = (*turns, _quoted_turn(quoted))
         document = document or _document_for(conversation, anchor, message, turns)
         if not turns and document is None and is_fragment(message):
-            reply = Reply(FRAGMENT_TEXT, "no-evidence")
+            reply = Reply("", "no-evidence", said=(Said("fragment"),))
             return Answered(reply, Plan(message), None, conversation.fresh)
         rewrite = None
         if turns and not stands_alone(message, turns) and self.rewriter is not None:

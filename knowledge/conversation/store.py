@@ -7,6 +7,8 @@ in Telegram, the message ids of the question and of the reply) and the document 
 when the owner has just sent one. It ends after ``idle_s`` of silence or with ``/new``; the
 next message starts another, and says so.
 
+A chat's language, chosen with /lang, is kept too (until chosen again).
+
 Anchors tie a chat's message ids to what they carry (an answer's turn, a document), so a reply
 to an older message continues from there. Bounded: the last ``MAX_TURNS`` turns of a
 conversation are kept, and conversations and anchors idle for ``FORGET_S`` are deleted.
@@ -125,7 +127,13 @@ def _statements(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_start,)
+def _m002_chat_languages(db: sqlite3.Connection) -> None:
+    _statements(
+        db, "CREATE TABLE chat_languages (key TEXT PRIMARY KEY, language TEXT NOT NULL, at REAL NOT NULL)"
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_start, _m002_chat_languages)
 
 
 class Conversations:
@@ -308,6 +316,19 @@ class Conversations:
             return _turn(found) if found else None
 
         return self._run(work)  # type: ignore[return-value]
+
+    def language(self, key: str) -> str | None:
+        """The language the owner chose for a chat (/lang), if any."""
+        row = self._run(
+            lambda db: db.execute("SELECT language FROM chat_languages WHERE key = ?", (key,)).fetchone()
+        )
+        return row[0] if row else None  # type: ignore[index]
+
+    def choose_language(self, key: str, language: str) -> None:
+        """Keep the owner's choice of language for a chat (it outlasts conversations and restarts)."""
+        self._run(lambda db: db.execute(
+            "INSERT OR REPLACE INTO chat_languages (key, language, at) VALUES (?, ?, ?)", (key, language, self.clock())
+        ))  # fmt: skip
 
     def forget(self, key: str) -> None:
         """Delete everything remembered for a key (its conversations, turns and anchors)."""

@@ -22,37 +22,42 @@ from knowledge.answer.assistant import Reply
 from knowledge.conversation.session import Conversing
 from knowledge.logs import prompting
 from knowledge.websearch.importer import pasted_url
+from knowledge.words.catalog import ENGLISH, N_, Words
+from knowledge.words.replies import plain
 
-HELP = """Ask a question in any language; answers cite your documents as [n].
-Follow-ups are understood from the conversation ("and the second point?"); /new starts afresh.
-/new       forget this conversation and start a new one
-/search Q  search the web for Q even when the knowledge base has something
-/import web-N   import a web candidate (a pasted URL becomes web-1)
-/sources   the latest documents in the knowledge base
-/status    the knowledge base, model server, tokenizer, web search and inbox
-/help      this text
-/quit      leave (Ctrl-D works too)"""
+HELP = N_(
+    "Ask a question in any language; answers cite your documents as [n].\n"
+    'Follow-ups are understood from the conversation ("and the second point?"); /new starts afresh.\n'
+    "/new       forget this conversation and start a new one\n"
+    "/search Q  search the web for Q even when the knowledge base has something\n"
+    "/import web-N   import a web candidate (a pasted URL becomes web-1)\n"
+    "/sources   the latest documents in the knowledge base\n"
+    "/status    the knowledge base, model server, tokenizer, web search and inbox\n"
+    "/help      this text\n"
+    "/quit      leave (Ctrl-D works too)"
+)
 
 
-FRESH = "(A new conversation: earlier messages are not taken into account.)"
+FRESH = N_("(A new conversation: earlier messages are not taken into account.)")
 
 
-def render_reply(reply: Reply, *, streamed: bool = False) -> str:
+def render_reply(reply: Reply, words: Words, *, streamed: bool = False) -> str:
     """A reply for the terminal: the answer (unless it was written as it streamed), its sources, and
     the mode when it is not a local answer."""
-    text = reply.render(answer=not streamed)
+    text = plain(reply, words, answer=not streamed)
     if reply.mode == "degraded":
-        return "(model unavailable)\n" + text
+        return words.tr("(model unavailable)") + "\n" + text
     if reply.candidates:
-        text += "\n\nImport one with /import web-N (nothing is imported until you do)."
+        text += "\n\n" + words.tr("Import one with /import web-N (nothing is imported until you do).")
     return text
 
 
 class Printer:
     """An answer written to the terminal as the model writes it (the engine's Listener)."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, words: Words = ENGLISH) -> None:
         self.out = out
+        self.words = words
         self.shown = ""
 
     async def reading(self, passages: int, done: int, total: int) -> None:
@@ -68,16 +73,22 @@ class Printer:
         """What is left to print once the reply is known: the rest of the answer if it changed at the
         end, then its notes and sources."""
         if not self.shown:
-            return render_reply(reply)
+            return render_reply(reply, self.words)
         rest = reply.text[len(self.shown) :] if reply.text.startswith(self.shown) else ""
-        return rest + "\n\n" + render_reply(reply, streamed=True).strip()
+        return rest + "\n\n" + render_reply(reply, self.words, streamed=True).strip()
 
 
 async def answer(
-    conversing: Conversing, key: str, question: str, out: TextIO, *, interruptible: bool = True
+    conversing: Conversing,
+    key: str,
+    question: str,
+    out: TextIO,
+    words: Words = ENGLISH,
+    *,
+    interruptible: bool = True,
 ) -> Reply | None:
     """One answer written as it arrives; Ctrl-C stops it (what was said stays). None when stopped."""
-    printer = Printer(out)
+    printer = Printer(out, words)
     task = asyncio.ensure_future(conversing.ask(key, question, listener=printer))
     loop = asyncio.get_running_loop()
     stoppable = interruptible and threading.current_thread() is threading.main_thread()
@@ -89,13 +100,13 @@ async def answer(
     except asyncio.CancelledError:
         if not task.cancelled():
             raise
-        print(("\n" if printer.shown else "") + "(stopped)", file=out, flush=True)
+        print(("\n" if printer.shown else "") + words.tr("(stopped)"), file=out, flush=True)
         return None
     finally:
         if stoppable:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGINT)
-    lead = FRESH + "\n" if answered.fresh and not printer.shown else ""
+    lead = words.tr(FRESH) + "\n" if answered.fresh and not printer.shown else ""
     print(lead + printer.finish(answered.reply), file=out, flush=True)
     return answered.reply
 
@@ -110,20 +121,21 @@ async def chat_loop(
     history_file: Path | None = None,
     on_import: Callable[[str], Awaitable[str]] | None = None,
     on_url: Callable[[str], str] | None = None,
+    words: Words = ENGLISH,
 ) -> None:
     """Read questions until /quit or end of input; answer each, in one conversation per run."""
     _load_history(history_file)
-    print("Ask a question; /help for commands.", file=out)
+    print(words.tr("Ask a question; /help for commands."), file=out)
     key = f"chat:{uuid.uuid4().hex[:12]}"
     try:
-        await _questions(conversing, key, sources, status, read, out, on_import, on_url)
+        await _questions(conversing, key, sources, status, read, out, on_import, on_url, words)
     finally:  # also when Ctrl-C cancels the chat
         _save_history(history_file)
         with contextlib.suppress(Exception):  # a terminal run's conversation is not kept after it
             conversing.store.forget(key)
 
 
-async def _questions(conversing, key, sources, status, read, out, on_import, on_url) -> None:
+async def _questions(conversing, key, sources, status, read, out, on_import, on_url, words) -> None:
     engine = conversing.engine
     while True:
         try:
@@ -137,20 +149,21 @@ async def _questions(conversing, key, sources, status, read, out, on_import, on_
         if command in ("/quit", "/exit", "/q"):
             break
         if command == "/help":
-            print(HELP, file=out)
+            print(words.tr(HELP), file=out)
         elif command == "/new":
             await asyncio.to_thread(conversing.store.end, key)
-            print("A new conversation: ask away.", file=out, flush=True)
+            print(words.tr("A new conversation: ask away."), file=out, flush=True)
         elif command == "/search":
             question = line[len("/search") :].strip()
             if not question:
-                print("usage: /search QUESTION", file=out)
+                print(words.tr("usage: /search QUESTION"), file=out)
             else:
-                print(render_reply(await engine.search_web(question, chat_id="cli")), file=out, flush=True)
+                reply = await engine.search_web(question, chat_id="cli")
+                print(render_reply(reply, words), file=out, flush=True)
         elif command == "/import" and on_import is not None:
             parts = line.split()
             if len(parts) != 2:
-                print("usage: /import web-N (one source id, nothing else)", file=out)
+                print(words.tr("usage: /import web-N (one source id, nothing else)"), file=out)
             else:
                 print(await on_import(parts[1]), file=out, flush=True)
         elif on_url is not None and pasted_url(line):
@@ -160,9 +173,9 @@ async def _questions(conversing, key, sources, status, read, out, on_import, on_
         elif command == "/status":
             print(await status(), file=out)
         elif command.startswith("/"):
-            print(f"unknown command {command}; /help lists them", file=out)
+            print(words.tr("unknown command {command}; /help lists them", command=command), file=out)
         else:
-            await answer(conversing, key, line, out)
+            await answer(conversing, key, line, out, words)
 
 
 async def read_line(read: Callable[[str], str], prompt: str) -> str:

@@ -48,6 +48,8 @@ from knowledge.retrieval.translate import Translation, search_translated
 from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.terminal import SafeStream, neutralise
 from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
+from knowledge.words.catalog import ENGLISH, Words, terminal_words
+from knowledge.words.replies import plain, text_and_note
 
 if TYPE_CHECKING:
     from knowledge.speech.transcribe import Transcript
@@ -880,28 +882,30 @@ async def _chat(settings: Settings, language: Language | None = None) -> int:
     from knowledge.websearch.importer import ImportRefused
     from knowledge.wiring import candidate_store, conversing, load_language, open_engine
 
+    words = terminal_words(settings)
+
     async def do_import(source_id: str) -> str:
         try:
             result, reply = await import_and_answer(settings, source_id)
         except (ImportRefused, FetchRefused) as exc:
-            return f"refused ({exc.reason}): {exc}"
-        return describe_import(result) + ("\n\n" + reply.render() if reply is not None else "")
+            return words.tr("refused ({reason}): {why}", reason=exc.reason, why=exc)
+        return describe_import(result, words) + ("\n\n" + plain(reply, words) if reply is not None else "")
 
     def keep_url(url: str) -> str:
         record = candidate_store(settings).save_url("cli", url)
-        return f"web-1 · {record.candidates[0].title} — {url}\nImport it with: /import web-1"
+        return f"web-1 · {record.candidates[0].title} — {url}\n" + words.tr("Import it with: /import web-1")
 
     async def status_text() -> str:
         model = await probe_model(engine.llm)
         report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
-        return "\n".join(aligned(summary_facts(report) + activity_facts(report)))
+        return "\n".join(aligned(summary_facts(report, words) + activity_facts(report, words)))
 
     language = language or load_language(settings)
     counter = (language[0], language[2])
     async with open_engine(settings, language) as engine:
         model = await probe_model(engine.llm)
         report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
-        print("\n".join(summary_lines(report)), flush=True)
+        print("\n".join(summary_lines(report, words)), flush=True)
         await chat_loop(
             conversing(settings, engine),
             sources=lambda: _sources_text(settings),
@@ -910,6 +914,7 @@ async def _chat(settings: Settings, language: Language | None = None) -> int:
             history_file=settings.runs / "chat_history",
             on_import=do_import,
             on_url=keep_url,
+            words=words,
         )
     return EXIT_OK
 
@@ -927,9 +932,10 @@ def _sources_text(settings: Settings) -> str:
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     """kb ask QUESTION  |  kb ask --audio FILE  |  kb ask --conversation NAME QUESTION"""
-    from knowledge.front.chat import Printer
+    from knowledge.front.chat import FRESH, Printer
     from knowledge.wiring import conversing, open_engine
 
+    words = terminal_words(settings)  # the reply's words; the rest of the command line stays English
     heard = None
     if args.audio is not None:
         if args.question:
@@ -940,7 +946,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_USAGE
         heard = hear(args.audio, settings)
         if not args.json:
-            print(f"I heard: {heard.text}\n", flush=True)
+            print(words.tr("I heard: {text}", text=heard.text) + "\n", flush=True)
     elif not args.question:
         print("kb: ask needs a QUESTION or --audio FILE", file=sys.stderr)
         return EXIT_USAGE
@@ -949,7 +955,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_USAGE
     question = heard.text if heard is not None else " ".join(args.question)
     # a person at a terminal sees the answer as it is written; --json and pipes get it whole
-    printer = Printer(sys.stdout) if not args.json and sys.stdout.isatty() else None
+    printer = Printer(sys.stdout, words) if not args.json and sys.stdout.isatty() else None
 
     async def ask() -> object:
         async with open_engine(settings) as engine:
@@ -966,11 +972,12 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     answered = asyncio.run(ask())
     reply = answered.reply
     if args.json:
+        text, note = text_and_note(reply, words)
         payload = {
-            "text": reply.text,
+            "text": text,
             "mode": reply.mode,
             "citations": [c.__dict__ for c in reply.citations],
-            "note": reply.note,
+            "note": note,
             "door": reply.route.to_json() if reply.route else None,
             "candidates": [{"id": c.id, "title": c.title, "url": c.url} for c in reply.candidates],
             "translations": [t.to_json() for t in reply.translations],
@@ -988,10 +995,10 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(payload, ensure_ascii=False, indent=2))
     else:
         if answered.fresh:
-            print("(A new conversation: earlier messages are not taken into account.)")
-        print(printer.finish(reply) if printer is not None else reply.render())
+            print(words.tr(FRESH))
+        print(printer.finish(reply) if printer is not None else plain(reply, words))
         if reply.candidates:
-            print("\nImport one with: kb import web-N (nothing is imported until you do)")
+            print("\n" + words.tr("Import one with: kb import web-N (nothing is imported until you do)"))
     return EXIT_OK
 
 
@@ -1118,16 +1125,20 @@ def cmd_websearch(args: argparse.Namespace, settings: Settings) -> int:
 EXIT_REFUSED = 2
 
 
-def describe_import(result: object) -> str:
+def describe_import(result: object, words: Words = ENGLISH) -> str:
     """One line for an import's outcome."""
-    r = result
+    r, w = result, words
     if r.status == "indexed":
-        return f"indexed    {r.source_id} {r.url} → {r.title!r} ({plural(r.chunks, 'chunk')}, {r.doc_id})"
+        chunks = w.ntr("{n} chunk", "{n} chunks", r.chunks or 0)
+        return w.tr("indexed    {id} {url} → {title!r} ({chunks}, {doc})", id=r.source_id, url=r.url,
+                    title=r.title, chunks=chunks, doc=r.doc_id)  # fmt: skip
     if r.status == "already":
-        return f"already    {r.source_id} {r.url} was imported before: {r.title!r} ({r.doc_id})"
+        return w.tr("already    {id} {url} was imported before: {title!r} ({doc})", id=r.source_id, url=r.url,
+                    title=r.title, doc=r.doc_id)  # fmt: skip
     if r.status == "queued":
-        return f"queued     {r.source_id} {r.url}: {r.message}"
-    return f"failed     {r.source_id} {r.url}: {r.reason}: {r.message} (kept in {r.kept_at})"
+        return w.tr("queued     {id} {url}: {why}", id=r.source_id, url=r.url, why=r.message)
+    return w.tr("failed     {id} {url}: {reason}: {why} (kept in {kept})", id=r.source_id, url=r.url,
+                reason=r.reason, why=r.message, kept=r.kept_at)  # fmt: skip
 
 
 async def import_and_answer(settings: Settings, source_id: str, *extra: str, chat_id: str = "cli") -> tuple:
@@ -1161,7 +1172,7 @@ def _import_exit(run: object) -> int:
         return EXIT_REFUSED
     print(describe_import(result))
     if reply is not None:
-        print("\n" + reply.render())
+        print("\n" + plain(reply, ENGLISH))
     return EXIT_OK if result.status in ("indexed", "already", "queued") else EXIT_FAILED
 
 
@@ -1211,7 +1222,7 @@ def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     for r in results:
         print(f"{'pass' if r.is_pass else 'FAIL'}  {r.case.name:<44} {r.ms:>7.0f} ms  [{r.reply.mode}]")
         if not r.is_pass:
-            print("      got: " + " ".join(r.reply.render().split())[:200])
+            print("      got: " + " ".join(plain(r.reply, ENGLISH).split())[:200])
     passed = sum(r.is_pass for r in results)
     print(f"{passed}/{len(results)} cases passed")
     return EXIT_OK if passed == len(results) else EXIT_FAILED

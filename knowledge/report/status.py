@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -24,6 +25,7 @@ from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.vectors import coverage
 from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter
+from knowledge.words.catalog import ENGLISH, Words
 
 LoadedCounter = tuple[
     TokenCounter, str | None
@@ -116,95 +118,141 @@ def count_files(folder: Path) -> int:
     return sum(1 for p in folder.iterdir() if p.is_file() and is_candidate_name(p.name))
 
 
-def pace_text(vectors: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+def pace_text(vectors: Mapping[str, Any], report: Mapping[str, Any], words: Words = ENGLISH) -> str:
     """``; 7.5 chunks/s, about 1 h 15 min to go`` while the daemon is making vectors, else ""."""
     pace = report.get("embedding")
     missing = vectors.get("chunks", 0) - vectors.get("vectors", 0)
     if not pace or missing <= 0 or pace.get("model") != vectors.get("model"):
         return ""
-    return f"; {pace['rate']:.2g} chunks/s, about {duration(missing / pace['rate'])} to go"
+    return words.tr(
+        "; {rate} chunks/s, about {left} to go",
+        rate=f"{pace['rate']:.2g}",
+        left=duration(missing / pace["rate"], words),
+    )
 
 
-def duration(seconds: float) -> str:
+def duration(seconds: float, words: Words = ENGLISH) -> str:
     """``40 s``, ``12 min``, ``1 h 15 min``."""
     if seconds < 60:
-        return f"{max(1, round(seconds))} s"
+        return words.tr("{n} s", n=max(1, round(seconds)))
     minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+    if minutes < 60:
+        return words.tr("{n} min", n=minutes)
+    return words.tr("{h} h {m} min", h=minutes // 60, m=minutes % 60)
 
 
-def summary_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(label, fact) for the five things a person wants to know before the first question."""
-    size = (
-        f"index unreadable ({report['index_error']})"
-        if "index_error" in report
-        else f"{plural(report['documents'], 'document')}, {plural(report['chunks'], 'chunk')}"
-    )
+def summary_facts(
+    report: Mapping[str, Any], words: Words = ENGLISH, *, phone: bool = False
+) -> list[tuple[str, str]]:
+    """(label, fact) for the five things a person wants to know before the first question (``phone``:
+    a model server that does not answer is said in words; the command that starts it is the terminal's)."""
+    w = words
+    if "index_error" in report:
+        size = w.tr("index unreadable ({error})", error=report["index_error"])
+    else:
+        size = w.tr(
+            "{documents}, {chunks}",
+            documents=w.ntr("{n} document", "{n} documents", report["documents"]),
+            chunks=w.ntr("{n} chunk", "{n} chunks", report["chunks"]),
+        )
     vectors = report.get("vectors") or {}
     if not vectors.get("model"):
-        size += " (search by words only: KB_EMBED=off)"
+        size += w.tr(" (search by words only: KB_EMBED=off)")
     elif report["chunks"]:
-        size += f" ({vectors['vectors']} with vectors, {vectors['model']}{pace_text(vectors, report)})"
+        size += w.tr(
+            " ({vectors} with vectors, {model}{pace})",
+            vectors=vectors["vectors"], model=vectors["model"], pace=pace_text(vectors, report, w),
+        )  # fmt: skip
     model = report.get("model_server")
     if model is None:
-        model_fact = "not checked"
+        model_fact = w.tr("not checked")
     elif model["reachable"]:
-        model_fact = f"reachable at {model['url']}"
-        model_fact += f", but its health check failed: {model['error']}" if model.get("error") else ""
+        model_fact = w.tr("reachable at {url}", url=model["url"])
+        if model.get("error"):
+            model_fact += w.tr(", but its health check failed: {error}", error=model["error"])
+    elif phone:
+        model_fact = w.tr("not running on the Mac (kb doctor there says how to start it)")
     else:
-        model_fact = f"not reachable at {model['url']} — start it with: {model['start']}"
+        model_fact = w.tr(
+            "not reachable at {url} — start it with: {command}", url=model["url"], command=model["start"]
+        )
     counter = report["token_counter"]
     if counter["exact"]:
-        tokens = f"exact ({counter['name']})"
+        tokens = w.tr("exact ({name})", name=counter["name"])
     else:
-        tokens = f"approximate ({counter['name']}): set KB_TOKENIZER to the model's tokenizer.json"
+        tokens = w.tr(
+            "approximate ({name}): set KB_TOKENIZER to the model's tokenizer.json", name=counter["name"]
+        )
     if report["tokenizer"] and report["tokenizer"] != counter["name"]:
-        tokens += f"; the index was built with {report['tokenizer']}: run kb reindex"
+        tokens += w.tr("; the index was built with {name}: run kb reindex", name=report["tokenizer"])
     web = report["web_search"]
-    waiting = f"{report['inbox']} waiting to be indexed; " if report["inbox"] else ""
+    waiting = w.tr("{n} waiting to be indexed; ", n=report["inbox"]) if report["inbox"] else ""
     return [
-        ("knowledge base", f"{report['home']}: {size}"),
-        ("model server", model_fact),
-        ("tokenizer", tokens),
-        ("web search", web_fact(web)),
-        ("inbox", f"{report['inbox_path']} ({waiting}drop files here to add them)"),
+        (w.tr("knowledge base"), f"{report['home']}: {size}"),
+        (w.tr("model server"), model_fact),
+        (w.tr("tokenizer"), tokens),
+        (w.tr("web search"), web_fact(web, w)),
+        (
+            w.tr("inbox"),
+            w.tr("{path} ({waiting}drop files here to add them)", path=report["inbox_path"], waiting=waiting),
+        ),
     ]
 
 
-def activity_facts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tuple[str, str]]:
     """(label, fact) for what is waiting in the inbox, what failed, and whether a daemon is indexing."""
+    w = words
     writer = report["writer"]
+    files = w.tr(
+        "{waiting} waiting, {processed} processed, {failed} failed",
+        waiting=report["inbox"], processed=report["processed"], failed=report["failed"],
+    )  # fmt: skip
     facts = [
-        ("files", f"{report['inbox']} waiting, {report['processed']} processed, {report['failed']} failed"),
-        ("daemon", f"running ({writer})" if writer else "not running"),
+        (w.tr("files"), files),
+        (w.tr("daemon"), w.tr("running ({writer})", writer=writer) if writer else w.tr("not running")),
     ]
     if writer:  # a file left by a killed daemon is not work in progress
         facts += [
-            ("reading", f"{w['name']}: page {w['done']} of {w['total']}") for w in report.get("working", [])
+            (
+                w.tr("reading"),
+                w.tr("{name}: page {done} of {total}", name=x["name"], done=x["done"], total=x["total"]),
+            )
+            for x in report.get("working", [])
         ]
     return facts
 
 
 def aligned(facts: list[tuple[str, str]]) -> list[str]:
-    """Facts as terminal lines with the labels in a column."""
-    return [f"{label:<15} {fact}" for label, fact in facts]
+    """Facts as terminal lines with the labels in a column (wide characters count two columns)."""
+    return [f"{label}{' ' * max(1, 16 - columns(label))}{fact}" for label, fact in facts]
 
 
-def web_fact(web: dict[str, object]) -> str:
+def columns(text: str) -> int:
+    """How many terminal columns a text takes (CJK wide and full-width characters count two, Thai
+    marks above and below none)."""
+    return sum(
+        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        for ch in text
+    )
+
+
+def web_fact(web: dict[str, object], words: Words = ENGLISH) -> str:
     """``on (DuckDuckGo Lite)``, ``when asked (/search) …`` or ``off (KB_WEB_SEARCH)``."""
     providers = ", ".join(web["providers"])
     if web["on"]:
-        return f"on ({providers})"
+        return words.tr("on ({providers})", providers=providers)
     if web.get("mode") == "ask":
-        return f"when asked: /search, kb websearch ({providers}; KB_WEB_SEARCH=ask)"
-    return "off (KB_WEB_SEARCH)"
+        return words.tr(
+            "when asked: /search, kb websearch ({providers}; KB_WEB_SEARCH=ask)", providers=providers
+        )
+    return words.tr("off (KB_WEB_SEARCH)")
 
 
-def summary_lines(report: Mapping[str, Any]) -> list[str]:
+def summary_lines(report: Mapping[str, Any], words: Words = ENGLISH) -> list[str]:
     """The start-up summary of ``kb run`` / ``kb chat``: five lines."""
-    return aligned(summary_facts(report))
+    return aligned(summary_facts(report, words))
 
 
 def plural(n: int, noun: str) -> str:
-    """``1 document``, ``3 documents``."""
+    """``1 document``, ``3 documents`` (English, for the command line and the logs)."""
     return f"{n} {noun}{'' if n == 1 else 's'}"

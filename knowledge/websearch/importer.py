@@ -9,7 +9,6 @@ daemon converts and indexes them like any other file, and the caller waits for i
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -20,9 +19,8 @@ from urllib.parse import unquote, urlsplit
 
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
-from knowledge.ingest.handoff import deliver, ingest_record
+from knowledge.ingest.handoff import deliver, failure_reason, ingest_record
 from knowledge.ingest.lock import holder
-from knowledge.ingest.pipeline import ERROR_SUFFIX
 from knowledge.ingest.raw import slugify
 from knowledge.retrieval.index import Index
 from knowledge.websearch.store import Candidate, CandidateStore, SearchRecord
@@ -204,8 +202,7 @@ async def import_web_source(
             doc_id=ingest["doc_id"],
             title=ingest["title"],
         )
-    failed = settings.failed / (path.name + ERROR_SUFFIX)
-    reason = json.loads(failed.read_text())["reason"] if failed.is_file() else ingest.get("stage")
+    reason, _ = failure_reason(settings.failed, path.name)
     return ImportResult(
         "failed", source_id, candidate.url, record.question, reason=reason, message=ingest["error"],
         kept_at=str(settings.failed / path.name),

@@ -1,0 +1,152 @@
+"""The engine's replies in words: what kb says about an answer (knowledge.answer.assistant.Said), in
+the reader's language, for a phone or for a terminal.
+
+A phone is told what is wrong in words ("the model server is not running on the Mac"); a terminal
+also gets the error itself and the command that fixes it. Lead sentences come before the reply's
+text (the model's words, or the passages' excerpts), notes after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from knowledge.answer.assistant import Reply, Said
+from knowledge.websearch.filters import host_of
+from knowledge.words.catalog import ENGLISH, N_, Words
+
+# What kb says before the reply's text, and after it.
+LEADS = {
+    "nothing-local": N_("The knowledge base has nothing on this."),
+    "not-answered": N_("Your documents do not answer this."),
+    "web-off": N_("Web search is off."),
+    "web-not-searched": N_("No web search was made."),
+    "model-still-unavailable": N_("The model is still unavailable."),
+    "best-passages": N_("The best matching passages:"),
+    "web-found": N_("From the web (nothing imported; pick one to import it):"),
+    "web-searched": N_("Searched the web:"),
+    "fragment": N_("Say a little more: that message is too short to search for on its own."),
+}
+NOTES = {
+    "web-off-how": N_(
+        "Web search is off (KB_WEB_SEARCH=off): set KB_WEB_SEARCH=on, or ask to use /search QUESTION."
+    ),
+    "web-ask-how": N_(
+        "Web search runs only when asked (KB_WEB_SEARCH=ask): /search QUESTION (or kb websearch) searches it."
+    ),
+    "not-from-kb": N_("(Not from your knowledge base: the knowledge base has nothing on this.)"),
+    "document-empty": N_("That document has no text to answer from."),
+    "document-not-answered": N_("That document does not answer it."),
+    "evidence-too-small": N_("(the passages found do not fit the evidence budget)"),
+    "cut-off": N_("(The answer was cut off: the model server stopped.)"),
+}
+# Shown in place of the reply's text when it has none (a web search without a summary or results).
+BODIES = {
+    "web-unsummarised": N_("The web has these candidates; none was summarised."),
+    "web-nothing-passed": N_("No web result passed the filters."),
+}
+# Why the model is not answering, for a phone (a terminal is shown the error itself).
+UNAVAILABLE = {
+    "not-running": N_("The model server is not running on the Mac."),
+    "no-answer": N_("The model server did not answer in time."),
+    "bad-answer": N_("The model server answered with an error."),
+    "empty": N_("The model returned nothing."),
+}
+# With a detail: a terminal reads the error; a phone, the sentence alone.
+DETAILED = {
+    "web-rate-limited": (
+        N_("Web search is rate-limited: {detail}"),
+        N_("Web search is busy right now: try again in a while."),
+    ),
+    "web-failed": (N_("Web search failed: {detail}"), N_("Web search failed: try again in a while.")),
+    "web-note": (N_("{detail}"), N_("Some web searches failed; there may be fewer candidates.")),
+}
+
+
+@dataclass(frozen=True)
+class Worded:
+    """A reply's words: the lead sentences, the reply's text, the notes."""
+
+    lead: list[str]
+    text: str
+    notes: list[str]
+
+
+def said_text(said: Said, words: Words, *, terminal: bool) -> str:
+    """One thing kb says, in words."""
+    facts = dict(said.facts)
+    if said.kind in LEADS:
+        return words.tr(LEADS[said.kind])
+    if said.kind in NOTES:
+        return words.tr(NOTES[said.kind])
+    if said.kind in BODIES:
+        return words.tr(BODIES[said.kind])
+    if said.kind == "model-unavailable":
+        if terminal:
+            return words.tr("The model is unavailable ({detail}).", detail=facts.get("detail", ""))
+        return words.tr(UNAVAILABLE.get(str(facts.get("reason")), UNAVAILABLE["bad-answer"]))
+    if said.kind == "model-empty":
+        text = words.tr("The model returned an empty answer (or only its reasoning).")
+        if facts.get("at_limit"):
+            text += " " + words.tr(
+                "It stopped at the output limit: raise KB_MAX_OUTPUT_TOKENS, or use a model that does not think aloud."
+            )
+        return text
+    if said.kind in DETAILED:
+        technical, phone = DETAILED[said.kind]
+        return words.tr(technical, detail=facts.get("detail", "")) if terminal else words.tr(phone)
+    raise ValueError(f"no words for {said.kind!r}")  # a kind the engine says must have words here
+
+
+def worded(reply: Reply, words: Words, *, terminal: bool) -> Worded:
+    """The reply's lead sentences, text and notes, in words."""
+    lead, body, notes = [], [], []
+    for said in reply.said:
+        text = said_text(said, words, terminal=terminal)
+        if said.kind in BODIES:
+            body.append(text)
+        elif said.kind in LEADS or (said.kind == "model-unavailable" and reply.mode == "degraded"):
+            lead.append(text)
+        else:
+            notes.append(text)
+    return Worded(lead, reply.text or "\n".join(body), notes)
+
+
+def text_and_note(reply: Reply, words: Words) -> tuple[str, str | None]:
+    """The reply as two strings, for ``kb ask --json``'s ``text`` and ``note``: the lead and the text
+    (on one line before a web summary, a paragraph before anything else), and the notes."""
+    w = worded(reply, words, terminal=True)
+    lead = " ".join(w.lead)
+    if reply.mode == "web":
+        text = "\n".join(p for p in (lead, w.text) if p)
+    else:
+        text = "\n\n".join(p for p in (lead, w.text) if p)
+    return text, " ".join(w.notes) or None
+
+
+def plain(reply: Reply, words: Words, *, answer: bool = True) -> str:
+    """A reply for a terminal: its words (``answer`` False: the model's answer was shown already, as it
+    streamed), what was searched when it differs from what was written, the sources, the candidates."""
+    text, note = text_and_note(reply, words)
+    if not answer:
+        text = " ".join(worded(reply, words, terminal=True).lead)
+    parts = [text]
+    if reply.searched_differently:
+        parts.append(words.tr("(searched as: {query})", query=reply.searched_differently))
+    if note:
+        parts.append(note)
+    if reply.citations:
+        parts.append(words.tr("Sources:") + "\n" + "\n".join(c.render() for c in reply.citations))
+    if reply.candidates:
+        lines = [f"{c.id} · {host_of(c.url)} — {c.title}\n       {c.url}" for c in reply.candidates]
+        parts.append(words.tr("Web candidates (not imported):") + "\n" + "\n".join(lines))
+    return "\n\n".join(p for p in parts if p)
+
+
+def text_of(reply: Reply, words: Words = ENGLISH) -> str:
+    """The reply's text as ``kb ask --json`` gives it (see text_and_note)."""
+    return text_and_note(reply, words)[0]
+
+
+def note_of(reply: Reply, words: Words = ENGLISH) -> str | None:
+    """The reply's note as ``kb ask --json`` gives it (see text_and_note)."""
+    return text_and_note(reply, words)[1]
