@@ -85,7 +85,7 @@ async def answer(
             deps.conversing.ask(
                 key_of(chat_id), text, anchor=anchor, replied_text=replied_text, document=document,
                 question_message_id=question.message_id if question else None, listener=stream,
-                chat_id=str(chat_id),
+                chat_id=str(chat_id), language=words.language,
             )
         )  # fmt: skip
         deps.answering[chat_id] = task
@@ -142,7 +142,10 @@ async def on_search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     async with deps.locks[chat_id]:
         async with typing(context, chat_id):
-            reply = await deps.engine.search_web(question, chat_id=str(chat_id), force=True)
+            language = words_of(deps, chat_id).language
+            reply = await deps.engine.search_web(
+                question, chat_id=str(chat_id), force=True, language=language
+            )
         await send_reply(
             context, chat_id, reply, chat_key=str(chat_id), reply_to=update.effective_message.message_id
         )

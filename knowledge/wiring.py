@@ -100,7 +100,7 @@ def web_searcher(settings: Settings, session: aiohttp.ClientSession, llm: ModelC
     store = candidate_store(settings)
     providers = search_providers(settings, session)
 
-    async def run(question: str, chat_id: str, force: bool) -> WebAnswer:
+    async def run(question: str, chat_id: str, force: bool, language: str) -> WebAnswer:
         return await web_search(
             question,
             chat_id=chat_id,
@@ -109,6 +109,7 @@ def web_searcher(settings: Settings, session: aiohttp.ClientSession, llm: ModelC
             store=store,
             llm=llm,
             force=force,
+            language=language,
         )
 
     return run

@@ -226,10 +226,10 @@ def web_engine(settings, session, llm_url, search, store, **kw) -> Engine:
 
     llm = ModelClient(session, llm_url, timeout_s=5)
 
-    async def searcher(question, chat_id, force):
+    async def searcher(question, chat_id, force, language):
         return await web_search(question, chat_id=chat_id, today=date(2026, 11, 29),
                                 providers=[DuckDuckGoLite(session, base_url=search.ddg_url)],
-                                store=store, llm=llm, force=force)  # fmt: skip
+                                store=store, llm=llm, force=force, language=language)  # fmt: skip
 
     return Engine(lambda: Index(settings.index_path, readonly=True), llm, ApproxCounter(),
                   ChatTemplate(FALLBACK_TEMPLATE, {}), EngineSettings(), web=searcher, **kw)  # fmt: skip

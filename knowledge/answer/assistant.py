@@ -41,7 +41,15 @@ import structlog
 from knowledge.answer.evidence import pack
 from knowledge.answer.excerpt import excerpt
 from knowledge.answer.llm import Completion, ModelClient, ModelUnavailable
-from knowledge.answer.prompt import ChatTemplate, Exchange, Prompt, build_prompt, evidence_fits
+from knowledge.answer.prompt import (
+    QUESTION_LANGUAGE,
+    ChatTemplate,
+    Exchange,
+    Prompt,
+    build_prompt,
+    evidence_fits,
+)
+from knowledge.answer.variants import NAMES, answer_language, for_reader
 from knowledge.errors import IndexError_, ModelError, SearchError
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.index import Index
@@ -53,7 +61,7 @@ from knowledge.websearch.providers import SearchRateLimited
 from knowledge.websearch.search import WebAnswer
 
 # (question, chat id, force) → the web search's outcome; wired in knowledge.wiring.
-WebSearcher = Callable[[str, str, bool], Awaitable[WebAnswer]]
+WebSearcher = Callable[[str, str, bool, str], Awaitable[WebAnswer]]
 
 log = structlog.get_logger()
 
@@ -68,7 +76,7 @@ _LEADING_MARKUP = re.compile(r"^[\s\"'“”‘’「」『』«»*_`>#~(\[]+")
 GENERAL_PROMPT = (
     "You are kb, a helpful assistant. The owner's knowledge base has nothing on this question. Answer "
     "briefly from general knowledge if it is arithmetic, a greeting or a well-known fact; otherwise reply "
-    "exactly: I don't know. Answer in the language of the question."
+    "exactly: I don't know. Answer in {answer_in}."
 )
 
 
@@ -300,14 +308,24 @@ class Engine:
             None  # why the model failed last, once said (said again when it changes)
         )
 
-    async def search_web(self, question: str, *, chat_id: str = "cli", force: bool = True) -> Reply:
+    async def search_web(
+        self, question: str, *, chat_id: str = "cli", force: bool = True, language: str | None = None
+    ) -> Reply:
         """The owner forcing the web (/search, kb websearch): candidates stored for the chat, nothing imported."""
+        reader = answer_language(question, language or "en")
         return await self._web(
-            question, chat_id, force=force, route=Route("web", "owner", "asked for a web search")
+            question, chat_id, reader, force=force, route=Route("web", "owner", "asked for a web search")
         )
 
     async def _web(
-        self, question: str, chat_id: str, *, force: bool, route: Route, lead: tuple[Said, ...] = ()
+        self,
+        question: str,
+        chat_id: str,
+        reader: str,
+        *,
+        force: bool,
+        route: Route,
+        lead: tuple[Said, ...] = (),
     ) -> Reply:
         """Plan, search, filter and offer candidates; ``lead`` first says why the web was searched."""
         if self.web is None:
@@ -315,7 +333,7 @@ class Engine:
                 "", "no-evidence", said=(*(lead or (Said("web-off"),)), Said("web-off-how")), route=route
             )
         try:
-            found = await self.web(question, chat_id, force)
+            found = await self.web(question, chat_id, force, NAMES[reader])
         except SearchRateLimited as exc:
             said = (*(lead or (Said("web-not-searched"),)), Said("web-rate-limited", {"detail": str(exc)}))
             return Reply("", "no-evidence", said=said, route=route)
@@ -323,11 +341,11 @@ class Engine:
             said = (*(lead or (Said("web-not-searched"),)), Said("web-failed", {"detail": str(exc)}))
             return Reply("", "no-evidence", said=said, route=route)
         if found.record is None:  # the planner saw nothing to search for (a greeting, arithmetic)
-            return await self._without_evidence(question, dataclasses.replace(route, door="none"))
+            return await self._without_evidence(question, reader, dataclasses.replace(route, door="none"))
         candidates = list(found.record.candidates)
         notes = tuple(Said("web-note", {"detail": note}) for note in found.notes)
         if candidates:
-            summary = "\n".join(found.summary)
+            summary = for_reader("\n".join(found.summary), reader)
             said = (*lead, Said("web-found"), *(() if summary else (Said("web-unsummarised"),)), *notes)
         else:
             summary, said = "", (*lead, Said("web-searched"), Said("web-nothing-passed"), *notes)
@@ -384,6 +402,7 @@ class Engine:
         *,
         history: Sequence[Exchange] = (),
         written: str | None = None,
+        reader: str | None = None,
     ) -> Prompt:
         """The exact prompt for a question, its ranked passages and the conversation so far."""
         s = self.settings
@@ -398,12 +417,15 @@ class Engine:
             history=history,
             history_tokens=s.history_tokens,
             written=written,
+            answer_in=NAMES[reader] if reader else QUESTION_LANGUAGE,
         )
 
-    async def _without_evidence(self, question: str, route: Route, *, notes: tuple[Said, ...] = ()) -> Reply:
+    async def _without_evidence(
+        self, question: str, reader: str, route: Route, *, notes: tuple[Said, ...] = ()
+    ) -> Reply:
         """Nothing local and no web: say so, with the model's general answer when it has one (arithmetic, greetings)."""
         messages = [
-            {"role": "system", "content": GENERAL_PROMPT},
+            {"role": "system", "content": GENERAL_PROMPT.format(answer_in=NAMES[reader])},
             {"role": "user", "content": question.strip()},
         ]
         try:
@@ -415,17 +437,18 @@ class Engine:
         text = completion.text.strip()
         if not text or says_dont_know(text):
             return Reply("", "no-evidence", said=(Said("nothing-local"), *notes), route=route)
-        return Reply(text, "no-evidence", said=(Said("not-from-kb"),), route=route)
+        return Reply(for_reader(text, reader), "no-evidence", said=(Said("not-from-kb"),), route=route)
 
-    async def _not_answered(self, question: str, chat_id: str, route: Route) -> Reply:
+    async def _not_answered(self, question: str, chat_id: str, reader: str, route: Route) -> Reply:
         """The documents do not answer: the web step in the same turn, or say why there is none."""
         log.info("ask.not_answered", by=route.by, why=route.why, question_chars=len(question))
         if self.web is not None and self.auto_web:
-            return await self._web(question, chat_id, force=False, route=route, lead=(Said("not-answered"),))
+            lead = (Said("not-answered"),)
+            return await self._web(question, chat_id, reader, force=False, route=route, lead=lead)
         route = dataclasses.replace(route, door="none")
         how = Said("web-ask-how" if self.web is not None else "web-off-how")
         if route.by == "retrieval":  # nothing local at all: arithmetic and greetings still get an answer
-            return await self._without_evidence(question, route, notes=(how,))
+            return await self._without_evidence(question, reader, route, notes=(how,))
         return Reply("", "no-evidence", said=(Said("not-answered"), how), route=route)
 
     async def ask(
@@ -437,6 +460,7 @@ class Engine:
         also: Also | None = None,
         history: Sequence[Exchange] = (),
         listener: Listener | None = None,
+        language: str | None = None,
     ) -> Reply:
         """Answer from the knowledge base (or from one ``document`` of it); when the documents do not
         answer, go on to the web; degrade to the passages without the model.
@@ -444,11 +468,14 @@ class Engine:
         In a conversation, ``question`` is the standalone question (it alone is judged, translated and
         taken to the web), ``also`` what it is searched with besides (other queries, the passages the
         previous turn cited, the message as written) and ``history`` the earlier exchanges, oldest first,
-        for the answer prompt. ``listener`` is shown the answer as the model writes it."""
+        for the answer prompt. ``listener`` is shown the answer as the model writes it. ``language`` is the
+        reader's (the chat's): the model is told to write in the question's language (its Chinese the
+        reader's variant), and Simplified Chinese is made Traditional for a zh-Hant reader."""
         found, translations = await self.lookup(question, document=document, also=also)
         written = also.written if also else None
+        reader = answer_language(written or question, language or "en")
         reply = await self._answer(
-            question, chat_id, document, found.passages, found.verdict, history, written, listener
+            question, chat_id, document, found.passages, found.verdict, history, written, listener, reader
         )
         return dataclasses.replace(
             reply,
@@ -468,6 +495,7 @@ class Engine:
         history: Sequence[Exchange] = (),
         written: str | None = None,
         listener: Listener | None = None,
+        reader: str = "en",
     ) -> Reply:
         if document is not None:
             route = Route("local", "document", "a question about one document")
@@ -475,17 +503,17 @@ class Engine:
                 return Reply("", "no-evidence", said=(Said("nothing-local"), Said("document-empty")),
                              route=dataclasses.replace(route, door="none"))  # fmt: skip
         elif verdict is not None and not verdict.answerable:
-            return await self._not_answered(question, chat_id, Route("web", "retrieval", verdict.why))
+            return await self._not_answered(question, chat_id, reader, Route("web", "retrieval", verdict.why))
         else:
             route = Route("local", "retrieval", verdict.why if verdict else "")
         prompt = await asyncio.to_thread(  # tokenising: off the event loop
-            partial(self.prompt, history=history, written=written), question, passages
+            partial(self.prompt, history=history, written=written, reader=reader), question, passages
         )
         if not prompt.passages:
             return Reply("", "no-evidence", said=(Said("nothing-local"), Said("evidence-too-small")),
                          route=dataclasses.replace(route, door="none"))  # fmt: skip
         try:
-            completion = await self._complete(prompt, listener)
+            completion = await self._complete(prompt, listener, reader)
         except ModelError as exc:
             log.warning("ask.degraded", error=str(exc))
             why = None if str(exc) == self.unavailable else unavailable(exc)
@@ -504,7 +532,7 @@ class Engine:
             first_token_ms=None if completion.first_token_ms is None else round(completion.first_token_ms, 1),
             cut_off=completion.cut_off,
         )
-        text = completion.text.strip()
+        text = for_reader(completion.text.strip(), reader)
         if not text:  # a model failure, not an answer: show what retrieval found
             log.warning(
                 "ask.empty_answer",
@@ -526,13 +554,13 @@ class Engine:
             if document is not None:
                 return Reply("", "no-evidence", said=(Said("not-answered"), Said("document-not-answered")),
                              route=Route("none", "model", why))  # fmt: skip
-            return await self._not_answered(question, chat_id, Route("web", "model", why))
+            return await self._not_answered(question, chat_id, reader, Route("web", "model", why))
         answer, citations = citations_for(text, prompt.passages)
         if not citations:  # an answer that cites nothing still came from this evidence
             citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
         return Reply(answer, "local", citations, route=route)
 
-    async def _complete(self, prompt: Prompt, listener: Listener | None) -> Completion:
+    async def _complete(self, prompt: Prompt, listener: Listener | None, reader: str = "en") -> Completion:
         """The model's answer to a prompt: streamed to the listener when there is one, the "I don't know"
         phrase held back (it must never show before the web step)."""
         max_tokens = self.settings.max_output_tokens
@@ -543,7 +571,7 @@ class Engine:
 
         async def text(so_far: str) -> None:
             if not holds_back(so_far):
-                await listener.text(so_far)
+                await listener.text(for_reader(so_far, reader))
 
         async def reading(done: int, total: int) -> None:
             await listener.reading(passages, done, total)

@@ -47,10 +47,15 @@ class Conversing:
         self.rewriter = rewriter
 
     async def ask_once(
-        self, message: str, *, listener: Listener | None = None, chat_id: str = "cli"
+        self,
+        message: str,
+        *,
+        listener: Listener | None = None,
+        chat_id: str = "cli",
+        language: str | None = None,
     ) -> Answered:
         """One question outside any conversation (``kb ask`` without a conversation name)."""
-        reply = await self.engine.ask(message, chat_id=chat_id, listener=listener)
+        reply = await self.engine.ask(message, chat_id=chat_id, listener=listener, language=language)
         return Answered(reply, Plan(message), None, fresh=False)
 
     async def ask(
@@ -64,6 +69,7 @@ class Conversing:
         question_message_id: int | None = None,
         listener: Listener | None = None,
         chat_id: str = "cli",
+        language: str | None = None,
     ) -> Answered:
         """Answer ``message`` in the key's conversation and remember the turn.
 
@@ -98,6 +104,7 @@ class Conversing:
             also=searched.also,
             history=_exchanges(turns),
             listener=listener,
+            language=language,
         )
         turn_id = await asyncio.to_thread(
             self.store.add_turn,

@@ -89,7 +89,7 @@ async def answer(
 ) -> Reply | None:
     """One answer written as it arrives; Ctrl-C stops it (what was said stays). None when stopped."""
     printer = Printer(out, words)
-    task = asyncio.ensure_future(conversing.ask(key, question, listener=printer))
+    task = asyncio.ensure_future(conversing.ask(key, question, listener=printer, language=words.language))
     loop = asyncio.get_running_loop()
     stoppable = interruptible and threading.current_thread() is threading.main_thread()
     if stoppable:
@@ -158,7 +158,7 @@ async def _questions(conversing, key, sources, status, read, out, on_import, on_
             if not question:
                 print(words.tr("usage: /search QUESTION"), file=out)
             else:
-                reply = await engine.search_web(question, chat_id="cli")
+                reply = await engine.search_web(question, chat_id="cli", language=words.language)
                 print(render_reply(reply, words), file=out, flush=True)
         elif command == "/import" and on_import is not None:
             parts = line.split()

@@ -963,8 +963,9 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             if args.conversation:
                 if args.new:
                     await asyncio.to_thread(talk.store.end, f"cli:{args.conversation}")
-                return await talk.ask(f"cli:{args.conversation}", question, listener=printer)
-            return await talk.ask_once(question, listener=printer)
+                key = f"cli:{args.conversation}"
+                return await talk.ask(key, question, listener=printer, language=words.language)
+            return await talk.ask_once(question, listener=printer, language=words.language)
 
     if settings.index_path.exists():
         with contextlib.suppress(KbError), Index(settings.index_path, readonly=True) as index:

@@ -1,0 +1,161 @@
+"""The message catalog and the reader's language: every message in every language with the same
+placeholders and tags, short enough for a phone; language tags and locales mapped; the model's
+Simplified Chinese made Traditional for a Taiwanese reader."""
+
+import re
+from pathlib import Path
+
+import pytest
+from babel.messages.extract import extract_from_dir
+from babel.messages.pofile import read_po
+
+from bot.language import COMMANDS
+from knowledge.answer.variants import answer_language, for_reader, traditional
+from knowledge.report.status import columns
+from knowledge.words.catalog import LOCALE_DIR, Words
+from knowledge.words.language import for_telegram, for_terminal, normalise
+from knowledge.words.reasons import REFUSED
+from knowledge.words.replies import BODIES, DETAILED, LEADS, NOTES, UNAVAILABLE
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYWORDS = {"tr": None, "ntr": (1, 2), "N_": None}
+PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+TAG = re.compile(r"</?[a-z]+[^>]*>")
+BUTTONS = ["Ask about it", "Undo", "Sources", "Save as note", "Delete", "Keep it", "‹ Previous", "Next ›",
+           "Open {n}", "Delete {n}", "Open [{n}]"]  # fmt: skip
+CALLBACK_ANSWERS = ["this button has expired", "this button has expired — /find again", "it was undone",
+                    "not indexed yet — tap again once it is", "nothing to undo", "undoing…", "opening…", "kept",
+                    "deleting…", "restoring…", "already saved", "this note has expired", "saving…",
+                    "{id} is already being imported", "importing {id}…", *REFUSED.values()]  # fmt: skip
+
+
+def extracted() -> set[str | tuple[str, str]]:
+    """Every message the code marks for translation (what make catalog extracts)."""
+    found: set = set()
+    for folder in ("knowledge", "bot"):
+        for _, _, message, *_ in extract_from_dir(ROOT / folder, keywords=KEYWORDS, comment_tags=()):
+            found.add(message if isinstance(message, str) else tuple(message))
+    return found
+
+
+def catalog(folder: str) -> dict:
+    with (LOCALE_DIR / folder / "LC_MESSAGES" / "kb.po").open("rb") as fh:
+        po = read_po(fh, locale=folder)
+    return {(m.id if isinstance(m.id, str) else tuple(m.id)): m.string for m in po if m.id}
+
+
+@pytest.mark.parametrize("folder", ["zh_Hant", "th"])
+def test_every_message_is_translated_with_the_same_placeholders_and_tags(folder):
+    messages, translated = extracted(), catalog(folder)
+    assert len(messages) > 200
+    missing = [m for m in messages if not translated.get(m)]
+    assert missing == []
+    for msgid, text in translated.items():
+        source = msgid if isinstance(msgid, str) else msgid[1]
+        texts = text if isinstance(text, tuple | list) else [text]
+        for t in texts:
+            assert sorted(PLACEHOLDER.findall(t)) == sorted(PLACEHOLDER.findall(source)), (msgid, t)
+            assert TAG.findall(t) == TAG.findall(source), (msgid, t)
+            assert not re.search(
+                r"[A-Za-z]{3,} [a-z]{3,} [a-z]{3,}", PLACEHOLDER.sub("", t).replace("KB_", "")
+            ) or ("kb " in t or "--" in t), (msgid, t)  # no English sentence left untranslated
+
+
+def test_every_said_kind_has_words_and_the_engine_says_nothing_unknown():
+    kinds = set(LEADS) | set(NOTES) | set(BODIES) | set(DETAILED) | {"model-unavailable", "model-empty"}
+    source = (ROOT / "knowledge" / "answer" / "assistant.py").read_text() + (
+        ROOT / "knowledge" / "conversation" / "session.py"
+    ).read_text()
+    said = set(re.findall(r'Said\("([a-z-]+)"', source))
+    assert said <= kinds, said - kinds
+    assert set(UNAVAILABLE) == {"not-running", "no-answer", "bad-answer", "empty"}
+
+
+@pytest.mark.parametrize("language", ["en", "zh-Hant", "zh-Hans", "th"])
+def test_buttons_callback_answers_and_command_menus_fit_a_phone(language):
+    words = Words(language)
+    for label in BUTTONS:
+        assert columns(words.tr(label, n=12)) <= 24, (language, label)
+    for text in CALLBACK_ANSWERS:
+        assert len(words.tr(text, id="web-5")) <= 200
+    for name, text in COMMANDS:
+        assert 3 <= len(words.tr(text)) <= 256 and re.fullmatch(r"[a-z]{1,32}", name)
+
+
+def test_simplified_is_derived_plurals_dates_and_numbers_follow_the_locale():
+    assert (
+        Words("zh-Hant").tr("The model server is not running on the Mac.") == "Mac 上的模型伺服器沒有在執行。"
+    )
+    assert (
+        Words("zh-Hans").tr("The model server is not running on the Mac.") == "Mac 上的模型服务器没有在运行。"
+    )
+    assert [Words(x).ntr("{n} chunk", "{n} chunks", n) for x in ("en", "th") for n in (1, 1480)] == [
+        "1 chunk", "1,480 chunks", "1 ส่วน", "1,480 ส่วน"]  # fmt: skip
+    from datetime import date
+
+    day = date(2026, 12, 2)
+    assert [Words(x).date(day) for x in ("en", "zh-Hant", "th")] == [
+        "Dec 2, 2026",
+        "2026年12月2日",
+        "2 ธ.ค. 2026",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tag", "language"),
+    [
+        ("zh-hant", "zh-Hant"), ("zh-TW", "zh-Hant"), ("zh-HK", "zh-Hant"), ("zh-mo", "zh-Hant"),
+        ("zh-hant-raw", "zh-Hant"), ("zh-hant-beta", "zh-Hant"), ("zh-hant-tw", "zh-Hant"), ("taiwan", "zh-Hant"),
+        ("zh-hans", "zh-Hans"), ("zh-CN", "zh-Hans"), ("zh-sg", "zh-Hans"), ("zh-hans-raw", "zh-Hans"),
+        ("zh", "zh-Hant"), ("zh-yue", "zh-Hant"), ("th", "th"), ("th-TH", "th"), ("en", "en"), ("en-GB", "en"),
+        ("de", None), ("", None), (None, None),
+    ],
+)  # fmt: skip
+def test_language_codes_are_normalised(tag, language):
+    assert normalise(tag) == language
+
+
+def test_the_chat_and_terminal_choose_their_language():
+    assert for_telegram("th", "zh-hant", "") == "th"  # /lang wins
+    assert for_telegram(None, "zh-hant", "en") == "zh-Hant"
+    assert for_telegram(None, "zh", "zh-Hans") == "zh-Hans"  # a bare zh: KB_LANGUAGE's Chinese
+    assert for_telegram(None, "de", "th") == "th" and for_telegram(None, None, "") == "en"
+    assert for_terminal("th", "zh_TW.UTF-8") == "th"
+    assert for_terminal("", "zh_TW.UTF-8") == "zh-Hant" and for_terminal("", "th_TH.UTF-8") == "th"
+    assert (
+        for_terminal("", "C") == "en"
+        and for_terminal("", "") == "en"
+        and for_terminal("", "fr_FR.UTF-8") == "en"
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "chat", "language"),
+    [
+        ("港口放行檢查表要求什麼？", "zh-Hant", "zh-Hant"), ("港口放行检查表要求什么？", "zh-Hans", "zh-Hans"),
+        ("港口放行檢查表要求什麼？", "en", "zh-Hant"), ("รายการตรวจสอบต้องทำอะไร", "zh-Hant", "th"),
+        ("What does the checklist require?", "zh-Hant", "en"), ("FTS5 的 limit 是 what", "th", "th"),
+    ],
+)  # fmt: skip
+def test_the_answer_is_written_in_the_questions_language_its_chinese_the_chats(question, chat, language):
+    assert answer_language(question, chat) == language
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ("这个文件说明了网络设置 [1]。", "這個檔案說明了網路設定 [1]。"),
+        ("服务器的数据需要下载。", "伺服器的資料需要下載。"),
+        ("软件会删除信息并恢复。", "軟體會刪除資訊並恢復。"),
+        ("這個檔案說明了網路設定 [1]。", "這個檔案說明了網路設定 [1]。"),  # already Traditional: untouched
+        ("資料庫的伺服器在台北。", "資料庫的伺服器在台北。"),
+        ("用 `git pull` 下载代码，见 https://example.org/下载 与 Linus Torvalds。",
+         "用 `git pull` 下載程式碼，見 https://example.org/下载 與 Linus Torvalds。"),  # code and URL kept
+        ("```python\nprint('数据')\n```\n数据在这里", "```python\nprint('数据')\n```\n資料在這裡"),
+        ("The checklist needs a manifest [1].", "The checklist needs a manifest [1]."),
+        ("รายการตรวจสอบ [1]", "รายการตรวจสอบ [1]"),
+    ],
+)  # fmt: skip
+def test_simplified_answers_are_made_traditional_for_a_taiwanese_reader(answer, shown):
+    assert traditional(answer) == shown
+    assert for_reader(answer, "zh-Hans") == answer and for_reader(answer, "en") == answer
