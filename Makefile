@@ -31,8 +31,8 @@ lint: $(STAMP)
 catalog: $(STAMP)
 	$(BIN)/pybabel extract -F babel.cfg -k tr -k ntr:1,2 -k N_ --no-default-keywords --no-location \
 		--omit-header --sort-output -o knowledge/words/locale/kb.pot .
-	$(BIN)/pybabel update -i knowledge/words/locale/kb.pot -d knowledge/words/locale -D kb \
-		--no-location --omit-header --no-fuzzy-matching --ignore-obsolete
+	$(BIN)/pybabel update -i knowledge/words/locale/kb.pot -d knowledge/words/locale -D kb --no-wrap \
+		--omit-header --no-fuzzy-matching --ignore-obsolete
 
 bench: $(STAMP)
 	$(BIN)/python bench/retrieval.py

@@ -296,6 +296,17 @@ def load_counter(
     return HfCounter(found), None
 
 
+def configured_counter(spec: str, own_dir: Path, *, background: bool) -> tuple[TokenCounter, str | None]:
+    """:func:`load_counter` with the Hugging Face cache and the hub, the fallback logged once
+    (``tokenizer.fallback``); ``background``: a process someone is waiting on fetches for the next start."""
+    counter, why = load_counter(
+        spec, cache_dir=hf_cache_dir(), own_dir=own_dir, fetch=fetch_from_hub, background=background
+    )
+    if why:
+        log.warning("tokenizer.fallback", reason=why, counter=counter.name)
+    return counter, why
+
+
 def _fetch_now(fetch: Fetch, spec: str, own_dir: Path) -> Path | None:
     try:
         found = fetch(spec, own_dir)

@@ -22,7 +22,7 @@ from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning
 from knowledge.retrieval.translate import Chat, Translator
-from knowledge.tokenizer import HfCounter, TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
+from knowledge.tokenizer import HfCounter, TokenCounter, configured_counter
 from knowledge.websearch.fetch import Fetcher
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
 from knowledge.websearch.search import WebAnswer, web_search
@@ -40,12 +40,7 @@ def load_language(settings: Settings, *, background: bool = True) -> Language:
     A tokenizer that must come from the hub is fetched in the background for the next start
     (``background``: a process someone is waiting on) or now (a measurement that needs it).
     """
-    counter, why = load_counter(
-        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir,
-        fetch=fetch_from_hub, background=background,
-    )  # fmt: skip
-    if why:
-        log.warning("tokenizer.fallback", reason=why, counter=counter.name)
+    counter, why = configured_counter(settings.tokenizer_spec, settings.tokenizer_dir, background=background)
     template = load_template(counter.path if isinstance(counter, HfCounter) else None)
     return counter, template, why
 

@@ -767,6 +767,12 @@ class FakeTelegram:
             self._next_message_id.setdefault(chat_id, 1)
             return chat
 
+    def set_language(self, user_id: int, language_code: str | None) -> None:
+        """The language the user's Telegram client reports (``language_code``; None: it reports none)."""
+        with self._lock:
+            user = self._users.setdefault(user_id, {"id": user_id, "is_bot": False})
+            user["language_code"] = language_code
+
     def _user(self, user_id: int, username: str | None, first_name: str | None) -> dict:
         user = dict(self._users.get(user_id) or {"id": user_id, "is_bot": False})
         user["first_name"] = first_name or user.get("first_name") or f"User{user_id}"

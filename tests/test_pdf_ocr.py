@@ -276,6 +276,7 @@ def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path) 
     import sys
 
     from bot.media import read_back, reading_text
+    from knowledge.words.catalog import Words
 
     src = tmp_path / "src"
     src.mkdir()
@@ -293,5 +294,7 @@ def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path) 
     unread = line.split("OCR time ran out, pages ")[1].split(" not read")[0]
     assert unread.endswith("-12") and line.endswith("not read (KB_OCR_BUDGET_S)")
     raw = next((home / "knowledge" / "raw").glob("ledger-*.md"))
-    reply = reading_text(read_back(raw))
+    reply = reading_text(read_back(raw), Words("en"))
     assert f"Pages {unread} were not read: the OCR time for one file ran out" in reply
+    chinese = reading_text(read_back(raw), Words("zh-Hant"))
+    assert unread in chinese and "OCR" in chinese and "were not read" not in chinese

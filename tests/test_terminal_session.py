@@ -210,3 +210,47 @@ def test_a_warning_while_the_prompt_waits_is_written_above_it_and_what_was_typed
         term.wait_for(prompts(2))
         term.type("/quit")
         assert term.finish() == 0
+
+
+# Two or more English words in a row: none may be kb's own on a Chinese or Thai terminal.
+ENGLISH_RUN = re.compile(r"\b[A-Za-z][a-z'’]*(?: [A-Za-z][a-z'’]*)+\b")
+
+
+def kb_wrote(screen: str, *theirs: str) -> list[str]:
+    """English runs on the screen, leaving out what is not kb's own words: the owner's lines, the
+    documents' titles, paths, settings, commands and the log's warnings (kept in English for kb logs)."""
+    out = []
+    for line in screen.splitlines():
+        if line.startswith(("kb warning:", "kb> ")):
+            continue
+        for quoted in theirs:
+            line = line.replace(quoted, " ")
+        line = re.sub(r"\S*/\S*|\bKB_\w+(=\S+)?|\bkb \w+|https?://\S+", " ", line)
+        out += ENGLISH_RUN.findall(line)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("environment", "labels", "prompt"),
+    [
+        ({"LANG": "zh_TW.UTF-8"}, ["知識庫", "模型伺服器", "收件匣"], "Traditional Chinese"),
+        ({"LANG": "zh_TW.UTF-8", "KB_LANGUAGE": "th"}, ["คลังความรู้", "เซิร์ฟเวอร์โมเดล", "กล่องรับเข้า"], "Thai"),
+    ],
+)
+def test_the_terminal_speaks_its_locale_or_kb_language(tmp_path, environment, labels, prompt):
+    home = tmp_path / "kb"
+    note = "# 斑馬魚\n\n斑馬魚在中午睡覺，睡在淺水池塘裡。\nปลาม้าลายนอนตอนเที่ยง\n"
+    ingest_texts(make_settings(home), {"zebrafish.md": NOTE, "banma.md": note})
+    said = "斑馬魚在中午睡覺 [1]。" if prompt != "Thai" else "ปลาม้าลายนอนตอนเที่ยง [1]"
+    question = "斑馬魚在什麼時候睡覺" if prompt != "Thai" else "ปลาม้าลายนอนตอนไหน"
+    llm = FakeLLM(script=[answer(said)])
+    with ThreadedFakeLLM(llm) as fake:
+        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off", LC_ALL="", **environment)
+        screen = chat(home, env, question, "/help", "/frobnicate", "/status", "/new")
+    summary = screen.split("kb>")[0].splitlines()
+    assert [next(line for line in summary if line.startswith(label)) for label in labels]
+    reply = reply_after(screen, question)
+    assert said in reply and "[1] 斑馬魚 — raw/banma-" in reply
+    assert f"Answer in {prompt}" in llm.requests[-1]["messages"][0]["content"]
+    assert "/new" in reply_after(screen, "kb> /help") and "/frobnicate" in reply_after(screen, "kb> /frob")
+    assert kb_wrote(screen, "Zebrafish", "Ctrl-D", "Ctrl-C") == [], screen

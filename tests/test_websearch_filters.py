@@ -76,6 +76,9 @@ NO_DATE = "deadline question, no date or deadline in the result"
         ("iPhone 16 price", "iPhone 16 price in the US: $799", "", None),
         ("iPhone 16 价格", "iPhone 16 价格公布", "", None),
         ("ราคา iPhone 16", "รีวิว iPhone 16", "", "price question, no price in the title"),
+        ("iPhone 16 กี่บาท", "รีวิว iPhone 16", "", "price question, no price in the title"),
+        ("ทะเลสาบลึกเท่าไร", "The Varn valley and Lake Quillan", "", None),  # how deep, not how much
+        ("奎蘭湖有多深", "The Varn valley and Lake Quillan", "", None),
         ("visa application deadline", "How to apply for a visa", "general advice", NO_DATE),
         ("visa application deadline", "Visa applications", "apply by 15 March", None),
         ("申請截止日期", "申請說明", "一般資訊", NO_DATE),

@@ -82,6 +82,14 @@ def test_buttons_callback_answers_and_command_menus_fit_a_phone(language):
         assert 3 <= len(words.tr(text)) <= 256 and re.fullmatch(r"[a-z]{1,32}", name)
 
 
+def test_status_labels_line_up_in_every_script():
+    from knowledge.report.status import aligned
+
+    assert [columns(t) for t in ("inbox", "收件匣", "คลังความรู้", "เซิร์ฟเวอร์")] == [5, 6, 8, 8]
+    lines = aligned([("คลังความรู้", "a"), ("收件匣", "b"), ("inbox", "c")])
+    assert {columns(line.rstrip("abc")) for line in lines} == {16}
+
+
 def test_simplified_is_derived_plurals_dates_and_numbers_follow_the_locale():
     assert (
         Words("zh-Hant").tr("The model server is not running on the Mac.") == "Mac 上的模型伺服器沒有在執行。"

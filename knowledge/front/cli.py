@@ -47,7 +47,7 @@ from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
 from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.terminal import SafeStream, neutralise
-from knowledge.tokenizer import TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
+from knowledge.tokenizer import TokenCounter, configured_counter
 from knowledge.words.catalog import ENGLISH, Words, terminal_words
 from knowledge.words.replies import plain, text_and_note
 
@@ -392,13 +392,7 @@ def is_quiet_console(command: str, settings: Settings) -> bool:
 def load_tokenizer(settings: Settings, *, background: bool = False) -> TokenCounter:
     """The configured tokenizer, or the approximation (logged once); a hub fetch now, or in the
     background for the next start (``background``: the daemon must watch its inbox at once)."""
-    counter, why = load_counter(
-        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir,
-        fetch=fetch_from_hub, background=background,
-    )  # fmt: skip
-    if why:
-        log.warning("tokenizer.fallback", reason=why, counter=counter.name)
-    return counter
+    return configured_counter(settings.tokenizer_spec, settings.tokenizer_dir, background=background)[0]
 
 
 # -- ingest ---------------------------------------------------------------------------------
@@ -908,7 +902,7 @@ async def _chat(settings: Settings, language: Language | None = None) -> int:
         print("\n".join(summary_lines(report, words)), flush=True)
         await chat_loop(
             conversing(settings, engine),
-            sources=lambda: _sources_text(settings),
+            sources=lambda: _sources_text(settings, words),
             status=status_text,
             out=sys.stdout,
             history_file=settings.runs / "chat_history",
@@ -919,15 +913,14 @@ async def _chat(settings: Settings, language: Language | None = None) -> int:
     return EXIT_OK
 
 
-def _sources_text(settings: Settings) -> str:
-    if not settings.index_path.exists():
-        return "no documents yet"
-    with Index(settings.index_path, readonly=True) as index:
-        docs = sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True)[:15]
-    return (
-        "\n".join(f"{d.title} — {d.raw_path} ({d.source_url or d.source_name})" for d in docs)
-        or "no documents yet"
-    )
+def _sources_text(settings: Settings, words: Words) -> str:
+    """The latest documents, one per line (the chat's /sources)."""
+    docs = []
+    if settings.index_path.exists():
+        with Index(settings.index_path, readonly=True) as index:
+            docs = sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True)[:15]
+    lines = [f"{d.title} — {d.raw_path} ({d.source_url or d.source_name})" for d in docs]
+    return "\n".join(lines) or words.tr("No documents yet: drop a file into the inbox or run kb ingest PATH.")
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
@@ -1072,15 +1065,17 @@ EXIT_RATE_LIMITED = 3
 
 def cmd_websearch(args: argparse.Namespace, settings: Settings) -> int:
     """kb websearch QUESTION [--json] [--explain]"""
+    from knowledge.answer.variants import NAMES, answer_language
     from knowledge.websearch.providers import SearchRateLimited
     from knowledge.wiring import http_session, model_client, web_searcher
 
     question = " ".join(args.question)
+    reader = NAMES[answer_language(question, terminal_words(settings).language)]
 
     async def run() -> object:
         async with http_session() as session:
             return await web_searcher(settings, session, model_client(settings, session))(
-                question, "cli", True
+                question, "cli", True, reader
             )
 
     try:

@@ -231,7 +231,11 @@ def columns(text: str) -> int:
     """How many terminal columns a text takes (CJK wide and full-width characters count two, Thai
     marks above and below none)."""
     return sum(
-        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        0
+        if unicodedata.category(ch) in ("Mn", "Me", "Cf")
+        else 2
+        if unicodedata.east_asian_width(ch) in "WF"
+        else 1
         for ch in text
     )
 

@@ -138,7 +138,7 @@ _YEAR = re.compile(r"(?<!\d)(1[89]\d\d|20\d\d|2[45]\d\d)(?!\d)")
 # A name starts where no name character precedes it, and holds no digits: each run is tried once.
 _VERSION = re.compile(r"(?<![\w+#-])([A-Za-z][A-Za-z+#-]*)\s*v?(\d+)\.(\d+)(?:\.\d+)?\b")
 _PRICE_Q = re.compile(
-    r"\b(price|prices|cost|costs|how much)\b|價格|价格|多少錢|多少钱|售價|售价|ราคา|เท่าไร", re.I
+    r"\b(price|prices|cost|costs|how much)\b|價格|价格|多少錢|多少钱|售價|售价|ราคา|กี่บาท", re.I
 )
 _PRICE_WORD = re.compile(r"\b(price|prices|pricing|cost|costs|usd|eur)\b|[$€£¥฿]|價|价|元|ราคา|บาท", re.I)
 _DEADLINE_Q = re.compile(
