@@ -25,13 +25,16 @@ class OcrFacts:
 
 @dataclass(frozen=True)
 class Converted:
-    """A source turned into Markdown: the body (no front matter), its title and the converter's name."""
+    """A source turned into Markdown: the body (no front matter), its title and the converter's name;
+    an article's author and publication date (YYYY-MM-DD) when its page names them."""
 
     title: str
     markdown: str
     converter: str
     encoding: str | None = None
     ocr: OcrFacts | None = None
+    author: str | None = None
+    published: str | None = None
 
 
 @dataclass(frozen=True)

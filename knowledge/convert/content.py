@@ -70,19 +70,18 @@ def choose_content(html: str) -> Chosen | None:
     return Chosen(text)
 
 
-def byline(html: str) -> str:
-    """``By Jane Doe · 2024-05-01``: the page's author and date as trafilatura reads them from its
-    metadata and markup (trafilatura leaves both out of the text it chooses), or ""."""
+def article_facts(html: str) -> tuple[str | None, str | None]:
+    """The page's author and publication date (YYYY-MM-DD) as trafilatura reads them from its
+    metadata and markup (trafilatura leaves both out of the text it chooses); None for each it lacks."""
     try:
         found = extract_metadata(html)
-    except Exception:  # a metadata parser that fails on a hostile page costs only the byline
-        return ""
+    except Exception:  # a metadata parser that fails on a hostile page costs only these two facts
+        return None, None
     if found is None:
-        return ""
+        return None, None
     author = " ".join(str(found.author or "").split())[:120]
     date = str(found.date or "")[:10]
-    parts = [f"By {author}" if author else "", date]
-    return " · ".join(p for p in parts if p)
+    return author or None, date if re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) else None
 
 
 def coverage(markdown: str, chosen: str) -> float:

@@ -27,7 +27,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from knowledge.convert.base import Converted
 from knowledge.convert.charset import decode_bytes
 from knowledge.convert.chrome import DROP_TAGS, Chrome, is_hidden
-from knowledge.convert.content import byline, choose_content, coverage, keep_chosen
+from knowledge.convert.content import article_facts, choose_content, coverage, keep_chosen
 from knowledge.errors import ConversionError
 
 # Blink caps the DOM depth its parser builds at 512; real pages stay far below. Lexbor's scope checks
@@ -78,6 +78,7 @@ def html_to_markdown(html: str, *, base_url: str | None = None) -> Converted:
     depth = _nesting_depth(html)
     if depth > MAX_NESTING:
         title, markdown, needs_js = _flat_text(html)
+        author = published = None
     else:
         tree = LexborHTMLParser(html)
         base_url = _document_base(tree, base_url)
@@ -87,25 +88,17 @@ def html_to_markdown(html: str, *, base_url: str | None = None) -> Converted:
         # of thousands of elements is a listing or a dump, not an article: kb's own pick serves both.
         may_choose = depth <= MAX_CHOOSER_DEPTH and html.count("<") <= MAX_CHOOSER_TAGS
         markdown = _main_markdown(tree, html, base_url=base_url, may_choose=may_choose)
-        markdown = with_byline(markdown, byline(html) if may_choose else "")
+        # the author and date are the document's facts (front matter, citations), not body text
+        author, published = article_facts(html) if may_choose else (None, None)
     _refuse_empty(markdown, needs_js=needs_js)
     # One spelling per character (NFC: é composed, as keyboards type it), as trafilatura's text is.
     return Converted(
         title=unicodedata.normalize("NFC", title),
         markdown=unicodedata.normalize("NFC", markdown),
         converter="html",
+        author=author and unicodedata.normalize("NFC", author),
+        published=published,
     )
-
-
-def with_byline(markdown: str, line: str) -> str:
-    """The article's byline (author and date) as its first line, unless its text already holds it."""
-    if not line or not markdown.strip():
-        return markdown
-    head = markdown[:2000]
-    author = line.removeprefix("By ").split(" · ")[0] if line.startswith("By ") else ""
-    if (author and author in head) or (not author and line in head):  # the page's own byline was kept
-        return markdown
-    return f"*{line}*\n\n{markdown}"
 
 
 def convert_html_bytes(data: bytes, *, declared: str | None = None, base_url: str | None = None) -> Converted:

@@ -372,6 +372,8 @@ class Ingestor:
             converter=converted.converter,
             source_snapshot=f"inbox/processed/{processed_name}",
             source_url=sidecar.source_url,
+            author=converted.author,
+            published=converted.published,
             ocr_engine=ocr.engine if ocr else None,
             ocr_confidence=f"{ocr.confidence:.2f}" if ocr and ocr.confidence is not None else None,
             ocr_pages=rawfile.page_ranges(ocr.pages) if ocr and ocr.pages else None,

@@ -44,6 +44,8 @@ FRONT_MATTER_KEYS = (
     "source_name",
     "source_snapshot",
     "source_url",
+    "author",
+    "published",
     "source_sha256",
     "converter",
     "ocr_engine",
@@ -70,6 +72,8 @@ class RawMeta:
     converter: str
     source_snapshot: str | None = None
     source_url: str | None = None
+    author: str | None = None  # an article's, as its page names it
+    published: str | None = None  # an article's publication date, YYYY-MM-DD
     ocr_engine: str | None = None
     ocr_confidence: str | None = None
     ocr_pages: str | None = None
@@ -177,6 +181,8 @@ def parse(text: str, *, fallback_name: str, sha256: str) -> RawFile:
         converter=values.get("converter") or "markdown",
         source_snapshot=values.get("source_snapshot"),
         source_url=values.get("source_url"),
+        author=values.get("author"),
+        published=values.get("published"),
         ocr_engine=values.get("ocr_engine"),
         ocr_confidence=values.get("ocr_confidence"),
         ocr_pages=values.get("ocr_pages"),
