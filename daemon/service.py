@@ -39,6 +39,7 @@ from watchdog.observers import Observer
 
 from daemon.stability import Signature, StabilityTracker, lstat_signature
 from knowledge.config import Settings
+from knowledge.convert.pagestore import mark_waiting
 from knowledge.errors import ConversionInterrupted, IndexVanished
 from knowledge.ingest import requests, trash, working
 from knowledge.ingest.pipeline import (
@@ -394,6 +395,7 @@ class Daemon:
                 return False
             try:
                 self.tasks.put(task, timeout=0.2)
+                mark_waiting(self.settings.ocr_pages_dir, True)  # a scan being read ends its turn for it
                 return True
             except queue.Full:
                 continue
@@ -431,6 +433,7 @@ class Daemon:
                 continue
             if (kind, arg) == _STOP:
                 return
+            mark_waiting(self.settings.ocr_pages_dir, not self.tasks.empty())
             structlog.contextvars.clear_contextvars()
             try:
                 if kind == "file":

@@ -244,13 +244,18 @@ def test_a_long_scan_is_read_in_turns_and_a_restart_goes_on_from_the_pages_read(
     assert list(settings.ocr_pages_dir.glob("*.jsonl")) == []  # the kept pages went with the file
 
 
-def test_the_daemon_indexes_a_note_dropped_behind_a_long_scan_before_the_scan_is_done(tmp_path) -> None:
+@pytest.mark.parametrize("turn_s", ["0.5", "120"])
+def test_the_daemon_indexes_a_note_dropped_behind_a_long_scan_before_the_scan_is_done(
+    tmp_path, turn_s
+) -> None:
+    """The scan's turn ends after the page being read once the note waits (and at the latest at
+    KB_OCR_TURN_S): the note does not wait a whole turn."""
     import threading
 
     from daemon.service import Daemon
     from tests.conftest import make_settings
 
-    settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.2", KB_OCR_TURN_S="0.5")
+    settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.2", KB_OCR_TURN_S=turn_s)
     settings.inbox.mkdir(parents=True)
     spec = OcrSpec(engine=ScriptedEngine(["Ledger entry: two ferries."], delay_s=0.1))
     with Index(settings.index_path) as index, IsolatedRunner() as runner:

@@ -5,6 +5,9 @@ One JSON line per page read (its number, its lines, the seconds OCR took) in a f
 source's SHA-256 and the OCR settings (engine, languages, resolution: other settings read the
 pages again). A line cut short by a kill is ignored. The converter appends to it in the conversion
 worker; the pipeline removes it once the file is indexed or has failed.
+
+Beside the stores, the daemon keeps a marker (``WAITING``) while tasks wait behind the one being
+worked on: a scan's turn then ends after the page it is reading, rather than at ``ocr_turn_s``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from knowledge.convert.ocr import OcrSpec
 from knowledge.convert.ocr_text import OcrLine
 
 MAX_AGE_S = 30 * 86400  # the pages of a scan no longer in the inbox are dropped after this
+WAITING = ".others-waiting"  # present while tasks wait behind the file being worked on
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,21 @@ class PageStore:
     def remove(self) -> None:
         with contextlib.suppress(OSError):
             self.path.unlink()
+
+    def others_waiting(self) -> bool:
+        """Whether other work waits behind this scan (the daemon's marker beside the stores)."""
+        return (self.path.parent / WAITING).exists()
+
+
+def mark_waiting(folder: Path, waiting: bool) -> None:
+    """Set or clear the marker that tells a scan's turn to end after its current page."""
+    marker = folder / WAITING
+    with contextlib.suppress(OSError):
+        if waiting:
+            folder.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        else:
+            marker.unlink(missing_ok=True)
 
 
 def page_store(folder: Path, sha256: str, spec: OcrSpec) -> PageStore:

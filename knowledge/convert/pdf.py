@@ -208,7 +208,7 @@ def _read_scans(
         seen = {n: blocks for n, blocks in known.items() if n in pages}
         todo = [n for n in pages if n not in seen]
         started = time.monotonic()
-        done = len(seen)
+        done = resumed = len(seen)
         if progress:
             progress(done, len(pages))
         unread: tuple[int, ...] = ()
@@ -216,7 +216,13 @@ def _read_scans(
             if spent >= turn.budget_s:
                 unread = tuple(todo[i:])
                 break
-            if time.monotonic() - started >= turn.turn_s:
+            elapsed = time.monotonic() - started
+            if elapsed >= turn.turn_s or (
+                done > resumed
+                and turn.turn_s < math.inf
+                and turn.store is not None
+                and turn.store.others_waiting()
+            ):  # a turn ends at ocr_turn_s, or after a page when other work waits behind this scan
                 raise ConversionError(
                     "ocr-paused",
                     f"{done} of {len(pages)} scanned pages read so far; the rest after the files waiting behind it",

@@ -179,6 +179,7 @@ class Ingestor:
             folder.mkdir(parents=True, exist_ok=True)
         self._inbox = settings.inbox.resolve()
         pagestore.drop_stale(settings.ocr_pages_dir)
+        pagestore.mark_waiting(settings.ocr_pages_dir, False)  # a marker a killed daemon left behind
         self._index_identity = file_identity(settings.index_path)
         if index.meta("tokenizer") is None:
             index.set_meta("tokenizer", counter.name)
