@@ -235,7 +235,11 @@ class Daemon:
                 if scanned:
                     next_inbox_scan = self.clock() + LIMITED_RESCAN_S
                     restart = self.watch_limited != bool(self._too_deep)
-                if self.clock() >= next_probe:
+                if not restart and not _emitters_alive(observer):  # a watch thread died (a tree too deep)
+                    log.warning("daemon.watch_died", inbox=str(self.inbox), silent_s=0)
+                    self._scan_inbox()
+                    restart = True
+                elif self.clock() >= next_probe:
                     if probe_out and not self.probe_seen.is_set():
                         log.warning("daemon.watch_died", inbox=str(self.inbox), silent_s=self.probe_s)
                         self._scan_inbox()  # is a tree too deep to watch whole the cause?
@@ -515,3 +519,11 @@ class Daemon:
         write_atomic(self.settings.failed / (name + ERROR_SUFFIX), data, staging=self.settings.staging)
         os.replace(side, self.settings.failed / name)
         log.warning("ingest.failed", file=side.name, stage="read", reason="orphan-sidecar")
+
+
+def _emitters_alive(observer: Observer) -> bool:
+    """Whether every watch thread of the observer still runs: the emitters and, on Linux, the inotify
+    reader they share, which dies of a tree too deep to walk (silently: without this the probe would
+    notice only up to two probe periods later)."""
+    threads = [*observer.emitters, *(getattr(e, "_inotify_fd", None) for e in observer.emitters)]
+    return all(t.is_alive() for t in threads if isinstance(t, threading.Thread))

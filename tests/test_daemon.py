@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from daemon.main import background, open_daemon
-from daemon.service import LIMITED_RESCAN_S, _Events
+from daemon.service import LIMITED_RESCAN_S, PROBE_S, _Events
 from knowledge.errors import IndexError_
 from knowledge.ingest.pipeline import Ingestor, is_transient
 from knowledge.retrieval.index import Index
@@ -525,13 +525,15 @@ def quiet_kb(tmp_path):
 )  # watchdog's thread dies of it
 def test_a_tree_a_thousand_levels_deep_moved_in_does_not_blind_the_watch(quiet_kb, tmp_path):
     daemon, s = quiet_kb
+    daemon.probe_s = PROBE_S  # the watch's own thread is watched: no probe is needed to notice its death
     outside = tmp_path / "deep"
     outside.mkdir()
     make_deep_tree(outside, files={3: "the okapi file near the top", DEEP: "the gecko file at the bottom"})
+    time.sleep(1.0)  # the fixture's quick probe is past; the next one is PROBE_S away
     os.rename(outside, s.inbox / "deep")
     time.sleep(1.5)  # watchdog's recursive watch has met the tree (and its thread has died of it)
     (s.inbox / "later.md").write_text("# Later\n\nThe narwhal note arrived after the deep tree.\n")
-    wait_for(lambda: found(s, "narwhal"), what="a file dropped after the deep tree")
+    wait_for(lambda: found(s, "narwhal"), timeout_s=10, what="a file dropped after the deep tree, in seconds")
     wait_for(lambda: found(s, "okapi"), what="the file three levels down")
     assert daemon.watch_limited
     assert not found(s, "gecko")  # below the depth kb enters: left where it is
