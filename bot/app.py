@@ -41,10 +41,11 @@ from bot.media import on_document, on_photo, on_save_note, on_voice
 from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
 from bot.render import bold, esc, link
 from bot.send import say
-from knowledge.errors import KbError
+from knowledge.errors import IndexMissing, IndexUnreadable
 from knowledge.report.status import activity_facts, probe_model, status_report, summary_facts
 from knowledge.retrieval.index import Index
 from knowledge.words.catalog import N_
+from knowledge.words.replies import unreadable_text
 
 log = structlog.get_logger()
 
@@ -153,7 +154,7 @@ async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     try:
         with Index(deps.settings.index_path, readonly=True) as index:
             docs = sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True)[:15]
-    except KbError:
+    except IndexMissing:
         docs = []
     if not docs:
         await say(
@@ -192,10 +193,12 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     if isinstance(update, Update) and update.effective_chat is not None:
         with contextlib.suppress(TelegramError):
             words = words_of(deps_of(context), update.effective_chat.id)
-            await context.bot.send_message(
-                update.effective_chat.id,
-                words.tr("Sorry — something went wrong with that. It has been logged."),
+            text = (
+                unreadable_text(context.error.reason, words)
+                if isinstance(context.error, IndexUnreadable)
+                else words.tr("Sorry — something went wrong with that. It has been logged.")
             )
+            await context.bot.send_message(update.effective_chat.id, text)
 
 
 def file_base_url(api_url: str) -> str:

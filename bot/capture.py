@@ -425,7 +425,7 @@ def kept_before(index_path: Path, sha256: str) -> tuple[str, str] | None:
     try:
         with Index(index_path, readonly=True) as index:
             doc = index.document_by_source_sha256(sha256)
-    except IndexError_:
+    except IndexError_:  # unknown: keep it anyway, the daemon finds a duplicate when it indexes it
         return None
     return (doc.id, doc.title) if doc else None
 

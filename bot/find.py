@@ -26,7 +26,7 @@ from bot.converse import remember_document
 from bot.deps import BotDeps, deps_of, words_of
 from bot.render import esc, italic, link
 from bot.send import edit, say, typing
-from knowledge.errors import IndexError_
+from knowledge.errors import IndexMissing
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
 from knowledge.retrieval.documents import DocumentMatch, match_documents
@@ -41,6 +41,7 @@ PASSAGE_CHARS = 3000
 MAX_SEND_BYTES = 50 * 1024 * 1024  # the most a bot may upload
 CHANGE_WAIT_S = 20.0
 EXPIRED = N_("this button has expired — /find again")
+DISK_FULL = N_("Not done: the Mac's disk is full. Free some space, then tap again.")
 
 
 # -- /find and its pages ----------------------------------------------------------------------
@@ -70,7 +71,7 @@ async def on_find(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 def _matches(deps: BotDeps, words: str) -> list[DocumentMatch]:
     try:
         index = deps.engine.open_index()
-    except IndexError_:
+    except IndexMissing:  # an unreadable index is said as such (bot.app.on_error)
         return []
     with index:
         meaning = deps.engine.meaning
@@ -204,7 +205,7 @@ def _look_up(
     chunk id; none without ``passages``), or None for a document gone."""
     try:
         index = deps.engine.open_index()
-    except IndexError_:
+    except IndexMissing:  # an unreadable index is said as such (bot.app.on_error)
         return [None] * len(wanted)
     found: list[tuple[DocumentRecord, Passage | None] | None] = []
     with index:
@@ -314,6 +315,8 @@ def deleted_reply(
     if change.status == "waiting":
         text = w.tr("Waiting for the daemon: “{title}” leaves your knowledge base when it runs.", title=title)
         return f"<i>{esc(text)}</i>", None
+    if change.disk_full:
+        return esc(w.tr(DISK_FULL)), None
     return esc(w.tr("Not deleted: the daemon refused it (kb logs on the Mac says why).")), None
 
 
@@ -331,7 +334,11 @@ async def _undo(context, deps: BotDeps, chat_id: int, action: Action, query, mes
         text = italic(w.tr("Waiting for the daemon: “{title}” comes back when it runs.", title=title))
     else:
         deps.actions.release(action)
-        text = esc(w.tr("Not restored: the daemon refused it (kb logs on the Mac says why)."))
+        text = esc(
+            w.tr(DISK_FULL)
+            if change.disk_full
+            else w.tr("Not restored: the daemon refused it (kb logs on the Mac says why).")
+        )
     await _show(context, chat_id, message, text, None)
 
 

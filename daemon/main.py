@@ -14,6 +14,7 @@ from daemon.backfill import Backfill
 from daemon.service import Daemon
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
+from knowledge.errors import IndexUnreadable
 from knowledge.ingest import working
 from knowledge.ingest.lock import DAEMON_ROLE, WriterLock
 from knowledge.ingest.pipeline import Ingestor
@@ -59,12 +60,37 @@ def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
         lock.release()
 
 
-def serve(settings: Settings, counter: TokenCounter) -> int:
-    """Run in the foreground until SIGTERM or SIGINT; exit status 0 after a clean stop."""
-    with open_daemon(settings, counter) as daemon:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: daemon.stop())
-        daemon.run()
+RETRY_OPEN_S = 30.0  # how often a daemon that cannot write its index (a full disk) tries again
+
+
+def serve(settings: Settings, counter: TokenCounter, *, retry_s: float = RETRY_OPEN_S) -> int:
+    """Run in the foreground until SIGTERM or SIGINT; exit status 0 after a clean stop.
+
+    An index that cannot be written at start (a full disk, an I/O error) is said once and tried again
+    every ``retry_s``, rather than exiting into a restart loop; a damaged one ends the daemon (status 1).
+    """
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    said = None
+    while True:
+        try:
+            with open_daemon(settings, counter) as daemon:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, lambda *_: (stopping.set(), daemon.stop()))
+                if stopping.is_set():
+                    daemon.stop()
+                daemon.run()
+            break
+        except IndexUnreadable as exc:
+            if exc.reason == "damaged":
+                raise
+            if str(exc) != said:
+                said = str(exc)
+                log.error("daemon.index_unusable", reason=exc.reason, error=str(exc), retry_s=retry_s)
+                print(f"kb daemon: {exc}; trying again every {retry_s:g} s", file=sys.stderr, flush=True)
+            if stopping.wait(retry_s):
+                return 0
     if daemon.failure is not None:
         print(f"kb daemon: {daemon.failure}", file=sys.stderr)
         return 1  # the supervisor starts it again, and the new daemon rebuilds the index from raw/

@@ -5,6 +5,8 @@
     ├── ConversionError      a source could not become Markdown (reason code + sentence)
     ├── ConversionInterrupted  a conversion was stopped because kb is shutting down
     ├── IndexError_          the index database is unusable or locked
+    │   ├── IndexMissing     there is no index yet (an empty knowledge base)
+    │   ├── IndexUnreadable  it cannot be read or written now (reason: disk-full, damaged, io-error, busy)
     │   └── WriterLockHeld   another kb process holds the writer lock
     ├── TokenizerError       the configured tokenizer cannot be loaded
     ├── ModelError           the model server failed or is unreachable
@@ -18,12 +20,18 @@ Every message names the object and, where there is one, the fix.
 
 from __future__ import annotations
 
+import errno
+
 
 def one_line(message: str, limit: int = 200) -> str:
     """A foreign error's text as one line of at most ``limit`` characters, for a sentence to the owner
     (one bad file or server cannot flood a reason file or a chat)."""
     message = " ".join(message.split())
     return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+# A write refused for want of room: the disk is full, the owner's quota is used up, or a file-size limit.
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class KbError(Exception):
@@ -48,6 +56,19 @@ class ConversionInterrupted(KbError):
 
 class IndexError_(KbError):
     """The index database cannot be used."""
+
+
+class IndexMissing(IndexError_):
+    """There is no index yet: the knowledge base is empty."""
+
+
+class IndexUnreadable(IndexError_):
+    """The index exists but cannot be read or written now; ``reason`` is ``disk-full``, ``damaged``,
+    ``io-error`` or ``busy``. Never the same as an empty knowledge base."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class WriterLockHeld(IndexError_):

@@ -137,7 +137,26 @@ class SharedRotatingFileHandler(RotatingFileHandler):
 
     def __init__(self, path: Path) -> None:
         self._opened: tuple[int, int] | None = None  # (device, inode) of the file the stream writes
+        self._failing = False  # the last write failed (a full disk): said once, tried again each record
+        self._failed_now = False
         super().__init__(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - the base class's name
+        """A log that cannot be written (a full disk) costs its lines, said in one line once, never a
+        traceback per record; the file is reopened and tried again with the next record."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            super().handleError(record)
+            return
+        if not self._failing:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(f"kb: cannot write the log {self.baseFilename}: {exc.strerror or exc}; "
+                                 "its lines are lost until it can be written again\n")  # fmt: skip
+        self._failing = self._failed_now = True
+        if self.stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.close()
+            self.stream = None
 
     def _open(self):  # noqa: ANN202 - the base class's stream
         stream = super()._open()
@@ -156,7 +175,10 @@ class SharedRotatingFileHandler(RotatingFileHandler):
         if moved and self.stream:
             self.stream.close()
             self.stream = self._open()
-        super().emit(record)
+        self._failed_now = False
+        super().emit(record)  # a failure comes back through handleError
+        if not self._failed_now:
+            self._failing = False  # written again: a later failure is said again
 
     def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802 - the base class's name
         """Once the file has reached its size (the base class formats every record a second time

@@ -650,7 +650,7 @@ class _Failure:
 
 
 class _ClientGone(Exception):
-    """The client closed a held getUpdates (PTB does on stop); recorded with status CLIENT_GONE."""
+    """The client closed its call: a held getUpdates (PTB does on stop) or one cancelled mid-send."""
 
 
 CLIENT_GONE = 499  # nginx's "client closed request": the status recorded for such a call
@@ -1463,7 +1463,10 @@ class FakeTelegram:
             self._calls.append(call)
         try:
             try:
-                raw, files = await self._read_params(request)
+                try:
+                    raw, files = await self._read_params(request)
+                except ConnectionResetError:  # the client hung up while sending (a cancelled call)
+                    raise _ClientGone from None
                 call.raw = raw
                 call.params = self._decode(raw)
                 if files:

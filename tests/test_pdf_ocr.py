@@ -1,5 +1,6 @@
 """Scanned PDFs: pages without a text layer read by real RapidOCR, page by page, within time limits."""
 
+import re
 import time
 
 import pytest
@@ -297,7 +298,8 @@ def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path) 
     assert done.returncode == 0, done.stderr
     [line] = [x for x in done.stdout.splitlines() if x.startswith("indexed")]
     unread = line.split("OCR time ran out, pages ")[1].split(" not read")[0]
-    assert unread.endswith("-12") and line.endswith("not read (KB_OCR_BUDGET_S)")
+    # the pages the budget left run through to the last: "7-12", or "12" alone on a fast machine
+    assert re.fullmatch(r"(\d+-)?12", unread) and line.endswith("not read (KB_OCR_BUDGET_S)")
     raw = next((home / "knowledge" / "raw").glob("ledger-*.md"))
     reply = reading_text(read_back(raw), Words("en"))
     assert f"Pages {unread} were not read: the OCR time for one file ran out" in reply

@@ -62,7 +62,13 @@ def test_every_message_is_translated_with_the_same_placeholders_and_tags(folder)
 
 
 def test_every_said_kind_has_words_and_the_engine_says_nothing_unknown():
-    kinds = set(LEADS) | set(NOTES) | set(BODIES) | set(DETAILED) | {"model-unavailable", "model-empty"}
+    kinds = (
+        set(LEADS)
+        | set(NOTES)
+        | set(BODIES)
+        | set(DETAILED)
+        | {"model-unavailable", "model-empty", "index-unreadable"}
+    )
     source = (ROOT / "knowledge" / "answer" / "assistant.py").read_text() + (
         ROOT / "knowledge" / "conversation" / "session.py"
     ).read_text()

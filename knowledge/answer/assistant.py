@@ -50,7 +50,7 @@ from knowledge.answer.prompt import (
     evidence_fits,
 )
 from knowledge.answer.variants import NAMES, answer_language, for_reader
-from knowledge.errors import IndexError_, ModelError, SearchError
+from knowledge.errors import IndexMissing, IndexUnreadable, ModelError, SearchError
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_document_chunks
@@ -120,7 +120,7 @@ class Route:
     ``door``: ``local`` (answered from the documents), ``web`` (the web was searched), ``none``
     (neither: web search off, or nothing to search for). ``by``: ``retrieval`` (the sufficiency
     verdict), ``model`` (it read the passages and said they do not answer), ``owner`` (/search),
-    ``document`` (a question about one document).
+    ``document`` (a question about one document), ``index`` (the index could not be read).
     """
 
     door: str
@@ -364,7 +364,7 @@ class Engine:
         the evidence of its best passage and the ranking (``also``: a follow-up's, see Also)."""
         try:
             index = self.open_index()
-        except IndexError_:  # no index yet: an empty knowledge base
+        except IndexMissing:  # no index yet: an empty knowledge base (an unreadable one is said as such)
             return Evidenced([], judge([], vectors=self.meaning is not None), None, [])
         with index:
             if document is not None:
@@ -471,7 +471,12 @@ class Engine:
         for the answer prompt. ``listener`` is shown the answer as the model writes it. ``language`` is the
         reader's (the chat's): the model is told to write in the question's language (its Chinese the
         reader's variant), and Simplified Chinese is made Traditional for a zh-Hant reader."""
-        found, translations = await self.lookup(question, document=document, also=also)
+        try:
+            found, translations = await self.lookup(question, document=document, also=also)
+        except IndexUnreadable as exc:  # never "nothing on this": the documents are there, unread
+            log.warning("ask.index_unreadable", reason=exc.reason, error=str(exc))
+            said = Said("index-unreadable", {"reason": exc.reason, "detail": str(exc)})
+            return Reply("", "unavailable", said=(said,), route=Route("none", "index", exc.reason))
         written = also.written if also else None
         reader = answer_language(written or question, language or "en")
         reply = await self._answer(

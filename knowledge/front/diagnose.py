@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -12,12 +13,12 @@ from knowledge.answer.assistant import Reply
 from knowledge.answer.llm import ModelUnavailable
 from knowledge.config import Settings, load_settings
 from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_langs
-from knowledge.errors import KbError
+from knowledge.errors import IndexUnreadable, KbError
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.report.status import count_files
 from knowledge.retrieval.analysis import ANALYZER_VERSION
-from knowledge.retrieval.index import Index
+from knowledge.retrieval.index import LOW_DISK_BYTES, Index
 from knowledge.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.wiring import build_engine, http_session, load_language, model_client
 
@@ -37,6 +38,7 @@ async def doctor(settings: Settings) -> list[Finding]:
     """Check the model server, tokenizer, index, inbox, OCR, voice and Telegram settings."""
     findings = [await _check_model(settings), *_check_tokenizer(settings), _check_index(settings)]
     findings += [
+        disk_finding(settings.home, _free_bytes(settings.home)),
         _check_inbox(settings),
         _check_ocr(settings),
         _check_voice(settings),
@@ -110,6 +112,9 @@ def _check_index(settings: Settings) -> Finding:
             problems = [r[0] for r in index.conn.execute("PRAGMA quick_check") if r[0] != "ok"]
             built_with = index.meta("tokenizer")
             analyzer = index.meta("analyzer")
+    except IndexUnreadable as exc:  # the message says what to do; never delete an index that is only unread
+        fix = UNREADABLE_FIX.get(exc.reason, "")
+        return Finding("index", False, str(exc), fix, is_warning=exc.reason == "busy")
     except (KbError, OSError) as exc:
         return Finding("index", False, str(exc), "delete knowledge/index/ and run: kb reindex")
     if problems:
@@ -127,6 +132,41 @@ def _check_index(settings: Settings) -> Finding:
             "index", False, f"built with {built_with}, tokenizer now {counter.name}", "run: kb reindex", True
         )
     return Finding("index", True, f"{docs} documents, {chunks} chunks")
+
+
+UNREADABLE_FIX = {
+    "damaged": "delete knowledge/index/ and run: kb reindex",
+    "disk-full": "free some disk space; the index is used again as it is",
+    "busy": "try again in a moment",
+    "io-error": "check the disk the knowledge base is on",
+}
+DISK_WARN_BYTES = 2 * 2**30  # under this much free space, an ingest burst or a model download may fill it
+
+
+def _free_bytes(home: Path) -> int | None:
+    try:
+        return shutil.disk_usage(home if home.exists() else home.parent).free
+    except OSError:
+        return None
+
+
+def disk_finding(home: Path, free: int | None) -> Finding:
+    """Whether the disk kb writes to has room: a warning under 2 GiB free, a failure under 64 MiB (pure)."""
+    if free is None:
+        return Finding(
+            "disk", False, f"cannot read the free space of {home}", "check that the disk is mounted", True
+        )
+    shown = f"{free / 2**30:.1f} GiB free" if free >= 2**30 else f"{free / 2**20:.0f} MiB free"
+    if free < LOW_DISK_BYTES:
+        return Finding(
+            "disk", False, f"{shown} for {home}: kb cannot index or keep anything more",
+            "free some disk space: kb rm what you no longer need, or empty knowledge/trash/",
+        )  # fmt: skip
+    if free < DISK_WARN_BYTES:
+        return Finding(
+            "disk", False, f"{shown} for {home}", "free some disk space before adding much more", True
+        )
+    return Finding("disk", True, f"{shown} for {home}")
 
 
 def _check_inbox(settings: Settings) -> Finding:

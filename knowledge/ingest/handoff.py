@@ -89,7 +89,7 @@ def ingest_records(index_path: Path, wanted: Iterable[tuple[str, str]]) -> dict[
                     if doc
                     else None,  # e.g. raw/photo-….md, to read what was indexed
                 }
-    except IndexError_:
+    except IndexError_:  # not known yet: the caller keeps waiting, then says it is still being indexed
         pass
     return found
 

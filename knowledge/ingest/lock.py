@@ -7,13 +7,18 @@ crash never leaves a stale lock behind.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
 from pathlib import Path
 from types import TracebackType
 
-from knowledge.errors import WriterLockHeld
+import structlog
+
+from knowledge.errors import NO_ROOM, IndexUnreadable, WriterLockHeld
+
+log = structlog.get_logger()
 
 DAEMON_ROLE = "kb daemon"  # the role the daemon takes the lock under (daemon/main.py)
 
@@ -28,8 +33,16 @@ class WriterLock:
 
     def acquire(self, *, wait_s: float = 0.0, poll_s: float = 0.1) -> None:
         """Take the lock, waiting up to ``wait_s``; raises WriterLockHeld naming the holder."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            full = exc.errno in NO_ROOM
+            raise IndexUnreadable(
+                "disk-full" if full else "io-error",
+                f"cannot create the writer lock {self.path}: {exc.strerror or exc}"
+                + (" — free some disk space" if full else ""),
+            ) from exc
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -44,14 +57,18 @@ class WriterLock:
                         f"wait for it to finish, or stop it (lock file {self.path})"
                     ) from None
                 time.sleep(poll_s)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()} {self.role}\n".encode())
-        self._fd = fd
+        self._fd = fd  # the flock is the lock; the holder line only names it in a refusal
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()} {self.role}\n".encode())
+        except OSError as exc:  # a full disk: the lock holds all the same
+            log.warning("lock.holder_unwritten", path=str(self.path), error=exc.strerror or str(exc))
 
     def release(self) -> None:
         """Give the lock up."""
         if self._fd is not None:
-            os.ftruncate(self._fd, 0)
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

@@ -32,7 +32,7 @@ import structlog
 
 from knowledge.config import Settings
 from knowledge.convert.ocr import OcrSpec
-from knowledge.errors import KbError, WriterLockHeld
+from knowledge.errors import NO_ROOM, KbError, WriterLockHeld
 from knowledge.ingest import trash
 from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.pipeline import Ingestor, read_regular, write_atomic
@@ -61,6 +61,7 @@ class Change:
     trashed: trash.Trashed | None = None
     doc_id: str | None = None
     title: str | None = None
+    disk_full: bool = False  # failed because the request could not be written: no room on the disk
 
 
 # -- asking -------------------------------------------------------------------------------------
@@ -131,7 +132,13 @@ def ask_daemon(
         return Change("failed", problem)
     request_id = new_request_id()
     body = {"op": op, "target": target, "asked_at": datetime.now(UTC).isoformat(timespec="seconds")}
-    write_atomic(settings.requests / (request_id + SUFFIX), json.dumps(body).encode("utf-8"))
+    try:
+        write_atomic(settings.requests / (request_id + SUFFIX), json.dumps(body).encode("utf-8"))
+    except OSError as exc:  # ENOSPC above all: nothing was asked, nothing changed
+        full = exc.errno in NO_ROOM
+        log.warning("request.unwritten", op=op, target=target, error=str(exc))
+        why = "the disk is full — free some space and try again" if full else "check the disk it is on"
+        return Change("failed", f"cannot ask kb's daemon to {op} {target} ({exc}): {why}", disk_full=full)
     if is_running is None:
         is_running = daemon_holder(settings.lock_path) is not None
     deadline = time.monotonic() + (wait_s if is_running else 0.0)

@@ -11,6 +11,7 @@ tokenizer, so SQLite indexes exactly the terms kb's analyzer produced, for every
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import uuid
 from collections import Counter
@@ -20,9 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import structlog
 
-from knowledge.errors import IndexError_
+from knowledge.errors import NO_ROOM, IndexError_, IndexMissing, IndexUnreadable
 from knowledge.retrieval import analysis
+
+log = structlog.get_logger()
 
 SCHEMA_VERSION = "1"
 EMBED_TURN = 8  # chunks of each document a turn of chunks_without_vectors takes (a new note waits one turn)
@@ -175,20 +179,100 @@ class Candidate:
     body: str
 
 
+# What SQLite says when the disk (or the file size allowed) is full, and when the file is not an index.
+_FULL = {
+    "SQLITE_FULL",
+    "SQLITE_IOERR_WRITE",
+    "SQLITE_IOERR_FSYNC",
+    "SQLITE_IOERR_SHMSIZE",
+    "SQLITE_IOERR_TRUNCATE",
+}
+_DAMAGED = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_CORRUPT_VTAB", "SQLITE_CORRUPT_SEQUENCE"}
+_BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"}
+LOW_DISK_BYTES = 64 * 2**20  # below this much free space, a write that fails is taken for a full disk
+
+
+def index_problem(exc: BaseException, free_bytes: int | None) -> str:
+    """Why the index cannot be used: ``disk-full``, ``damaged``, ``busy`` or ``io-error`` (pure)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc).lower()
+    if isinstance(exc, OSError) and exc.errno in NO_ROOM:
+        return "disk-full"
+    if (
+        name in ("SQLITE_FULL", "SQLITE_IOERR_SHMSIZE") or "disk is full" in text
+    ):  # SHMSIZE: -shm could not grow
+        return "disk-full"
+    if name in _DAMAGED or "malformed" in text or "not a database" in text:
+        return "damaged"
+    if name in _BUSY or "locked" in text:
+        return "busy"
+    if (name in _FULL or name.startswith("SQLITE_IOERR") or isinstance(exc, OSError)) and (
+        free_bytes is not None and free_bytes < LOW_DISK_BYTES
+    ):
+        return "disk-full"
+    return "io-error"
+
+
+def unreadable(path: Path, exc: BaseException, doing: str = "open") -> IndexUnreadable:
+    """The error for an index that cannot be used now, with the fix for its cause."""
+    try:
+        free: int | None = shutil.disk_usage(path.parent if path.parent.exists() else Path.cwd()).free
+    except OSError:
+        free = None
+    reason = index_problem(exc, free)
+    if reason == "disk-full":
+        message = (
+            f"cannot {doing} the index {path}: the disk is full ({exc}) — free some disk space; "
+            "the index is kept as it is and used again once there is room"
+        )
+    elif reason == "damaged":
+        message = f"the index {path} is damaged ({exc}) — rebuild it from raw/ with: kb reindex"
+    elif reason == "busy":
+        message = f"the index {path} is busy ({exc}); try again in a moment"
+    else:
+        message = f"cannot {doing} the index {path} ({exc}); check the disk it is on"
+    return IndexUnreadable(reason, message)
+
+
+def _read_only(path: Path, timeout_s: float, *, immutable: bool) -> sqlite3.Connection:
+    return sqlite3.connect(
+        f"file:{path}?mode=ro" + ("&immutable=1" if immutable else ""),
+        uri=True,
+        timeout=timeout_s,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+
+
 def connect(path: Path, *, readonly: bool = False, timeout_s: float = 10.0) -> sqlite3.Connection:
     """A connection in WAL mode with a busy timeout, foreign keys on and autocommit.
 
-    It may be handed to another thread (the daemon's worker), but never used by two at once.
+    A reader of a WAL index needs its ``-shm`` file, which SQLite creates when no writer has it open:
+    on a full disk it cannot, and the index is then read as it is on disk (``immutable``: no writer
+    runs to change it meanwhile, or the ``-shm`` would be there). Only when the ``-wal`` is empty or
+    gone: one that still holds pages (a writer that stopped without a checkpoint) would be skipped, and
+    the latest documents with it, so that index is reported unreadable instead of read stale. It may be
+    handed to another thread (the daemon's worker), but never used by two at once.
     """
     try:
         if readonly:
-            conn = sqlite3.connect(
-                f"file:{path}?mode=ro",
-                uri=True,
-                timeout=timeout_s,
-                isolation_level=None,
-                check_same_thread=False,
-            )
+            conn = _read_only(path, timeout_s, immutable=False)
+            try:
+                conn.execute("PRAGMA schema_version").fetchone()
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorname", "") not in (
+                    "SQLITE_IOERR_SHMSIZE",
+                    "SQLITE_CANTOPEN",
+                    "SQLITE_READONLY_CANTINIT",
+                    "SQLITE_IOERR_SHMOPEN",
+                ):
+                    raise
+                conn.close()
+                wal = path.with_name(path.name + "-wal")
+                if wal.exists() and wal.stat().st_size > 0:
+                    raise  # as it is on disk would leave out what the log holds: say it, do not hide it
+                log.warning("index.read_as_is", path=str(path), reason=str(exc))
+                conn = _read_only(path, timeout_s, immutable=True)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
@@ -199,8 +283,8 @@ def connect(path: Path, *, readonly: bool = False, timeout_s: float = 10.0) -> s
         # A 64 MiB page cache keeps the B-tree pages a write touches (term table, FTS segments)
         # in memory, so ingest time stays flat as the index grows.
         conn.execute("PRAGMA cache_size = -65536")
-    except sqlite3.DatabaseError as exc:
-        raise IndexError_(f"cannot open the index {path}: {exc} — rebuild it with: kb reindex") from exc
+    except (sqlite3.DatabaseError, OSError) as exc:
+        raise unreadable(path, exc) from exc
     return conn
 
 
@@ -210,14 +294,22 @@ class Index:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
         if readonly and not path.exists():
-            raise IndexError_(f"no index at {path} yet — add files with: kb ingest PATH")
+            raise IndexMissing(f"no index at {path} yet — add files with: kb ingest PATH")
         self.conn = connect(path, readonly=readonly)
         if readonly:
             try:  # a file the writer has just created may not hold the tables yet
                 self.conn.execute("SELECT 1 FROM documents, chunks_fts, term_df LIMIT 0").fetchall()
             except sqlite3.DatabaseError as exc:
                 self.conn.close()
-                raise IndexError_(f"the index {path} is not ready ({exc}); try again in a moment") from exc
+                if "no such table" in str(exc):  # created a moment ago, nothing in it yet
+                    raise IndexMissing(
+                        f"the index {path} holds nothing yet — add files with: kb ingest PATH"
+                    ) from exc
+                if index_problem(exc, None) != "io-error":
+                    raise unreadable(path, exc, "read") from exc
+                raise IndexUnreadable(
+                    "busy", f"the index {path} is not ready ({exc}); try again in a moment"
+                ) from exc
         else:
             try:
                 self.conn.executescript(_SCHEMA)
@@ -230,9 +322,7 @@ class Index:
                 )
             except sqlite3.DatabaseError as exc:
                 self.conn.close()
-                raise IndexError_(
-                    f"the index {path} is unreadable ({exc}) — delete it and run: kb reindex"
-                ) from exc
+                raise unreadable(path, exc, "write") from exc
 
     def close(self) -> None:
         """Close the connection."""

@@ -109,7 +109,7 @@ def already_imported(index_path: Path, url: str) -> tuple[str, str] | None:
             row = index.conn.execute(
                 "SELECT id, title FROM documents WHERE source_url = ? ORDER BY id LIMIT 1", (url,)
             ).fetchone()
-    except IndexError_:
+    except IndexError_:  # unknown: import it anyway, the daemon finds a duplicate when it indexes it
         return None
     return (row[0], row[1]) if row else None
 

@@ -51,6 +51,26 @@ UNAVAILABLE = {
     "bad-answer": N_("The model server answered with an error."),
     "empty": N_("The model returned nothing."),
 }
+# Why the documents cannot be searched now, for a phone (a terminal is shown the error and its fix).
+UNREADABLE = {
+    "disk-full": N_(
+        "Your knowledge base cannot be read right now: the Mac's disk is full. Free some space; nothing is lost."
+    ),
+    "damaged": N_(
+        "Your knowledge base's index is damaged; kb doctor on the Mac says how to rebuild it. Your documents are safe."
+    ),
+    "busy": N_("Your knowledge base is busy; try again in a moment."),
+    "io-error": N_(
+        "Your knowledge base cannot be read right now; kb doctor on the Mac says why. Nothing is lost."
+    ),
+}
+
+
+def unreadable_text(reason: str, words: Words) -> str:
+    """Why the documents cannot be searched now (IndexUnreadable.reason), in a phone's words."""
+    return words.tr(UNREADABLE.get(reason, UNREADABLE["io-error"]))
+
+
 # With a detail: a terminal reads the error; a phone, the sentence alone.
 DETAILED = {
     "web-rate-limited": (
@@ -84,6 +104,10 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
         if terminal:
             return words.tr("The model is unavailable ({detail}).", detail=facts.get("detail", ""))
         return words.tr(UNAVAILABLE.get(str(facts.get("reason")), UNAVAILABLE["bad-answer"]))
+    if said.kind == "index-unreadable":
+        if terminal:
+            return words.tr("The knowledge base cannot be searched: {detail}", detail=facts.get("detail", ""))
+        return unreadable_text(str(facts.get("reason")), words)
     if said.kind == "model-empty":
         text = words.tr("The model returned an empty answer (or only its reasoning).")
         if facts.get("at_limit"):
@@ -104,7 +128,11 @@ def worded(reply: Reply, words: Words, *, terminal: bool) -> Worded:
         text = said_text(said, words, terminal=terminal)
         if said.kind in BODIES:
             body.append(text)
-        elif said.kind in LEADS or (said.kind == "model-unavailable" and reply.mode == "degraded"):
+        elif (
+            said.kind in LEADS
+            or said.kind == "index-unreadable"
+            or (said.kind == "model-unavailable" and reply.mode == "degraded")
+        ):
             lead.append(text)
         else:
             notes.append(text)
