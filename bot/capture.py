@@ -14,12 +14,15 @@ import asyncio
 import errno
 import re
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import structlog
 from telegram import InlineKeyboardMarkup, Message, MessageOrigin, Update
+from telegram.error import TelegramError
 from telegram.ext import ContextTypes, filters
 
 from bot.answer import answer
@@ -30,7 +33,7 @@ from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, download, read_back, 
 from bot.render import esc, italic
 from bot.send import edit, say
 from knowledge.errors import FetchRefused, IndexError_, SpeechError
-from knowledge.ingest.handoff import deliver, failure_reason, ingest_record
+from knowledge.ingest.handoff import deliver, failure_reason, ingest_record, withdraw
 from knowledge.ingest.lock import holder
 from knowledge.ingest.note import (
     Entity,
@@ -43,7 +46,6 @@ from knowledge.ingest.note import (
     origin_fields,
     title_of,
 )
-from knowledge.ingest.pipeline import sidecar_path
 from knowledge.ingest.raw import sha256_hex
 from knowledge.ingest.requests import ask_daemon
 from knowledge.retrieval.index import Index
@@ -54,9 +56,11 @@ from knowledge.words.reasons import not_read, progress, refused, unheard
 log = structlog.get_logger()
 
 WAITING = N_("Waiting for the daemon: it will be indexed when it starts (kb daemon).")
+UNSENT = N_("Not kept: {what} — Telegram did not send it; forward it again.")
 FOLLOW_MAX_S = 24 * 3600.0  # a note waits in the inbox for the daemon at most this long in the chat
 FAST_POLL_S, SLOW_POLL_S, FAST_FOR_S = 0.3, 5.0, 120.0
 _COMMAND = re.compile(r"/\S+\s*")
+T = TypeVar("T")
 
 
 class _InAlbum(filters.MessageFilter):
@@ -84,7 +88,8 @@ async def on_forward(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     """A forwarded message or an album photo: gathered with the others sent with it, then kept."""
     deps, chat_id = deps_of(context), update.effective_chat.id
     flush = partial(keep_batch, context, chat_id, update.effective_user.id)
-    deps.collector.add(chat_id, update.effective_message, flush)
+    spawn = partial(context.application.create_task, update=update)  # a failure reaches on_error
+    deps.collector.add(chat_id, update.effective_message, flush, spawn=spawn)
 
 
 async def on_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -202,7 +207,9 @@ async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: 
     async with deps.locks[chat_id]:
         for message in messages:
             if message in voices:
-                piece = await heard(context, deps, chat_id, message)
+                piece = await _sent(
+                    context, chat_id, w.tr("the voice note"), heard(context, deps, chat_id, message)
+                )
             elif message in photos or message in files:
                 continue
             else:
@@ -219,8 +226,12 @@ async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: 
                 context, chat_id, esc(w.tr("Not kept: kb cannot read photos while OCR is off (KB_OCR=off)."))
             )
         elif photos:
-            album = await album_of(deps, photos)
-        downloads = [await file_of(context, deps, chat_id, m) for m in files]
+            what = w.ntr("{n} photo", "{n} photos", len(photos))
+            album = await _sent(context, chat_id, what, album_of(deps, photos))
+        downloads = [
+            await _sent(context, chat_id, m.document.file_name or "file", file_of(context, deps, chat_id, m))
+            for m in files
+        ]
     if pieces:
         note = note_file(pieces, kind="forward")
         sidecar = _sidecar("telegram forward", note.name, user_id, note.sidecar)
@@ -234,6 +245,19 @@ async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: 
             await keep(
                 context, chat_id, name, payload, _sidecar("telegram forward", name, user_id, fields), name
             )
+
+
+async def _sent(
+    context: ContextTypes.DEFAULT_TYPE, chat_id: int, what: str, fetched: Awaitable[T]
+) -> T | None:
+    """What a download from Telegram gave; None, said as "Not kept: …", when it failed (a 502, a
+    timeout): the rest of the batch is kept all the same."""
+    try:
+        return await fetched
+    except (TelegramError, OSError) as exc:
+        log.warning("capture.download_failed", what=what, error=repr(exc))
+        await say(context, chat_id, esc(words_of(deps_of(context), chat_id).tr(UNSENT, what=what)))
+        return None
 
 
 async def heard(
@@ -501,12 +525,7 @@ def take_back(deps: BotDeps, item: Kept) -> tuple[bool, dict | None]:
     record = ingest_record(deps.settings.index_path, str(path), item.sha256 or "")
     if record is not None or path is None:
         return False, record
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False, None
-    sidecar_path(path).unlink(missing_ok=True)
-    return True, None
+    return withdraw(path, item.sha256 or "", staging=deps.settings.staging), None
 
 
 async def _show(

@@ -96,20 +96,29 @@ class Collector:
         self._timers: dict[int, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task] = set()
 
-    def add(self, key: int, item: object, flush: Callable[[list[object]], Awaitable[None]]) -> None:
-        """Add ``item`` to ``key``'s batch; ``flush(batch)`` runs once the chat has been quiet."""
+    def add(
+        self,
+        key: int,
+        item: object,
+        flush: Callable[[list[object]], Awaitable[None]],
+        *,
+        spawn: Callable[[Coroutine], asyncio.Task] = asyncio.ensure_future,
+    ) -> None:
+        """Add ``item`` to ``key``'s batch; ``flush(batch)`` runs once the chat has been quiet, as a task
+        made by ``spawn`` (the bot's ``application.create_task``, so that a failure reaches its error
+        handler rather than "Task exception was never retrieved")."""
         self._batches.setdefault(key, []).append(item)
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
         loop = asyncio.get_running_loop()
-        self._timers[key] = loop.call_later(self.quiet_s, self._fire, key, flush)
+        self._timers[key] = loop.call_later(self.quiet_s, self._fire, key, flush, spawn)
 
-    def _fire(self, key: int, flush: Callable[[list[object]], Awaitable[None]]) -> None:
+    def _fire(self, key: int, flush: Callable[[list[object]], Awaitable[None]], spawn) -> None:
         self._timers.pop(key, None)
         batch = self._batches.pop(key, [])
         if batch:
-            task = asyncio.ensure_future(flush(batch))
+            task = spawn(flush(batch))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

@@ -58,7 +58,9 @@ QUEUE_SIZE = 256
 POLL_S = 0.1
 PROBE_S = 30.0  # how often the watch is checked for life
 LIMITED_RESCAN_S = 5.0  # rescans while the inbox is watched without its sub-folders
-HOUSEKEEPING_S = 86400.0  # how often the trash is purged and old request results dropped
+# How often the trash is purged and old request results dropped: hourly, as each purge ages the
+# entries by the time since the last one (a day at most), so a Mac that sleeps still counts true.
+HOUSEKEEPING_S = 3600.0
 PROBE_NAME = ".kb-watch-probe"
 _STOP = ("stop", None)
 

@@ -72,11 +72,11 @@ async def running_bot(
     llm_runner = await start(llm)
     search = FakeSearch()
     search_runner, _ = await start_fake_search(search)
-    settings = make_settings(
-        home, KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER), KB_TELEGRAM_API_URL=tg_url,
-        KB_LLM_URL=llm.base_url, KB_DDG_URL=search.ddg_url, KB_SETTLE_S="0.1", KB_IMPORT_WAIT_S="20",
-        KB_FETCH_PORTS=str(port), KB_LLM_TIMEOUT_S="5", **env,
-    )  # fmt: skip
+    settings = make_settings(home, **{
+        "KB_TELEGRAM_TOKEN": TOKEN, "KB_TELEGRAM_ALLOWED_USERS": str(OWNER), "KB_TELEGRAM_API_URL": tg_url,
+        "KB_LLM_URL": llm.base_url, "KB_DDG_URL": search.ddg_url, "KB_SETTLE_S": "0.1", "KB_IMPORT_WAIT_S": "20",
+        "KB_FETCH_PORTS": str(port), "KB_LLM_TIMEOUT_S": "5", **env,
+    })  # fmt: skip
     app = create(
         settings, transcribe=transcribe, allow_hosts=[("127.0.0.1", port)]
     )  # the test web server only

@@ -252,3 +252,45 @@ async def test_a_forwarded_photo_with_ocr_off_is_refused_in_words(tmp_path, varn
             lambda c: c.params["text"] == "Not kept: kb cannot read photos while OCR is off (KB_OCR=off)."
         )
         assert not any(p.is_file() for p in env.settings.inbox.iterdir())  # nothing kept
+
+
+async def test_undo_under_a_file_never_deletes_a_newer_file_of_the_same_name(tmp_path, varn_site):
+    async with running_bot(
+        tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), daemon=False, KB_IMPORT_WAIT_S="0.5"
+    ) as (env, _):
+        notes = ("notes.txt", b"The first notes.\n", "text/plain")
+        env.telegram.push_forward(OWNER, OWNER, origin=channel(41), document=notes)
+        first = await env.bot_said(lambda c: c.params["text"].startswith("Saved: notes"))
+        inbox = env.settings.inbox / "notes.txt"
+        processed = env.settings.processed
+        processed.mkdir(parents=True, exist_ok=True)
+        for name in ("notes.txt", "notes.txt.source.json"):  # the daemon keeps them while it indexes
+            (env.settings.inbox / name).rename(processed / name)
+        notes = ("notes.txt", b"The newer notes.\n", "text/plain")
+        env.telegram.push_forward(OWNER, OWNER, origin=channel(43), document=notes)
+        await env.bot_said(
+            lambda c: (
+                c.params["text"].startswith("Saved: notes")
+                and c.params.get("message_id", c.result["message_id"]) != first.result["message_id"]
+            )
+        )
+        assert inbox.read_bytes() == b"The newer notes.\n"  # the name went to the newer file
+        env.telegram.push_callback(OWNER, OWNER, first.result["message_id"], buttons_of(env, first)["Undo"])
+        said = await env.bot_said(lambda c: "tap Undo again in a moment" in c.params.get("text", ""))
+        assert said.params["message_id"] == first.result["message_id"]
+        assert inbox.read_bytes() == b"The newer notes.\n"  # still there, with where it came from
+        assert (env.settings.inbox / "notes.txt.source.json").exists()
+
+
+async def test_a_file_telegram_fails_to_send_is_said_and_the_rest_of_the_batch_kept(env):
+    env, _ = env
+    env.telegram.fail_next("getFile", status=502)
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(7), text="The ferry leaves at nine")
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(8),
+                              document=("timetable.md", b"# Timetable\n\nNine sharp.\n", "text/markdown"))  # fmt: skip
+    await env.bot_said(
+        lambda c: c.params["text"] == "Not kept: timetable.md — Telegram did not send it; forward it again."
+    )
+    await env.bot_said(lambda c: "Saved: The ferry leaves at nine\nIndexed" in c.params["text"], timeout_s=30)
+    assert [d.title for d in documents(env)] == ["The ferry leaves at nine"]
+    assert not [c for c in env.telegram.calls("sendMessage") if "something went wrong" in c.params["text"]]

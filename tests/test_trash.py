@@ -21,6 +21,7 @@ from tests.conftest import make_settings
 from tests.test_daemon import wait_for
 
 T0 = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
+DAY = timedelta(days=1)
 HERON = "# Heron\n\nThe heron count at pond 6 was 42 birds in March.\n"
 OTTER = "# Otter\n\nOtters at the weir hold hands while they sleep.\n"
 
@@ -157,19 +158,124 @@ def test_a_restore_whose_names_were_taken_meanwhile_takes_free_names(kb):
 def test_purge_drops_entries_after_30_days_and_keeps_younger_ones(kb):
     settings, ingestor = kb
     old = trash.remove(ingestor, add(settings, ingestor, "heron.md", HERON).doc_id, now=T0)
-    young = trash.remove(
-        ingestor, add(settings, ingestor, "otter.md", OTTER).doc_id, now=T0 + timedelta(days=20)
-    )
-
-    assert trash.purge(settings, now=T0 + timedelta(days=29)) == 0
+    counts = [trash.purge(settings, now=T0 + k * DAY) for k in range(1, 21)]  # the daemon's daily purge
+    young = trash.remove(ingestor, add(settings, ingestor, "otter.md", OTTER).doc_id, now=T0 + 20 * DAY)
+    counts += [trash.purge(settings, now=T0 + k * DAY) for k in range(21, 30)]
     with capture_logs() as logs:
-        assert trash.purge(settings, now=T0 + timedelta(days=31)) == 1
+        counts.append(trash.purge(settings, now=T0 + 30 * DAY))
 
-    assert trash.trashed(settings) == [young]
+    assert counts == [0] * 29 + [1]
+    assert [e.trash_id for e in trash.trashed(settings)] == [young.trash_id]
     assert not (settings.trash / old.trash_id).exists()
     assert [e for e in logs if e["event"] == "trash.purged"][0]["entries"] == 1
     with pytest.raises(trash.NotFound):
         trash.restore(ingestor, old.trash_id)
+
+
+def test_a_clock_a_month_ahead_at_one_start_purges_nothing_removed_a_minute_ago(kb):
+    settings, ingestor = kb
+    entry = trash.remove(ingestor, add(settings, ingestor, "heron.md", HERON).doc_id, now=T0)
+    stray = settings.trash / "20250301-093000-abcdef"  # a folder whose manifest cannot be read
+    stray.mkdir()
+    (stray / "manifest.json").write_text("{not json")
+    os.utime(stray, (T0.timestamp(), T0.timestamp()))
+
+    assert trash.purge(settings, now=T0 + timedelta(minutes=1) + 31 * DAY) == 0  # the clock jumped ahead
+    assert trash.purge(settings, now=T0 + timedelta(minutes=2)) == 0  # and NTP set it right
+
+    assert [e.trash_id for e in trash.trashed(settings)] == [entry.trash_id] and stray.exists()
+    assert trash.restore(ingestor, entry.trash_id).title == "Heron"
+
+
+def test_a_removal_stamped_by_a_clock_behind_is_not_purged_once_the_clock_is_right(kb):
+    settings, ingestor = kb
+    # fake-hwclock before NTP: the removal is stamped 40 days back (as an entry from before the age
+    # was counted would look too: a manifest, no age yet)
+    entry = trash.remove(ingestor, add(settings, ingestor, "heron.md", HERON).doc_id, now=T0 - 40 * DAY)
+
+    assert trash.purge(settings, now=T0 + timedelta(minutes=1)) == 0
+
+    [listed] = trash.trashed(settings)
+    assert listed.aged_s == 86400 and listed.expires_at() == T0 + timedelta(minutes=1) + 29 * DAY
+    assert trash.restore(ingestor, entry.trash_id).title == "Heron"
+
+
+def test_a_removal_stamped_in_the_future_counts_as_now_and_goes_after_30_days(kb):
+    settings, ingestor = kb
+    trash.remove(ingestor, add(settings, ingestor, "heron.md", HERON).doc_id, now=T0 + 45 * DAY)
+
+    kept = [trash.purge(settings, now=T0 + k * DAY) for k in range(30)]
+
+    assert kept == [0] * 30 and len(trash.trashed(settings)) == 1
+    assert trash.purge(settings, now=T0 + 30 * DAY) == 1 and trash.trashed(settings) == []
+
+
+def test_the_counted_age_says_truly_when_an_entry_goes_and_one_jump_adds_one_day(kb):
+    settings, ingestor = kb
+    entry = trash.remove(ingestor, add(settings, ingestor, "heron.md", HERON).doc_id, now=T0)
+    assert entry.expires_at() == T0 + 30 * DAY
+    for k in range(1, 11):
+        trash.purge(settings, now=T0 + k * DAY)
+    assert trash.trashed(settings)[0].expires_at() == T0 + 30 * DAY
+
+    assert trash.purge(settings, now=T0 + 41 * DAY) == 0  # one start with the clock a month ahead
+    assert trash.purge(settings, now=T0 + 11 * DAY) == 0  # a day later, the clock right again
+
+    [listed] = trash.trashed(settings)
+    assert listed.aged_s == 11 * 86400 and listed.expires_at() == T0 + 30 * DAY
+    folder = settings.trash / entry.trash_id
+    assert sorted(os.listdir(folder)) == ["age.json", "manifest.json", "original", "raw"]  # no temp file
+    assert [trash.purge(settings, now=T0 + k * DAY) for k in range(12, 31)] == [0] * 18 + [1]
+
+
+@pytest.mark.parametrize(
+    ("aged_s", "since", "now", "expected_s"),
+    [
+        (0.0, T0, T0 + timedelta(hours=3), 3 * 3600.0),  # the gap since the last reading
+        (100.0, T0, T0 + 31 * DAY, 100.0 + 86400),  # one jump ahead adds one day
+        (100.0, T0 + 31 * DAY, T0, 100.0),  # a reading behind the last adds nothing
+        (0.0, T0 + 45 * DAY, T0 + 45 * DAY, 0.0),
+    ],
+)
+def test_added_age_is_the_gap_at_most_a_day_and_never_negative(aged_s, since, now, expected_s):
+    assert trash.added_age(aged_s, since, now) == expected_s
+
+
+@pytest.mark.parametrize("part", ["its folder", "raw/", "original/", "raw/<name>"])
+def test_a_tampered_entry_is_refused_left_in_place_and_nothing_outside_is_touched(kb, tmp_path, part):
+    settings, ingestor = kb
+    heron = add(settings, ingestor, "heron.md", HERON)
+    entry = trash.remove(ingestor, heron.doc_id, now=T0)
+    folder, raw_name = settings.trash / entry.trash_id, Path(heron.raw_path).name
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if part == "its folder":
+        os.replace(folder, outside / entry.trash_id)
+        folder.symlink_to(outside / entry.trash_id, target_is_directory=True)
+        kept = outside / entry.trash_id / "raw" / raw_name
+    elif part in ("raw/", "original/"):
+        sub = part.rstrip("/")
+        os.replace(folder / sub, outside / sub)
+        (folder / sub).symlink_to(outside / sub, target_is_directory=True)
+        kept = outside / sub / (raw_name if sub == "raw" else "heron.md")
+    else:  # a link where the raw file was, to a file of someone else's
+        kept = outside / "secret.md"
+        kept.write_text("# Secret\n\nThe safe's code is 1234.\n")
+        (folder / "raw" / raw_name).unlink()
+        (folder / "raw" / raw_name).symlink_to(kept)
+    before = kept.read_bytes()
+
+    with capture_logs() as logs, pytest.raises(trash.TrashError) as refused:
+        trash.restore(ingestor, entry.trash_id)
+
+    named = part.replace("<name>", raw_name)
+    assert refused.value.reason == "tampered" and not isinstance(refused.value, trash.NotFound)
+    assert entry.trash_id in str(refused.value) and f"{named} is a symbolic link" in str(refused.value)
+    assert kept.read_bytes() == before  # the file outside the knowledge base is still there
+    assert ingestor.index.documents() == [] and list(settings.raw.iterdir()) == []  # nothing indexed
+    assert not (settings.processed / "heron.md").exists()
+    assert [e["trash_id"] for e in logs if e["event"] == "trash.refused"] == [entry.trash_id]
+    assert trash.purge(settings, now=T0 + DAY) == 0 and os.path.lexists(folder / "manifest.json")
 
 
 def test_unknown_or_unsafe_ids_are_clear_errors_and_touch_nothing(kb, tmp_path):

@@ -1,15 +1,21 @@
 """Files for the running daemon: put into the inbox whole, then followed to their ingest records.
 
 The daemon is the one writer. A process that wants files indexed while it runs (``kb ingest``
-with the daemon up, the bot, a web import) writes each one into the inbox as ``NAME.part`` and
-renames it, so the daemon never takes half a file, and then reads the daemon's ingest record for
-that name and content hash.
+with the daemon up, the bot, a web import) writes each one to a private temporary file and links it
+into the inbox under a name no other file holds (a link never replaces a file: two writers of the
+same name each get their own), so the daemon never takes half a file, and then reads the daemon's
+ingest record for that name and content hash. A file is taken back only if the bytes at its name
+are still the ones delivered: the name may have been given to a newer file once the daemon moved
+the first one on.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,8 +28,9 @@ from knowledge.ingest.pipeline import (
     SIDECAR_SUFFIX,
     Outcome,
     inbox_name,
+    sidecar_path,
     unique_name,
-    write_atomic,
+    write_new,
 )
 from knowledge.ingest.raw import sha256_hex
 from knowledge.retrieval.index import Index
@@ -37,28 +44,60 @@ def deliver(
     *,
     staging: Path | None = None,
 ) -> Path:
-    """Write ``data`` into the inbox under a free name derived from ``name``, atomically; its path.
+    """Write ``data`` into the inbox under a free name derived from ``name``, claimed atomically; its path.
 
-    With a ``sidecar`` (where the file came from), that is written first, through ``staging``: the
-    daemon reads it with the file, which it sees only once whole.
+    With a ``sidecar`` (where the file came from), that is claimed first, through ``staging``: the
+    daemon reads it with the file, which it sees only once whole. A name another writer claimed
+    meanwhile is passed over for the next free one; nothing already in the inbox is replaced.
     """
     inbox.mkdir(parents=True, exist_ok=True)
-    name = unique_name(inbox, inbox_name(name))
-    if sidecar is not None:
-        side = json.dumps(sidecar, ensure_ascii=False, indent=1).encode()
-        write_atomic(inbox / (name + SIDECAR_SUFFIX), side, staging=staging)
-    return write_whole(inbox / name, data)
+    wanted = inbox_name(name)
+    side = None if sidecar is None else json.dumps(sidecar, ensure_ascii=False, indent=1).encode()
+    for _ in range(CLAIM_TRIES):
+        name = unique_name(inbox, wanted)
+        if side is not None and not write_new(inbox / (name + SIDECAR_SUFFIX), side, staging=staging):
+            continue
+        if write_new(inbox / name, data, staging=staging):
+            return inbox / name
+        if side is not None:  # the file's name was taken after its sidecar's: give the sidecar up
+            (inbox / (name + SIDECAR_SUFFIX)).unlink(missing_ok=True)
+    raise OSError(errno.EEXIST, f"no free name for {wanted} in {inbox} after {CLAIM_TRIES} tries")
 
 
-def write_whole(path: Path, data: bytes) -> Path:
-    """Write ``data`` as ``NAME.part``, synced, then renamed to ``path``: a watcher never sees half of it."""
-    part = path.with_name(path.name + ".part")
-    with open(part, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(part, path)
-    return path
+CLAIM_TRIES = 100
+
+
+def withdraw(inbox_path: Path, sha256: str, *, staging: Path) -> bool:
+    """Take a delivered file out of the inbox, with its sidecar, if the bytes at its name are still
+    ``sha256``'s; False when they are gone (the daemon took them) or another file holds the name now.
+
+    The file is first moved aside in one rename (so nothing can take its place while it is read),
+    hashed there, and deleted only if it is the one delivered; another file is put back.
+    """
+    staging.mkdir(parents=True, exist_ok=True)
+    aside = Path(tempfile.mkdtemp(prefix=".take-back.", dir=staging)) / inbox_path.name
+    try:
+        try:
+            os.rename(inbox_path, aside)
+        except FileNotFoundError:
+            return False
+        if os.path.isfile(aside) and not os.path.islink(aside) and sha256_hex(aside.read_bytes()) == sha256:
+            os.unlink(aside)
+            sidecar_path(inbox_path).unlink(missing_ok=True)
+            return True
+        _put_back(aside, inbox_path)
+        return False
+    finally:
+        shutil.rmtree(aside.parent, ignore_errors=True)
+
+
+def _put_back(aside: Path, inbox_path: Path) -> None:
+    """Another file was at the name: back under it, or under a free one if a writer claimed the name
+    meanwhile (which it can only have done if that file had no sidecar holding the name: none to move)."""
+    try:
+        os.link(aside, inbox_path)
+    except FileExistsError:
+        os.link(aside, inbox_path.parent / unique_name(inbox_path.parent, inbox_path.name))
 
 
 def ingest_records(index_path: Path, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:

@@ -30,6 +30,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -777,13 +778,20 @@ def write_new(path: Path, data: bytes, *, staging: Path | None = None) -> bool:
 
 
 def _write_temporary(path: Path, data: bytes, staging: Path | None) -> Path:
-    """data in a synced temporary file beside path (or in staging), ready to be renamed or linked."""
+    """data in a synced temporary file beside path (or in staging), ready to be renamed or linked.
+
+    Its name is made by mkstemp (created with O_EXCL): two writers of the same name, threads of one
+    process or two processes, never share a temporary file. Hidden and ``.tmp``: never taken as a source.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     if staging is not None:
         staging.mkdir(parents=True, exist_ok=True)
-    tmp = (staging or path.parent) / f".{shorten_name(path.name, 180)}.{os.getpid()}.tmp"
+    fd, name = tempfile.mkstemp(
+        prefix=f".{shorten_name(path.name, 160)}.", suffix=".tmp", dir=staging or path.parent
+    )
+    tmp = Path(name)
     try:
-        with open(tmp, "wb") as fh:
+        with open(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
