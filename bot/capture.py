@@ -26,12 +26,13 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes, filters
 
 from bot.answer import answer
-from bot.converse import remember_document
+from bot.converse import key_of, remember_document
 from bot.deps import BotDeps, deps_of, words_of
 from bot.kept import ASK, Kept, buttons
 from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, download, read_back, reading_text
 from bot.render import esc, italic
 from bot.send import edit, say
+from knowledge.conversation.store import KeptForward
 from knowledge.errors import FetchRefused, IndexError_, SpeechError
 from knowledge.ingest.handoff import deliver, failure_reason, ingest_record, withdraw
 from knowledge.ingest.lock import holder
@@ -40,10 +41,12 @@ from knowledge.ingest.note import (
     Origin,
     Piece,
     album_pdf,
+    forward_key,
     iso,
     link_and_comment,
     note_file,
     origin_fields,
+    origin_group,
     title_of,
 )
 from knowledge.ingest.raw import sha256_hex
@@ -220,25 +223,27 @@ async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: 
                 await say(
                     context, chat_id, esc(w.tr("Not kept: kb keeps text, photos, files and voice notes."))
                 )
-        album = None
+        albums = []
         if photos and deps.settings.ocr == "off":
             await say(
                 context, chat_id, esc(w.tr("Not kept: kb cannot read photos while OCR is off (KB_OCR=off)."))
             )
         elif photos:
-            what = w.ntr("{n} photo", "{n} photos", len(photos))
-            album = await _sent(context, chat_id, what, album_of(deps, photos))
+            for shots in _albums(photos):  # one document per album; a photo alone is one of its own
+                what = w.ntr("{n} photo", "{n} photos", len(shots))
+                albums.append(await _sent(context, chat_id, what, album_of(deps, shots)))
         downloads = [
             await _sent(context, chat_id, m.document.file_name or "file", file_of(context, deps, chat_id, m))
             for m in files
         ]
-    if pieces:
-        note = note_file(pieces, kind="forward")
-        sidecar = _sidecar("telegram forward", note.name, user_id, note.sidecar)
-        await keep(context, chat_id, note.name, note.data, sidecar, note.title)
-    if album is not None:
-        name, payload, title, fields = album
-        await keep(context, chat_id, name, payload, _sidecar("telegram album", name, user_id, fields), title)
+    for group in grouped(pieces):
+        await keep_forwards(context, chat_id, user_id, group)
+    for album in albums:
+        if album is not None:
+            name, payload, title, fields = album
+            await keep(
+                context, chat_id, name, payload, _sidecar("telegram album", name, user_id, fields), title
+            )
     for got in downloads:
         if got is not None:
             name, payload, fields = got
@@ -258,6 +263,72 @@ async def _sent(
         log.warning("capture.download_failed", what=what, error=repr(exc))
         await say(context, chat_id, esc(words_of(deps_of(context), chat_id).tr(UNSENT, what=what)))
         return None
+
+
+def _albums(photos: list[Message]) -> list[list[Message]]:
+    """The photos of a batch by album (media_group_id), in the order they came."""
+    albums: dict[str, list[Message]] = {}
+    for m in photos:
+        albums.setdefault(m.media_group_id or f"alone:{m.message_id}", []).append(m)
+    return list(albums.values())
+
+
+def grouped(pieces: list[Piece]) -> list[list[Piece]]:
+    """Forwards sent together, one note per sender (in the order they came), not one for the burst."""
+    groups: dict[str, list[Piece]] = {}
+    for piece in pieces:
+        groups.setdefault(origin_group(piece), []).append(piece)
+    return list(groups.values())
+
+
+async def keep_forwards(
+    context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: int, pieces: list[Piece]
+) -> None:
+    """One sender's forwards as a note, without the messages kept before (alone or in an earlier
+    note: known by their origin); "Already kept" when all of them were."""
+    deps = deps_of(context)
+    keys = [forward_key(p) for p in pieces]
+    earlier = await asyncio.to_thread(_still_kept, deps, chat_id, keys)
+    fresh = [p for p, key in zip(pieces, keys, strict=True) if key not in earlier]
+    if not fresh:
+        doc_id, title = next(iter(earlier.values()))
+        log.info("capture.duplicate", doc_id=doc_id, messages=len(pieces), seen="origin")
+        await _already(context, chat_id, doc_id or "", title)
+        return
+    note = note_file(fresh, kind="forward")
+    sidecar = _sidecar("telegram forward", note.name, user_id, note.sidecar)
+    item = await keep(context, chat_id, note.name, note.data, sidecar, note.title)
+    if item is not None and item.path is not None and deps.conversing is not None:
+        kept = KeptForward(str(item.path), item.sha256 or "", note.title)
+        fresh_keys = [forward_key(p) for p in fresh]
+        await asyncio.to_thread(deps.conversing.store.keep_forwards, key_of(chat_id), fresh_keys, kept)
+
+
+def _still_kept(deps: BotDeps, chat_id: int, keys: list[str]) -> dict[str, tuple[str | None, str]]:
+    """Of these forwarded messages, those kept before whose note is still kept: (doc id, title) each;
+    a note removed since (Delete, kb rm) or refused by the daemon keeps nothing."""
+    if deps.conversing is None:
+        return {}
+    found = deps.conversing.store.kept_forwards(key_of(chat_id), keys)
+    still: dict[str, tuple[str | None, str]] = {}
+    for key, kept in found.items():
+        record = ingest_record(deps.settings.index_path, kept.path, kept.sha256)
+        if record is None:  # not indexed yet: kept if it is still waiting in the inbox
+            if Path(kept.path).is_file():
+                still[key] = (None, kept.title)
+            continue
+        doc_id = record.get("doc_id") if record["status"] in ("indexed", "duplicate") else None
+        if doc_id and _exists(deps, doc_id):
+            still[key] = (doc_id, record.get("title") or kept.title)
+    return still
+
+
+def _exists(deps: BotDeps, doc_id: str) -> bool:
+    try:
+        with Index(deps.settings.index_path, readonly=True) as index:
+            return index.document(doc_id) is not None
+    except IndexError_:
+        return True  # cannot tell now: taken as kept rather than kept twice
 
 
 async def heard(
@@ -335,8 +406,9 @@ async def file_of(
 
 async def keep(
     context: ContextTypes.DEFAULT_TYPE, chat_id: int, name: str, payload: bytes, sidecar: dict, title: str
-) -> None:
-    """Into the inbox (or "Already kept" when these bytes are a document), "Saved", then followed."""
+) -> Kept | None:
+    """Into the inbox (or "Already kept" when these bytes are a document), "Saved", then followed;
+    what was saved (None when nothing was)."""
     deps = deps_of(context)
     w = words_of(deps, chat_id)
     sha = await asyncio.to_thread(sha256_hex, payload)  # up to 20 MB: off the event loop
@@ -344,7 +416,7 @@ async def keep(
     if existing is not None:
         log.info("capture.duplicate", doc_id=existing[0], sha256=sha[:16], seen="index")
         await _already(context, chat_id, *existing)
-        return
+        return None
     try:
         path = await asyncio.to_thread(
             deliver, deps.settings.inbox, name, payload, sidecar, staging=deps.settings.staging
@@ -353,12 +425,13 @@ async def keep(
         log.error("capture.failed", file=name, error=str(exc))
         why = w.tr("the disk is full") if exc.errno == errno.ENOSPC else w.tr("it could not be written")
         await say(context, chat_id, esc(w.tr("Not kept: {title} — {why}", title=title, why=why)))
-        return
+        return None
     log.info("capture.saved", kind=sidecar.get("source"), file=path.name, sha256=sha[:16], bytes=len(payload))
     item = Kept(chat_id, title, path, sha)
     token = deps.kept.add(item)
     status = await say(context, chat_id, saved_text(deps, item), reply_markup=buttons(token, w))
     deps.kept.follow(follow(context, deps, item, token, status))
+    return item
 
 
 def saved_text(deps: BotDeps, item: Kept) -> str:
@@ -572,15 +645,17 @@ def origin_of(origin: MessageOrigin | None) -> Origin | None:
     kind, date = origin.type, origin.date
     if kind == MessageOrigin.USER:
         user = origin.sender_user
-        return Origin("user", user.full_name, date, user.username)
+        return Origin("user", user.full_name, date, user.username, sender_id=user.id)
     if kind == MessageOrigin.HIDDEN_USER:
         return Origin("hidden_user", origin.sender_user_name, date)
     if kind == MessageOrigin.CHAT:
         chat = origin.sender_chat
-        return Origin("chat", chat.title or chat.full_name or "a chat", date, chat.username)
+        return Origin(
+            "chat", chat.title or chat.full_name or "a chat", date, chat.username, sender_id=chat.id
+        )
     if kind == MessageOrigin.CHANNEL:
         chat = origin.chat
-        return Origin("channel", chat.title or "a channel", date, chat.username, origin.message_id)
+        return Origin("channel", chat.title or "a channel", date, chat.username, origin.message_id, chat.id)
     return Origin(str(kind), "unknown", date)
 
 

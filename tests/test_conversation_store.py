@@ -3,7 +3,7 @@
 import sqlite3
 import stat
 
-from knowledge.conversation.store import FORGET_S, MAX_TURNS, Conversations
+from knowledge.conversation.store import FORGET_S, MAX_TURNS, Conversations, KeptForward
 
 
 class Clock:
@@ -97,6 +97,7 @@ def test_migrations_are_applied_once_and_recorded(tmp_path):
         assert db.execute("SELECT n, name FROM migrations").fetchall() == [
             (1, "_m001_start"),
             (2, "_m002_chat_languages"),
+            (3, "_m003_forwards"),
         ]
 
 
@@ -104,5 +105,11 @@ def test_forget_removes_everything_of_a_key(tmp_path):
     s = store(tmp_path)
     turn = add(s, "tg:42", "secret")
     s.anchor("tg:42", [5], turn_id=turn)
+    s.keep_forwards("tg:42", ["channel:-100:7"], KeptForward("inbox/forward.md", "ab" * 32, "A post"))
+    assert s.kept_forwards("tg:42", ["channel:-100:7", "channel:-100:8"]) == {
+        "channel:-100:7": KeptForward("inbox/forward.md", "ab" * 32, "A post")
+    }
+    assert s.kept_forwards("tg:7", ["channel:-100:7"]) == {}  # another chat's forwards are its own
     s.forget("tg:42")
     assert s.current("tg:42").turns == () and s.anchored("tg:42", 5) is None
+    assert s.kept_forwards("tg:42", ["channel:-100:7"]) == {}

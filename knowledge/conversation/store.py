@@ -7,7 +7,8 @@ in Telegram, the message ids of the question and of the reply) and the document 
 when the owner has just sent one. It ends after ``idle_s`` of silence or with ``/new``; the
 next message starts another, and says so.
 
-A chat's language, chosen with /lang, is kept too (until chosen again).
+A chat's language, chosen with /lang, is kept too (until chosen again), and the forwarded messages
+kept from it (each by its origin: where the note that holds it went), so one forwarded again is known.
 
 Anchors tie a chat's message ids to what they carry (an answer's turn, a document), so a reply
 to an older message continues from there. Bounded: the last ``MAX_TURNS`` turns of a
@@ -133,7 +134,37 @@ def _m002_chat_languages(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_start, _m002_chat_languages)
+def _m003_forwards(db: sqlite3.Connection) -> None:
+    _statements(
+        db,
+        """
+        CREATE TABLE forwards (
+            key TEXT NOT NULL,
+            message TEXT NOT NULL,
+            path TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            title TEXT NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (key, message)
+        )
+        """,
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _m001_start,
+    _m002_chat_languages,
+    _m003_forwards,
+)
+
+
+@dataclass(frozen=True)
+class KeptForward:
+    """Where a forwarded message went: the note (inbox path and bytes' SHA-256) and its title."""
+
+    path: str
+    sha256: str
+    title: str
 
 
 class Conversations:
@@ -330,12 +361,41 @@ class Conversations:
             "INSERT OR REPLACE INTO chat_languages (key, language, at) VALUES (?, ?, ?)", (key, language, self.clock())
         ))  # fmt: skip
 
+    def kept_forwards(self, key: str, messages: Sequence[str]) -> dict[str, KeptForward]:
+        """Of these forwarded messages (their forward_key), the ones kept before in this chat."""
+
+        def work(db: sqlite3.Connection) -> dict[str, KeptForward]:
+            found = {}
+            for message in dict.fromkeys(messages):
+                row = db.execute(
+                    "SELECT path, sha256, title FROM forwards WHERE key = ? AND message = ?", (key, message)
+                ).fetchone()
+                if row is not None:
+                    found[message] = KeptForward(*row)
+            return found
+
+        return self._run(work)  # type: ignore[return-value]
+
+    def keep_forwards(self, key: str, messages: Sequence[str], kept: KeptForward) -> None:
+        """These forwarded messages went into ``kept`` (the latest keeping wins)."""
+
+        def work(db: sqlite3.Connection) -> None:
+            now = self.clock()
+            for message in dict.fromkeys(messages):
+                db.execute(
+                    "INSERT OR REPLACE INTO forwards (key, message, path, sha256, title, at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (key, message, kept.path, kept.sha256, kept.title, now),
+                )
+
+        self._run(work)
+
     def forget(self, key: str) -> None:
-        """Delete everything remembered for a key (its conversations, turns and anchors)."""
+        """Delete everything remembered for a key (its conversations, turns, anchors and forwards)."""
 
         def work(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM conversations WHERE key = ?", (key,))
             db.execute("DELETE FROM anchors WHERE key = ?", (key,))
+            db.execute("DELETE FROM forwards WHERE key = ?", (key,))
 
         self._run(work)
 

@@ -25,6 +25,7 @@ reading the file: the pipeline keeps only its title and takes provenance from kb
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -63,6 +64,7 @@ class Origin:
     date: datetime | None = None
     username: str | None = None  # a public chat's or channel's @name, a user's own
     message_id: int | None = None  # the message in a channel
+    sender_id: int | None = None  # the user's, chat's or channel's Telegram id, when Telegram gives it
 
     @property
     def label(self) -> str:
@@ -88,6 +90,28 @@ class Piece:
     origin: Origin | None = None
     kind: str = "text"  # text | voice (a transcript)
     seconds: int | None = None  # a voice note's length
+
+
+def forward_key(piece: Piece) -> str:
+    """What identifies a forwarded message, so that one kept before is known when forwarded again:
+    its chat and message id when Telegram gives them (a channel post); else its sender, its date and
+    its text (a person's message, a hidden account's, the owner's own)."""
+    o = piece.origin
+    if o is not None and o.sender_id is not None and o.message_id is not None:
+        return f"{o.kind}:{o.sender_id}:{o.message_id}"
+    digest = hashlib.sha256(" ".join(piece.text.split()).encode("utf-8")).hexdigest()[:32]
+    if o is None:
+        return f"own:{digest}"
+    when = o.date.isoformat() if o.date else ""
+    return f"{o.kind}:{o.sender_id if o.sender_id is not None else o.name}:{when}:{digest}"
+
+
+def origin_group(piece: Piece) -> str:
+    """Which forwards belong in one note: those from the same sender (a channel, a chat, a person)."""
+    o = piece.origin
+    if o is None:
+        return "own"
+    return f"{o.kind}:{o.sender_id if o.sender_id is not None else o.name}"
 
 
 @dataclass(frozen=True)
