@@ -7,8 +7,10 @@ go in fields. Long-running loops bind per-item context with ``structlog.contextv
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -131,14 +133,22 @@ LOG_BACKUPS = 5
 
 
 class SharedRotatingFileHandler(RotatingFileHandler):
-    """A size-rotated log that several kb processes write at once (the daemon, the bot, a command):
-    whoever writes after another process rotated it reopens the file at its path, as
-    WatchedFileHandler does, instead of writing on into the renamed one."""
+    """A size-rotated log that several kb processes write at once (the daemon, the bot, a command).
+
+    Each record is one ``write`` on a file opened for appending, so lines from several processes
+    never interleave. The processes take turns through ``flock`` on a lock file beside the log
+    (``kb.jsonl.lock``), held for a record's check of the size, the rotation if it is due, and the
+    write. So no line goes into a file being renamed, and a process that finds another file at the
+    path than the one it has open (another inode: someone else rotated it) reopens the path instead
+    of rotating again: each rotation happens once, and no nearly empty backup pushes a full one out.
+    """
 
     def __init__(self, path: Path) -> None:
         self._opened: tuple[int, int] | None = None  # (device, inode) of the file the stream writes
         self._failing = False  # the last write failed (a full disk): said once, tried again each record
         self._failed_now = False
+        self._lock_fd: int | None = None
+        self._lock_pid = 0  # the process that opened the lock: a forked child opens its own
         super().__init__(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - the base class's name
@@ -153,40 +163,82 @@ class SharedRotatingFileHandler(RotatingFileHandler):
                 sys.stderr.write(f"kb: cannot write the log {self.baseFilename}: {exc.strerror or exc}; "
                                  "its lines are lost until it can be written again\n")  # fmt: skip
         self._failing = self._failed_now = True
-        if self.stream is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self.stream.close()
-            self.stream = None
+        self._close_stream()
 
     def _open(self):  # noqa: ANN202 - the base class's stream
-        stream = super()._open()
+        """The file at the path, for appending, unbuffered: each record is one write."""
+        stream = open(self.baseFilename, "ab", buffering=0)  # noqa: SIM115 - the handler owns it
         opened = os.fstat(stream.fileno())
         self._opened = (opened.st_dev, opened.st_ino)
         return stream
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Append one record, rotating the file first when it would grow past ``maxBytes``."""
+        self._failed_now = False
+        try:
+            data = (self.format(record) + self.terminator).encode("utf-8", "backslashreplace")
+            with self._locked():
+                self._follow()  # another process may have rotated the file since this one last wrote
+                if self._is_full(len(data)):
+                    self.doRollover()  # renames the full file, opens a new one at the path
+                while data:  # a regular file takes it whole; a short write is followed by an error
+                    data = data[self.stream.write(data) :]
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)  # an OSError is said once (a full disk); anything else as logging does
+        if not self._failed_now:
+            self._failing = False  # written again: a later failure is said again
+
+    def _follow(self) -> None:
+        """Have the stream write the file now at the path: another process may have rotated it."""
         try:
             now = os.stat(self.baseFilename)
             moved = (now.st_dev, now.st_ino) != self._opened
         except FileNotFoundError:
             moved = True
-        except OSError:
-            moved = False  # an odd path: the base class reports what then fails
-        if moved and self.stream:
-            self.stream.close()
+        if moved or self.stream is None:
+            self._close_stream()
             self.stream = self._open()
-        self._failed_now = False
-        super().emit(record)  # a failure comes back through handleError
-        if not self._failed_now:
-            self._failing = False  # written again: a later failure is said again
 
-    def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802 - the base class's name
-        """Once the file has reached its size (the base class formats every record a second time
-        to count the line it is about to write)."""
-        if self.stream is None:
-            self.stream = self._open()
-        self.stream.seek(0, os.SEEK_END)  # past what other processes wrote
-        return self.stream.tell() >= self.maxBytes
+    def _is_full(self, adding: int) -> bool:
+        """Whether a record of ``adding`` bytes would take the file past its size (an empty file takes
+        any record: rotating it would only push a full backup out; a device is never rotated)."""
+        if self.maxBytes <= 0:
+            return False
+        now = os.fstat(self.stream.fileno())
+        return stat.S_ISREG(now.st_mode) and now.st_size > 0 and now.st_size + adding > self.maxBytes
+
+    def _lock(self) -> int:
+        if self._lock_fd is None or self._lock_pid != os.getpid():
+            # A child forked with this handler shares the parent's lock (flock belongs to the open
+            # file): it opens its own. The parent's descriptor is left to the parent.
+            self._lock_fd = os.open(f"{self.baseFilename}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._lock_pid = os.getpid()
+        return self._lock_fd
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        lock = self._lock()
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _close_stream(self) -> None:
+        if self.stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.close()
+            self.stream = None
+
+    def close(self) -> None:
+        with self.lock:
+            if self._lock_fd is not None and self._lock_pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    os.close(self._lock_fd)
+            self._lock_fd = None
+        super().close()
 
 
 class ConsoleHandler(logging.StreamHandler):
