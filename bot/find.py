@@ -11,6 +11,7 @@ The daemon stays the only writer: a delete or a restore is a request it carries 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -192,6 +193,8 @@ class Passage:
     start_line: int
     end_line: int
     text: str
+    author: str | None = None  # the document's, from its raw file's front matter (an article's byline)
+    published: str | None = None  # YYYY-MM-DD
 
 
 Wanted = tuple[str, str | None, tuple[int, int] | None]  # document id, chunk id, cited lines
@@ -214,34 +217,52 @@ def _look_up(
             if doc is None or not passages:
                 found.append(None if doc is None else (doc, None))
                 continue
-            cited = _raw_lines(deps.settings.raw.parent / doc.raw_path, lines) if lines else None
+            text = _read_raw(deps.settings.raw.parent / doc.raw_path)
+            meta = rawfile.parse(text, fallback_name=doc.raw_path, sha256="").meta if text else None
+            by = {"author": meta.author, "published": meta.published} if meta else {}
+            cited = _raw_lines(text, lines, by) if lines and text else None
             if cited is not None:
                 found.append((doc, cited))
                 continue
             seq = rawfile.chunk_seq(chunk_id) if chunk_id else 1
             chunks = index.chunks_of(doc_id, [seq])
             found.append(
-                (doc, Passage(chunks[0].start_line, chunks[0].end_line, chunks[0].text) if chunks else None)
+                (
+                    doc,
+                    Passage(chunks[0].start_line, chunks[0].end_line, chunks[0].text, **by)
+                    if chunks
+                    else None,
+                )
             )
     return found
 
 
-def _raw_lines(raw_file: Path, lines: tuple[int, int]) -> Passage | None:
-    """Lines ``start``–``end`` (1-based, inclusive) of a raw file, or None when it cannot be read."""
-    start, end = lines
+def _read_raw(raw_file: Path) -> str | None:
     try:
-        text = raw_file.read_text(encoding="utf-8")
-    except OSError:
+        return raw_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
+
+
+def _raw_lines(text: str, lines: tuple[int, int], by: dict) -> Passage | None:
+    """Lines ``start``–``end`` (1-based, inclusive) of a raw file's text, or None when it has none there."""
+    start, end = lines
     picked = text.splitlines()[start - 1 : end]
-    return Passage(start, end, "\n".join(picked).strip()) if picked else None
+    return Passage(start, end, "\n".join(picked).strip(), **by) if picked else None
 
 
 def passage_html(doc: DocumentRecord, passage: Passage | None, words: Words) -> str:
-    """The document's line and its passage: ``Title · date · source`` / ``raw/x.md:12-29`` / the text."""
+    """The document's line and its passage: ``Title · date · source`` / who wrote it and when, for an
+    article that says / ``raw/x.md:12-29`` / the text."""
     head = document_line(doc, words)
     if passage is None:
         return head
+    byline = [words.tr("by {author}", author=passage.author)] if passage.author else []
+    if passage.published:
+        with contextlib.suppress(ValueError):  # a hand-written date kb cannot read is left out
+            byline.append(words.tr("published {day}", day=words.date(date.fromisoformat(passage.published))))
+    if byline:
+        head += "\n<i>" + esc(" · ".join(byline)) + "</i>"
     text = passage.text if len(passage.text) <= PASSAGE_CHARS else passage.text[:PASSAGE_CHARS].rstrip() + "…"
     where = f"{doc.raw_path}:{passage.start_line}-{passage.end_line}"
     return f"{head}\n<code>{esc(where)}</code>\n\n{esc(text)}"

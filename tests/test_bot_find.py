@@ -192,3 +192,23 @@ async def test_a_delete_asked_while_the_daemon_is_down_is_done_when_it_starts(tm
         with background(env.settings, ApproxCounter()):
             await env.telegram.wait_until(lambda: not list(env.settings.raw.glob("quillan-*.md")), 15)
         assert len(list(env.settings.trash.iterdir())) == 1
+
+
+async def test_open_says_who_wrote_an_article_and_when_in_the_readers_language(env):
+    env, _ = env
+    drop(env, "quillan.html",
+         '<html><head><title>Lake news</title><meta name="author" content="Jane Doe">'
+         '<meta property="article:published_time" content="2024-05-01T10:00:00Z"></head><body>'
+         "<article><h1>Lake Quillan is deep</h1>"
+         "<p>Lake Quillan is 317 metres deep and never freezes in winter, scientists say after a long survey.</p>"
+         "<p>Anglers come in summer to the Varn valley, where the lake lies between two ridges of granite.</p>"
+         "</article></body></html>")  # fmt: skip
+    await wait_indexed(env, 1)
+    await env.say("/find Quillan")
+    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+    await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Open 1")
+    passage = await env.bot_said(
+        lambda c: "317 metres deep" in c.params["text"] and "<code>raw/" in c.params["text"]
+    )
+    assert "<i>by Jane Doe · published May 1, 2024</i>" in passage.params["text"]
+    assert valid_html(passage)
