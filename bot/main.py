@@ -53,6 +53,7 @@ def create(
     *,
     transcribe: Callable[[bytes], Transcript] | None = None,
     language: Language | None = None,
+    signals: bool = False,
     **fetch_test_only: object,
 ):
     """The application, with the engine and its HTTP session made at start-up and closed at shutdown.
@@ -60,7 +61,8 @@ def create(
     ``transcribe`` replaces the speech-to-text model (tests script it: no Whisper weights there); by
     default voice notes are transcribed with KB_WHISPER_MODEL in a worker process started on the first
     one, or refused with a sentence when mlx-whisper is not installed. ``language``: the token counter
-    and chat template (load_language's) when the caller has them already.
+    and chat template (load_language's) when the caller has them already. ``signals``: SIGTERM and
+    SIGINT stop it, ending a model download first (the bot's own process; tests stop it themselves).
     """
     check_settings(settings)
     counter, template, why = language or load_language(settings)  # the caller's, when it has loaded them
@@ -77,7 +79,17 @@ def create(
     )
     register = app.post_init
 
+    def on_signal() -> None:
+        """SIGTERM or SIGINT: a speech model download or transcription under way ends now (the first
+        voice note may be fetching GBs), then the bot stops as python-telegram-bot stops it."""
+        log.info("bot.stopping")
+        runner.interrupt()
+        app.stop_running()
+
     async def start(application) -> None:
+        if signals:  # the bot's own process (serve): SIGTERM and SIGINT stop it through on_signal
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                asyncio.get_running_loop().add_signal_handler(sig, on_signal)
         session = http_session()
         session_box["session"] = session
         engine = build_engine(settings, session, counter, template)
@@ -131,9 +143,9 @@ def announce(settings: Settings, username: str | None) -> None:
 
 def serve(settings: Settings, *, language: Language | None = None) -> int:
     """Poll Telegram until SIGTERM or SIGINT; exit 0 after a clean stop (``language``: see create)."""
-    app = create(settings, language=language)
+    app = create(settings, language=language, signals=True)
     try:
-        app.run_polling(allowed_updates=Update.ALL_TYPES, stop_signals=(signal.SIGINT, signal.SIGTERM))
+        app.run_polling(allowed_updates=Update.ALL_TYPES, stop_signals=None)  # create's own: see on_signal
     except InvalidToken:  # its message carries the token: never chained into a traceback or a log
         raise ConfigError(
             f"the Bot API at {settings.telegram_api_url} refused the bot token (401 Unauthorized): check "

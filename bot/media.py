@@ -34,7 +34,7 @@ from knowledge.ingest import working
 from knowledge.ingest.handoff import deliver, failure_reason
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
-from knowledge.speech.transcribe import model_notice
+from knowledge.speech.transcribe import Transcript, model_notice
 from knowledge.websearch.importer import wait_for_ingest
 from knowledge.words.catalog import Words
 from knowledge.words.reasons import not_read, progress, unheard
@@ -270,21 +270,19 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if audio.file_size and audio.file_size > MAX_UPLOAD_BYTES:
         await say(context, chat_id, esc(w.tr("That recording is over 20 MB, the most a bot can download.")))
         return
-    async with deps.locks[chat_id]:
-        notice = await asyncio.to_thread(
-            model_notice, deps.settings.whisper_model, own_dir=deps.settings.model_dir
-        )
+    notice = await asyncio.to_thread(
+        model_notice, deps.settings.whisper_model, own_dir=deps.settings.model_dir
+    )
+    transcript = status = None
+    if notice:  # the model comes first (minutes, GBs): not under the chat's lock, its other messages go on
         first = w.tr("The speech model is downloaded to the Mac first (once); this takes a while.")
-        status = await say(
-            context, chat_id, italic(w.tr("listening…")) + (f"\n{esc(first)}" if notice else "")
-        )
-        data = await download(audio)
-        try:
-            async with typing(context, chat_id, ChatAction.RECORD_VOICE):
-                transcript = await asyncio.to_thread(deps.transcribe, data)
-        except SpeechError as exc:
-            log.warning("voice.failed", reason=exc.reason, error=str(exc))
-            await edit(context, status, esc(unheard(exc.reason, w)))
+        status = await say(context, chat_id, italic(w.tr("listening…")) + f"\n{esc(first)}")
+        transcript = await hear(context, deps, chat_id, audio, status)
+    async with deps.locks[chat_id]:
+        if status is None:
+            status = await say(context, chat_id, italic(w.tr("listening…")))
+            transcript = await hear(context, deps, chat_id, audio, status)
+        if transcript is None:
             return
         text = transcript.text.strip()
         log.info(
@@ -298,6 +296,21 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await edit(context, status, esc(w.tr("I heard: “{text}”", text=text)), reply_markup=markup)
     if text:
         await answer(context, chat_id, text, question=message)
+
+
+async def hear(
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, chat_id: int, audio, status: Message
+) -> Transcript | None:
+    """The words of a voice note (fetching the speech model first when it is not here yet), or None
+    when it could not be heard: ``status`` then says why."""
+    data = await download(audio)
+    try:
+        async with typing(context, chat_id, ChatAction.RECORD_VOICE):
+            return await asyncio.to_thread(deps.transcribe, data)
+    except SpeechError as exc:
+        log.warning("voice.failed", reason=exc.reason, error=str(exc))
+        await edit(context, status, esc(unheard(exc.reason, words_of(deps, chat_id))))
+        return None
 
 
 async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -68,6 +68,11 @@ class IsolatedRunner:
         """Stop the call in progress (and refuse later ones) with ConversionInterrupted: kb is stopping."""
         self._interrupted.set()
 
+    @property
+    def stopping(self) -> threading.Event:
+        """Set once :meth:`interrupt` is called: work done for this runner's calls (a model download) stops too."""
+        return self._interrupted
+
     def call(
         self,
         fn: Callable[..., T],

@@ -25,6 +25,7 @@ the CPU elsewhere) in production, any picklable object with the same method in a
 from __future__ import annotations
 
 import json
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -227,10 +228,16 @@ def model_notice(spec: str, *, own_dir: Path, is_offline: bool | None = None) ->
 
 
 def download_model(
-    spec: str, *, own_dir: Path, is_offline: bool | None = None, timeout_s: float = DOWNLOAD_TIMEOUT_S
+    spec: str,
+    *,
+    own_dir: Path,
+    is_offline: bool | None = None,
+    timeout_s: float = DOWNLOAD_TIMEOUT_S,
+    stop: threading.Event | None = None,
 ) -> Path:
     """Download hub model ``spec`` into ``own_dir/owner--name/`` (only the files mlx-whisper loads:
-    config.json, then weights.safetensors or else weights.npz); its folder."""
+    config.json, then weights.safetensors or else weights.npz); its folder. ``stop`` set (kb is
+    stopping) ends it at once; what was fetched is kept and the next download resumes it."""
     if hub.is_offline() if is_offline is None else is_offline:
         raise SpeechError(
             "model-missing",
@@ -245,13 +252,13 @@ def download_model(
     log.info("speech.model_download", model=spec, folder=str(folder))
     t0 = time.perf_counter()
     try:
-        _fetch(spec, "config.json", folder, timeout_s, check=_check_config)
+        _fetch(spec, "config.json", folder, timeout_s, check=_check_config, stop=stop)
         try:
-            _fetch(spec, "weights.safetensors", folder, timeout_s, check=_check_safetensors)
+            _fetch(spec, "weights.safetensors", folder, timeout_s, check=_check_safetensors, stop=stop)
         except hub.HubError as exc:
             if exc.kind != "missing":
                 raise
-            _fetch(spec, "weights.npz", folder, timeout_s, check=_check_npz)
+            _fetch(spec, "weights.npz", folder, timeout_s, check=_check_npz, stop=stop)
     except hub.HubError as exc:
         log.warning("speech.model_download_failed", model=spec, kind=exc.kind, error=str(exc))
         raise SpeechError(*_download_failure(spec, exc)) from exc
@@ -259,7 +266,15 @@ def download_model(
     return folder
 
 
-def _fetch(spec: str, name: str, folder: Path, timeout_s: float, *, check: Callable[[Path], None]) -> None:
+def _fetch(
+    spec: str,
+    name: str,
+    folder: Path,
+    timeout_s: float,
+    *,
+    check: Callable[[Path], None],
+    stop: threading.Event | None = None,
+) -> None:
     step = {"next": 0}
 
     def progress(got: int, total: int | None) -> None:
@@ -270,7 +285,7 @@ def _fetch(spec: str, name: str, folder: Path, timeout_s: float, *, check: Calla
 
     hub.download(
         spec, name, folder, timeout_s=timeout_s, max_bytes=MODEL_MAX_BYTES[name],
-        deadline_s=DOWNLOAD_DEADLINE_S, check=check, progress=progress,
+        deadline_s=DOWNLOAD_DEADLINE_S, check=check, progress=progress, stop=stop,
     )  # fmt: skip
 
 
@@ -302,6 +317,8 @@ def _download_failure(spec: str, exc: hub.HubError) -> tuple[str, str]:
     """The reason and one sentence for the owner on why the speech model could not be downloaded:
     no URLs (the log has those, as speech.model_download_failed)."""
     later = f"download it once with `hf download {spec}`, or set KB_WHISPER_MODEL to a model folder."
+    if exc.kind == "stopped":
+        return "interrupted", "kb is shutting down; send the voice note again in a minute."
     if exc.kind == "missing":
         return "model-download-failed", (
             f"The speech model {spec} is not on the model hub, or needs a login there; set KB_WHISPER_MODEL to "
@@ -322,9 +339,14 @@ def _download_failure(spec: str, exc: hub.HubError) -> tuple[str, str]:
     )
 
 
-def whisper_transcriber(spec: str, *, own_dir: Path, is_offline: bool | None = None) -> WhisperTranscriber:
-    """The mlx-whisper transcriber for ``KB_WHISPER_MODEL``, downloading the model on first use."""
-    folder = find_model(spec, own_dir=own_dir) or download_model(spec, own_dir=own_dir, is_offline=is_offline)
+def whisper_transcriber(
+    spec: str, *, own_dir: Path, is_offline: bool | None = None, stop: threading.Event | None = None
+) -> WhisperTranscriber:
+    """The mlx-whisper transcriber for ``KB_WHISPER_MODEL``, downloading the model on first use (until
+    ``stop`` is set)."""
+    folder = find_model(spec, own_dir=own_dir) or download_model(
+        spec, own_dir=own_dir, is_offline=is_offline, stop=stop
+    )
     return WhisperTranscriber(folder=str(folder), name=spec)
 
 
@@ -405,7 +427,9 @@ def _transcribe(
 ) -> _Heard:
     check_size(data)  # here too, so that a huge file is not copied to the worker first
     if transcriber is None:
-        transcriber = whisper_transcriber(settings.whisper_model, own_dir=settings.model_dir)
+        transcriber = whisper_transcriber(
+            settings.whisper_model, own_dir=settings.model_dir, stop=runner.stopping
+        )
     try:
         outcome = runner.call(
             transcribe_in_worker,
