@@ -8,6 +8,9 @@ A request with ``"stream": true`` is answered as ``mlx_lm.server`` streams (serv
 in small pieces at ``tokens_per_s``, the finish chunk, the usage chunk when
 ``stream_options.include_usage`` is set, and ``data: [DONE]``; ``cut_after`` drops the connection
 after that many pieces (a server killed mid-answer).
+
+``health_step`` and ``models_step``, when set, answer ``/health`` and ``/v1/models`` with their
+``body`` and ``status`` as they are (a server that says something unreadable there).
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class FakeLLM:
     responder: Callable[[dict], Step] | None = None
     base_url: str = ""
     streamed: list[float] = field(default_factory=list)  # when each streamed piece was sent (monotonic)
+    health_step: Step | None = None  # /health answers this instead of {"status": "ok"}
+    models_step: Step | None = None  # /v1/models answers this instead of the one fake model
 
     def step(self, body: dict) -> Step:
         if self.responder is not None:
@@ -127,9 +132,13 @@ class FakeLLM:
         return resp
 
     async def health(self, request: web.Request) -> web.Response:
+        if self.health_step is not None:
+            return _as_is(self.health_step)
         return web.json_response({"status": "ok"})
 
     async def models(self, request: web.Request) -> web.Response:
+        if self.models_step is not None:
+            return _as_is(self.models_step)
         return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
     def app(self) -> web.Application:
@@ -138,6 +147,12 @@ class FakeLLM:
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         return app
+
+
+def _as_is(step: Step) -> web.Response:
+    """A step's body, byte for byte, as JSON (text, or bytes: invalid UTF-8 and such)."""
+    raw = step.body if isinstance(step.body, bytes) else (step.body or "").encode("utf-8")
+    return web.Response(body=raw, status=step.status, content_type="application/json")
 
 
 _PIECE = re.compile(r"[\u3000-\u9fff\uff00-\uffef]|[\u0e00-\u0e7f]{1,3}|\w+\s*|\s+|[^\w\s]\s*")

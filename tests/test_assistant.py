@@ -168,6 +168,44 @@ async def test_an_empty_answer_is_a_model_failure_that_shows_the_passages(kb, fa
     assert "nothing on this" not in plain(reply, ENGLISH)
 
 
+class Shown:
+    """A listener that keeps what it was shown."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    async def reading(self, passages: int, done: int, total: int) -> None:
+        pass
+
+    async def text(self, so_far: str) -> None:
+        self.texts.append(so_far)
+
+
+UNREADABLE = [
+    Step(body=b"\xff\xfe"),  # invalid UTF-8
+    Step(body="[" * 50_000),  # nesting deeper than json goes: RecursionError (one line aiohttp reads)
+    Step(body='{"choices": 5}'),  # JSON, but not a completion (a stream: a chunk of the wrong shape)
+    Step(body='{"error": ' * 100_000, status=500),  # an error nobody can read
+]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("step", UNREADABLE, ids=["utf8", "nested", "shape", "error"])
+async def test_an_unreadable_model_answer_degrades_to_the_passages(kb, fake, step, streamed):
+    if streamed and step.status == 200:  # the same garbage as a server-sent event
+        raw = step.body if isinstance(step.body, bytes) else step.body.encode()
+        step = Step(body=b"data: " + raw + b"\n\n")
+    fake.script = [step]
+    async with aiohttp.ClientSession() as session:
+        reply = await engine_for(kb, session, fake.base_url).ask(
+            "How deep is Lake Quillan?", listener=Shown() if streamed else None
+        )
+    assert reply.mode == "degraded" and "317 metres deep" in reply.text
+    assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
+    said = reply.said[0]
+    assert said.kind == "model-unavailable" and said.facts["reason"] == "bad-answer"
+
+
 async def test_a_slow_model_server_degrades_within_the_timeout(kb, fake):
     fake.script = [Step(answer="late", delay_s=3)]
     async with aiohttp.ClientSession() as session:

@@ -303,15 +303,24 @@ async def test_forwards_are_kept_by_sender_and_known_by_origin_when_forwarded_ag
     env.telegram.push_forward(OWNER, OWNER, origin=channel(52), text="Bring a lantern")
     env.telegram.push_forward(OWNER, OWNER, origin=alice, text="I will meet you at the pier")
     await env.bot_said(lambda c: "Saved: The pier closes at six\nIndexed" in c.params["text"], timeout_s=30)
-    await env.bot_said(lambda c: "Saved: I will meet you at the pier\nIndexed" in c.params["text"], timeout_s=30)
-    assert sorted(d.title for d in documents(env)) == ["I will meet you at the pier", "The pier closes at six"]
+    await env.bot_said(
+        lambda c: "Saved: I will meet you at the pier\nIndexed" in c.params["text"], timeout_s=30
+    )
+    assert sorted(d.title for d in documents(env)) == [
+        "I will meet you at the pier",
+        "The pier closes at six",
+    ]
 
     sent = len(env.telegram.calls())
-    env.telegram.push_forward(OWNER, OWNER, origin=channel(52), text="Bring a lantern")  # inside the first note
+    env.telegram.push_forward(
+        OWNER, OWNER, origin=channel(52), text="Bring a lantern"
+    )  # inside the first note
     again = await env.bot_said(
         lambda c: c.index >= sent and c.params["text"] == "Already kept: The pier closes at six"
     )
     assert set(buttons_of(env, again)) == {"Ask about it"}
     env.telegram.push_forward(OWNER, OWNER, origin=alice, text="I will meet you at the pier")  # no message id
-    await env.bot_said(lambda c: c.index >= sent and c.params["text"] == "Already kept: I will meet you at the pier")
+    await env.bot_said(
+        lambda c: c.index >= sent and c.params["text"] == "Already kept: I will meet you at the pier"
+    )
     assert len(documents(env)) == 2

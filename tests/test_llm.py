@@ -117,3 +117,63 @@ async def test_health_and_models(served):
     c = client(fake, session)
     assert (await c.health())["status"] == "ok"
     assert await c.models() == ["fake-model"]
+
+
+NESTED = "[" * 100_000  # deeper than Python's json will go: RecursionError, not JSONDecodeError
+
+
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [
+        (Step(body=b"\xff\xfe"), "not UTF-8"),
+        (Step(body=b'{"choices": [{"message": {"content": "caf\xe9"}}]}'), "not UTF-8"),  # Latin-1
+        (Step(body=NESTED), "nested too deeply"),
+        (Step(body='{"a": ' * 100_000), "nested too deeply"),
+        (Step(body='"a string"'), "not a chat completion"),
+        (Step(body='{"choices": 5}'), "not a chat completion"),
+        (Step(body='{"choices": [{"message": "hello"}]}'), "not a chat completion"),
+        (Step(body=NESTED, status=500), "answered 500"),
+        (Step(body=b"\xff\xfe", status=503), "answered 503"),
+    ],
+)
+async def test_an_unreadable_answer_is_a_bad_response_not_a_crash(served, step, says):
+    fake, session = served
+    fake.script = [step]
+    with pytest.raises(ModelBadResponse, match=says):
+        await client(fake, session).chat(MESSAGES, max_tokens=8)
+
+
+async def test_usage_and_finish_reason_of_the_wrong_shape_are_unknown(served):
+    fake, session = served
+    fake.script = [
+        Step(
+            body='{"choices": [{"message": {"content": "Yes."}, "finish_reason": 7}],'
+            ' "usage": {"prompt_tokens": "many", "completion_tokens": [1]}}'
+        )
+    ]
+    done = await client(fake, session).chat(MESSAGES, max_tokens=8)
+    assert done.text == "Yes." and done.finish_reason is None
+    assert done.prompt_tokens is None and done.completion_tokens is None
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "step", "says"),
+    [
+        ("health", Step(body=b"\xff\xfe"), "not UTF-8"),
+        ("health", Step(body=NESTED), "nested too deeply"),
+        ("health", Step(body="[1, 2]"), "not answer with a JSON object"),
+        ("health", Step(body=NESTED, status=500), "answered 500"),
+        ("health", Step(body=b"\xff\xfe", status=502), "answered 502"),
+        ("models", Step(body=b"\xff\xfe"), "not UTF-8"),
+        ("models", Step(body='{"data": ' * 100_000), "nested too deeply"),
+        ("models", Step(body='{"data": 7}'), "unexpected /v1/models answer"),
+        ("models", Step(body='{"data": ["x"]}'), "unexpected /v1/models answer"),
+        ("models", Step(body='{"data": [{"id": 5}]}'), "unexpected /v1/models answer"),
+        ("models", Step(body='{"data": {"id": "x"}}'), "unexpected /v1/models answer"),
+    ],
+)
+async def test_health_and_models_that_are_unreadable_are_a_bad_response(served, endpoint, step, says):
+    fake, session = served
+    setattr(fake, f"{endpoint}_step", step)
+    with pytest.raises(ModelBadResponse, match=says):
+        await getattr(client(fake, session), endpoint)()

@@ -76,12 +76,26 @@ async def test_a_stream_cut_before_any_text_is_the_model_unavailable(served):
         ("data: " + "[" * 100_000 + "\n\n", ModelBadResponse),  # nesting deeper than json allows
         (b"data: \xff\xfe broken utf-8\n\n", ModelBadResponse),
         ("data: [1, 2]\n\n", ModelBadResponse),
+        ('data: {"choices": 5}\n\n', ModelBadResponse),  # a chunk of the wrong shape
+        ('data: {"choices": [{"delta": {"content": "x"}}]}\n\ndata: {"choices": {"a": 1}}\n\n', None),
     ],
 )
 async def test_unreadable_events_are_a_bad_response_not_a_crash(served, body, error):
     fake, session = served
     fake.script = [Step(body=body)]
+    if error is None:  # after some text: what was said stays, cut off
+        done = await stream(ModelClient(session, fake.base_url), Seen())
+        assert done.text == "x" and done.cut_off
+        return
     with pytest.raises(error):
+        await stream(ModelClient(session, fake.base_url), Seen())
+
+
+@pytest.mark.parametrize("body", [b"\xff\xfe", "[" * 100_000, '{"error": ' * 100_000])
+async def test_an_unreadable_error_answer_is_a_bad_response_not_a_crash(served, body):
+    fake, session = served
+    fake.script = [Step(body=body, status=500)]
+    with pytest.raises(ModelBadResponse, match="answered 500"):
         await stream(ModelClient(session, fake.base_url), Seen())
 
 

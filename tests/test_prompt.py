@@ -1,5 +1,10 @@
 """Prompt building: the template rendered as the server does, evidence within its budget."""
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from knowledge.answer.prompt import (
@@ -55,11 +60,12 @@ def test_evidence_never_exceeds_its_budget_and_is_whole_passages_in_rank_order(b
 
 
 def test_the_context_keeps_room_for_the_answer():
+    # 600: the prompt without passages is about 200 tokens here (its random tag counts 1-8 of them)
     prompt = build_prompt(
         "q", PASSAGES, counter=ApproxCounter(), template=ChatTemplate(FALLBACK_TEMPLATE, {}),
-        evidence_tokens=10_000, context_tokens=400, max_output_tokens=200,
+        evidence_tokens=10_000, context_tokens=600, max_output_tokens=200,
     )  # fmt: skip
-    assert prompt.input_tokens <= 200
+    assert prompt.input_tokens <= 400 and 0 < len(prompt.passages) < len(PASSAGES)
 
 
 def test_a_passage_cannot_close_the_evidence_block():
@@ -174,3 +180,130 @@ def test_the_message_as_written_is_shown_beside_its_standalone_question():
     assert user.endswith(
         "Question: What is the second point of the harbor checklist?\n(The owner wrote: 那第二點呢？)"
     )
+
+
+# ChatML (what kb counts with when a template cannot be used), for templates that end with it.
+CHATML = FALLBACK_TEMPLATE
+NESTED_RANGES = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+ON_EVIDENCE = "{% if '<evidence-' in messages[-1].content %}"  # the probe at load has none
+
+# Run in a child process, killed at the deadline: a template that hangs must fail the test, not hang it.
+CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from structlog.testing import capture_logs
+from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate, build_prompt, load_template
+from knowledge.tokenizer import ApproxCounter
+from tests.test_prompt import PASSAGES
+
+t0 = time.monotonic()
+with capture_logs() as logs:
+    template = load_template(Path(sys.argv[1]))
+    loaded_s, loaded_note = time.monotonic() - t0, template.note
+    if sys.argv[2] == "prompt":
+        messages = build_prompt("What is the value?", PASSAGES, counter=ApproxCounter(), template=template,
+                                evidence_tokens=640, context_tokens=8192, max_output_tokens=512).messages
+    else:  # one long question: a megabyte of evidence
+        messages = [{"role": "user", "content": "<evidence-0> " + "word " * 200_000}]
+    text = template.render(messages)
+    again = template.render(messages)
+print(json.dumps({
+    "note": template.note, "loaded_note": loaded_note, "loaded_s": loaded_s, "s": time.monotonic() - t0,
+    "chatml": text == again == ChatTemplate(FALLBACK_TEMPLATE, {}).render(messages),
+    "events": [[e["event"], e["log_level"]] for e in logs],
+}))
+"""
+
+
+def render_in_child(tmp_path, source: str, what: str = "prompt", timeout_s: float = 30) -> dict:
+    (tmp_path / "tokenizer.json").write_text("{}")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": source}))
+    root = Path(__file__).resolve().parent.parent
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(tmp_path / "tokenizer.json"), what],
+            cwd=root, capture_output=True, text=True, timeout=timeout_s, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"loading and rendering the template took more than {timeout_s:g} s")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "source",
+    [NESTED_RANGES + CHATML, "{{ 10 ** (10 ** 8) }}" + CHATML, "{% for %}" + CHATML],
+    ids=["nested-ranges", "huge-power", "syntax-error"],
+)
+def test_a_template_that_never_ends_or_fails_is_refused_at_load_and_chatml_counts(tmp_path, source):
+    seen = render_in_child(tmp_path, source)
+    assert seen["chatml"] and seen["loaded_s"] < 5 and seen["s"] < 10
+    assert "tokenizer_config.json" in seen["loaded_note"] and "ChatML" in seen["loaded_note"]
+    assert ["prompt.template_refused", "warning"] in seen["events"]
+
+
+@pytest.mark.parametrize(
+    ("source", "what"),
+    [
+        (ON_EVIDENCE + NESTED_RANGES + "{% endif %}" + CHATML, "prompt"),
+        # few loop items, each costly: the time budget ends it
+        (ON_EVIDENCE + "{% for i in range(99000) %}{% set x = messages[-1].content.split(' ') %}"
+         "{% endfor %}{% endif %}" + CHATML, "long"),
+    ],
+    ids=["nested-ranges", "slow-items"],
+)  # fmt: skip
+def test_a_template_that_passes_the_check_but_never_ends_on_an_answer_does_not_hang_it(
+    tmp_path, source, what
+):
+    seen = render_in_child(tmp_path, source, what)
+    assert seen["loaded_note"] is None  # it passed the check at load
+    assert seen["chatml"] and seen["s"] < 15  # counted with ChatML, once the budget ran out (not twice)
+    assert ["prompt.template_over_budget", "warning"] in seen["events"]
+    assert "tokenizer_config.json" in seen["note"] and "ChatML" in seen["note"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ 'x' * 10 ** 7 }}" + CHATML,
+        "{{ 'x'.ljust(10 ** 7) }}" + CHATML,
+        "{% for i in range(50000) %}{{ messages[0].content }}{% endfor %}" + CHATML,
+    ],
+    ids=["repeat", "pad", "output"],
+)
+def test_a_template_that_makes_a_huge_text_is_counted_with_chatml(source):
+    messages = [{"role": "user", "content": "hello " * 200}]
+    assert ChatTemplate(source, {}).render(messages) == ChatTemplate(CHATML, {}).render(messages)
+
+
+QWEN3_CONVERSATIONS = [
+    [{"role": "system", "content": "You are kb."}, {"role": "user", "content": "黑豹队的防守丢了多少分？"}],
+    [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "<think>\nhm\n</think>\n\nan answer"},
+        {"role": "user", "content": "and then?"},
+    ],
+    [{"role": "user", "content": "ไม่ทราบ\n\n<evidence-t3st>\n[1] x\n</evidence-t3st>"}],
+]
+
+
+@pytest.fixture(scope="module")
+def qwen3_reference(qwen_counter):
+    """The bundled Qwen3 tokenizer folder as transformers loads it (what mlx_lm.server renders with)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(qwen_counter.path.parent))
+
+
+@pytest.mark.parametrize("messages", QWEN3_CONVERSATIONS)
+@pytest.mark.parametrize("thinking", [False, True])
+def test_the_qwen3_template_is_accepted_and_renders_as_transformers_does(
+    qwen_counter, qwen3_reference, messages, thinking
+):
+    template = load_template(qwen_counter.path)
+    assert template.note is None and "multi_step_tool" in template.source  # the model's own, not ChatML
+    expected = qwen3_reference.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, enable_thinking=thinking
+    )
+    assert template.render(messages, enable_thinking=thinking) == expected

@@ -269,3 +269,8 @@ def test_a_translation_answers_for_the_passages_in_its_own_language(tmp_path):
     assert helped.verdict.answerable and helped.results[0].title == "Lake Quillan"
     assert helped.results[0].relevance >= settings.min_relevance > alone.verdict.relevance
     assert not absent.verdict.answerable
+
+
+def test_translations_nested_past_the_parser_are_refused_not_a_crash():
+    with pytest.raises(TranslationError, match="not JSON"):
+        parse("[" * 100_000, "How deep is Lake Quillan?", ["zh"])

@@ -141,3 +141,8 @@ def test_a_long_run_of_dashes_is_planned_at_once():
     t0 = time.perf_counter()
     heuristic_plan("-" * 1_200 + " what now x", date(2026, 1, 1))
     assert needs_search("1 " + "- " * 50_000 + "x") and time.perf_counter() - t0 < 0.5
+
+
+def test_a_plan_nested_past_the_parser_is_refused_not_a_crash():
+    with pytest.raises(PlanError, match="not JSON"):
+        parse_plan("[" * 100_000)

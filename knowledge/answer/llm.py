@@ -8,7 +8,9 @@
 * Timeouts on connect and on the whole request; one retry when the connection drops; a
   per-client limit on concurrent requests (default 1: the server's batching has had
   cross-request and deadlock bugs under concurrent load).
-* Every failure is a ``ModelError`` whose message says what to do.
+* Every failure is a ``ModelError`` whose message says what to do; a reply that cannot be read
+  (not UTF-8, JSON nested deeper than Python parses, JSON of the wrong shape, a garbage event) is a
+  ``ModelBadResponse``, never a foreign exception, so an answer degrades to the passages.
 * Answers can stream (``stream``): server-sent events read as they come, the keep-alive comments
   ``mlx_lm.server`` sends while it reads the prompt reported as progress, the usage chunk asked
   for so the exact token counts are still known; a stream cut off keeps what was said.
@@ -29,7 +31,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from knowledge.answer.untrusted import safe_messages
-from knowledge.errors import ModelError
+from knowledge.errors import ModelError, one_line
 
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
 
@@ -108,18 +110,21 @@ def parse_completion(body: object, elapsed_ms: float) -> Completion:
         content = message.get("content") or ""
         if not isinstance(content, str):
             raise TypeError("content is not a string")
-        usage = body.get("usage") or {}  # type: ignore[union-attr]
-        return Completion(
-            text=strip_thinking(content),
-            finish_reason=choice.get("finish_reason"),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-            elapsed_ms=elapsed_ms,
-        )
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise ModelBadResponse(
             f"the model server sent something that is not a chat completion ({exc})"
         ) from exc
+    # optional parts of the wrong shape are unknown, not a failure: the text is the answer
+    usage = body.get("usage")  # type: ignore[union-attr]
+    usage = usage if isinstance(usage, dict) else {}
+    finish_reason = choice.get("finish_reason")
+    return Completion(
+        text=strip_thinking(content),
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+        completion_tokens=_int_or_none(usage.get("completion_tokens")),
+        elapsed_ms=elapsed_ms,
+    )
 
 
 class ModelClient:
@@ -206,9 +211,8 @@ class ModelClient:
                     self.base_url + "/chat/completions", json=payload, timeout=self.stream_timeout
                 ) as resp:
                     if resp.status != 200:
-                        text = await resp.text(errors="replace")
                         raise ModelBadResponse(
-                            f"the model server answered {resp.status}: {_error_text(text)}"
+                            f"the model server answered {resp.status}: {_error_text(await resp.read())}"
                         )
                     async for raw in resp.content:
                         if await state.feed(raw, on_text, on_reading):
@@ -240,22 +244,24 @@ class ModelClient:
     async def models(self) -> list[str]:
         """Model ids the server lists."""
         body = await self._get_json(self.base_url + "/models")
-        try:
-            return [m["id"] for m in body["data"]]  # type: ignore[index,union-attr]
-        except (KeyError, TypeError) as exc:
-            raise ModelBadResponse(f"unexpected /v1/models answer: {exc}") from exc
+        data = body.get("data")
+        if not isinstance(data, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("id"), str) for m in data
+        ):
+            raise ModelBadResponse(
+                "unexpected /v1/models answer: its data is not a list of models with an id each"
+            )
+        return [m["id"] for m in data]
 
     async def _post_json(self, path: str, payload: dict[str, object]) -> object:
         url = self.base_url + path
         for attempt in (1, 2):
             try:
                 async with self.session.post(url, json=payload, timeout=self.timeout) as resp:
-                    text = await resp.text()
+                    raw = await resp.read()
                     if resp.status != 200:
-                        raise ModelBadResponse(
-                            f"the model server answered {resp.status}: {_error_text(text)}"
-                        )
-                    return _json(text)
+                        raise ModelBadResponse(f"the model server answered {resp.status}: {_error_text(raw)}")
+                    return _json(raw)
             except (
                 aiohttp.ServerDisconnectedError,
                 aiohttp.ClientPayloadError,
@@ -275,10 +281,10 @@ class ModelClient:
     async def _get_json(self, url: str) -> dict[str, object]:
         try:
             async with self.session.get(url, timeout=self.timeout) as resp:
-                text = await resp.text()
+                raw = await resp.read()
                 if resp.status != 200:
-                    raise ModelBadResponse(f"{url} answered {resp.status}: {_error_text(text)}")
-                body = _json(text)
+                    raise ModelBadResponse(f"{url} answered {resp.status}: {_error_text(raw)}")
+                body = _json(raw)
         except TimeoutError as exc:
             raise ModelUnavailable(f"the model server at {self.base_url} did not answer in time") from exc
         except aiohttp.ClientError as exc:
@@ -312,36 +318,37 @@ class _Streamed:
         on_text: Callable[[str], Awaitable[None]],
         on_reading: Callable[[int, int], Awaitable[None]] | None,
     ) -> bool:
-        """Take one line of the event stream; True at its end ([DONE])."""
-        text = line.decode("utf-8", errors="replace").strip()
-        if not text:
+        """Take one line of the event stream; True at its end ([DONE]). ModelBadResponse for an event
+        that cannot be read."""
+        line = line.strip()
+        if not line:
             return False
-        if text.startswith(":"):  # ": keepalive 1200/4800" while the prompt is read
-            parts = text[1:].split()
+        if line.startswith(b":"):  # ": keepalive 1200/4800" while the prompt is read
+            parts = line[1:].decode("utf-8", errors="replace").split()
             if on_reading is not None and len(parts) == 2 and parts[0] == "keepalive" and "/" in parts[1]:
                 done, _, total = parts[1].partition("/")
                 if done.isdigit() and total.isdigit():
                     await on_reading(int(done), int(total))
             return False
-        if not text.startswith("data:"):
+        if not line.startswith(b"data:"):
             return False
-        data = text[5:].strip()
-        if data == "[DONE]":
+        data = line[5:].strip()
+        if data == b"[DONE]":
             self.done = True
             return True
-        try:
-            chunk = json.loads(data)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ModelBadResponse(f"the model server sent an event that is not JSON ({exc})") from exc
+        chunk = _json(data, what="an event")
         if not isinstance(chunk, dict):
             raise ModelBadResponse("the model server sent an event that is not a JSON object")
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise ModelBadResponse("the model server sent an event that is not a chat completion chunk")
+        for choice in choices:
             if not isinstance(choice, dict):
                 continue
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
+            if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
+                self.finish_reason = choice["finish_reason"]
             delta = choice.get("delta")
             content = delta.get("content") if isinstance(delta, dict) else None
             if isinstance(content, str) and content:
@@ -374,18 +381,35 @@ def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _json(text: str) -> object:
+def _json(raw: bytes, *, what: str = "a reply") -> object:
+    """The JSON value of a reply body or event; ModelBadResponse when it cannot be read (JSON is UTF-8,
+    RFC 8259; a nesting bomb is a RecursionError, not a JSONDecodeError)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelBadResponse(
+            f"the model server sent {what} that is not UTF-8 text (byte {exc.start}): "
+            "is KB_LLM_URL the model server?"
+        ) from exc
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ModelBadResponse(f"the model server sent invalid JSON ({exc.msg} at {exc.pos})") from exc
+        raise ModelBadResponse(
+            f"the model server sent {what} that is invalid JSON ({exc.msg} at {exc.pos})"
+        ) from exc
+    except RecursionError as exc:
+        raise ModelBadResponse(
+            f"the model server sent {what} whose JSON is nested too deeply to read"
+        ) from exc
 
 
-def _error_text(text: str) -> str:
+def _error_text(raw: bytes) -> str:
+    """What an error answer says, as one short line, whatever its bytes."""
+    text = raw[:100_000].decode("utf-8", errors="replace")  # an error worth reading is short
     try:
         body = json.loads(text)
         if isinstance(body, dict) and "error" in body:
-            return str(body["error"])[:300]
-    except json.JSONDecodeError:
+            return one_line(str(body["error"]), 300)
+    except (ValueError, RecursionError):  # not JSON, or a nesting bomb: the text as it is
         pass
-    return text.strip()[:300] or "(empty body)"
+    return one_line(text, 300) or "(empty body)"

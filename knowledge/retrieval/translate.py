@@ -103,8 +103,8 @@ def parse(text: str, question: str, groups: Sequence[str]) -> list[Translation]:
         reply = reply.strip("`").removeprefix("json").strip()
     try:
         data = json.loads(reply)
-    except json.JSONDecodeError as exc:
-        raise TranslationError(f"not JSON: {exc.msg}") from exc
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: "[[[[…" nested past the parser
+        raise TranslationError(f"not JSON: {getattr(exc, 'msg', 'nested too deep')}") from exc
     wanted = {LANGUAGES[g][0]: g for g in groups}
     if not isinstance(data, dict) or set(data) != set(wanted):
         raise TranslationError(f"expected exactly the keys {', '.join(sorted(wanted))}")

@@ -78,8 +78,8 @@ def parse_plan(text: str) -> Plan:
     """A Plan from the model's reply, strictly: JSON only, the schema exactly, no unknown keys."""
     try:
         data = json.loads(text.strip())
-    except json.JSONDecodeError as exc:
-        raise PlanError(f"not JSON: {exc.msg}") from exc
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: "[[[[…" nested past the parser
+        raise PlanError(f"not JSON: {getattr(exc, 'msg', 'nested too deep')}") from exc
     if not isinstance(data, dict) or set(data) != {"needsSearch", "queries"}:
         raise PlanError("expected exactly the keys needsSearch and queries")
     needs, queries = data["needsSearch"], data["queries"]
