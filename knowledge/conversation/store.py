@@ -435,6 +435,9 @@ def _migrate(db: sqlite3.Connection) -> None:
             continue
         db.execute("BEGIN IMMEDIATE")
         try:
+            if db.execute("SELECT 1 FROM migrations WHERE n = ?", (n,)).fetchone() is not None:
+                db.execute("COMMIT")  # another connection applied it while this one waited for the lock
+                continue
             migration(db)
             db.execute(
                 "INSERT INTO migrations (n, name, at) VALUES (?, ?, ?)", (n, migration.__name__, time.time())
