@@ -468,6 +468,14 @@ def _judge(judged: dict[int, tuple[float, Evidence]], rowid: int, evidence: Evid
         judged[rowid] = (relevance, evidence)
 
 
+def document_passages(index: Index, doc_id: str) -> list[SearchResult]:
+    """Every chunk of one document, in document order (empty for a document that is not there)."""
+    span = index.document_rowid_range(doc_id)
+    if span is None:
+        return []
+    return _results(index, [Ranked(r, 0.0, 0.0) for r in range(span[0], span[1] + 1)])
+
+
 def get_document_chunks(index: Index, doc_id: str, query: str, *, k: int = 3) -> list[SearchResult]:
     """At most 3 chunks of one document, best for the query first (its opening when nothing matches)."""
     k = max(0, min(k, 3))

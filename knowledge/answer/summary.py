@@ -1,0 +1,217 @@
+"""Whole-document summaries: the model reads a document part by part, then writes one summary of it.
+
+A document longer than one prompt is read in parts (map): each part is as many of its chunks, in
+order, as fit one prompt counted exactly (the context less the part summary's output), and the model
+summarises it, citing its passages. The part summaries are then summarised together (reduce), as
+passages themselves, in as many rounds as it takes until one prompt holds them all; the final summary
+cites the parts, and each citation points at the lines that part covers. Every request is built by
+``build_prompt``, so it fits the context, and the document and every earlier summary are evidence:
+wrapped, cleaned of delimiters and control tokens, never an instruction.
+
+Without the model the summary is the document's opening sentences (the degraded answer's excerpt
+rules), marked ``excerpt``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+import structlog
+
+from knowledge.answer.assistant import Citation, Engine, citations_for
+from knowledge.answer.excerpt import excerpt
+from knowledge.answer.llm import ModelError, visible
+from knowledge.answer.prompt import Prompt, build_prompt
+from knowledge.answer.variants import NAMES, for_reader
+from knowledge.retrieval.search import SearchResult
+
+log = structlog.get_logger()
+
+_CITED = re.compile(r"\s*\[\d{1,3}\]")
+
+PART_OUTPUT_TOKENS = 320  # a part's summary: three to five sentences, in any of kb's languages
+FINAL_OUTPUT_TOKENS = 512
+EXCERPT_CHARS = 400
+MAX_ROUNDS = 8  # reduce rounds: each at least halves the summaries (a prompt holds two at the very least)
+
+PART_QUESTION = (
+    "Summarise what these passages of the document “{title}” say, in three to five sentences, "
+    "citing the passages."
+)
+FINAL_QUESTION = (
+    "Summarise the whole document “{title}” in {sentences}, citing the passages (each is a summary "
+    "of one part of it, in order)."
+)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A document's summary with what it cost: ``kind`` is ``model`` or ``excerpt`` (no model)."""
+
+    text: str
+    kind: str
+    citations: list[Citation] = field(default_factory=list)
+    parts: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0  # the largest prompt sent, exactly counted
+    input_tokens: int = 0  # all prompts together
+    output_tokens: int = 0
+    why: str | None = None  # the model error that made it an excerpt
+
+
+# What the caller is told as it goes: (part read, of how many), and "writing" once for the final call.
+Progress = Callable[[int, int], None]
+
+
+async def summarize(
+    engine: Engine,
+    title: str,
+    chunks: Sequence[SearchResult],
+    *,
+    reader: str = "en",
+    sentences: int = 3,
+    progress: Progress | None = None,
+) -> Summary:
+    """The summary of a document from its chunks (in document order), in the reader's language."""
+    if not chunks:
+        return Summary("", "excerpt")
+    t0 = time.perf_counter()
+    spent = _Spent()
+    try:
+        summary = await _summarize(engine, title, list(chunks), reader, sentences, progress, spent)
+    except ModelError as exc:
+        log.warning("summary.degraded", title=title, error=str(exc), calls=spent.calls)
+        return Summary(opening(chunks), "excerpt", calls=spent.calls, why=str(exc))
+    log.info(
+        "summary.done", title=title, chunks=len(chunks), parts=summary.parts, calls=summary.calls,
+        prompt_tokens=summary.prompt_tokens, output_tokens=summary.output_tokens,
+        ms=round((time.perf_counter() - t0) * 1000),
+    )  # fmt: skip
+    return summary
+
+
+def opening(chunks: Sequence[SearchResult]) -> str:
+    """The document's opening sentences, as the degraded answer shows a passage (no model)."""
+    return excerpt(chunks[0].text, "", limit=EXCERPT_CHARS)
+
+
+@dataclass
+class _Spent:
+    calls: int = 0
+    largest: int = 0
+    inputs: int = 0
+    outputs: int = 0
+
+
+async def _summarize(
+    engine: Engine,
+    title: str,
+    chunks: list[SearchResult],
+    reader: str,
+    sentences: int,
+    progress: Progress | None,
+    spent: _Spent,
+) -> Summary:
+    final_q = FINAL_QUESTION.format(title=title, sentences=f"{sentences} sentences")
+    whole = await _prompt(engine, final_q, chunks, FINAL_OUTPUT_TOKENS, reader)
+    if len(whole.passages) == len(chunks):  # the whole document fits one prompt: one call
+        _tell(progress, 1, 1)
+        text = await _ask(engine, whole, FINAL_OUTPUT_TOKENS, reader, spent)
+        shown, citations = citations_for(text, whole.passages)
+        return _summary(shown, citations, 1, spent)
+    parts = await _parts(engine, title, chunks, reader)
+    summaries: list[SearchResult] = []
+    for n, part in enumerate(parts, 1):
+        _tell(progress, n, len(parts))
+        text = await _ask(engine, part, PART_OUTPUT_TOKENS, reader, spent)
+        summaries.append(_as_passage(n, part.passages, text))
+    for _ in range(MAX_ROUNDS):
+        prompt = await _prompt(engine, final_q, summaries, FINAL_OUTPUT_TOKENS, reader)
+        if len(prompt.passages) == len(summaries):
+            text = await _ask(engine, prompt, FINAL_OUTPUT_TOKENS, reader, spent)
+            shown, citations = citations_for(text, prompt.passages)
+            return _summary(shown, citations, len(parts), spent)
+        summaries = await _reduce(engine, title, summaries, reader, spent)
+    raise ModelError(f"the summaries of {len(parts)} parts did not fit one prompt after {MAX_ROUNDS} rounds")
+
+
+async def _parts(engine: Engine, title: str, chunks: list[SearchResult], reader: str) -> list[Prompt]:
+    """The map prompts: each takes as many of the remaining chunks, in order, as fit."""
+    parts: list[Prompt] = []
+    rest = chunks
+    while rest:
+        prompt = await _prompt(engine, PART_QUESTION.format(title=title), rest, PART_OUTPUT_TOKENS, reader)
+        if not prompt.passages:  # one chunk larger than a whole prompt: kb's chunks never are
+            raise ModelError(f"a passage of “{title}” does not fit one prompt (KB_CONTEXT_TOKENS)")
+        parts.append(prompt)
+        rest = rest[len(prompt.passages) :]
+    return parts
+
+
+async def _reduce(
+    engine: Engine, title: str, summaries: list[SearchResult], reader: str, spent: _Spent
+) -> list[SearchResult]:
+    """One round: neighbouring summaries summarised together, as many as fit a prompt each."""
+    merged: list[SearchResult] = []
+    rest = summaries
+    while len(rest) > 1:
+        prompt = await _prompt(engine, PART_QUESTION.format(title=title), rest, PART_OUTPUT_TOKENS, reader)
+        if len(prompt.passages) < 2:  # at least two a prompt, so that every round shrinks
+            raise ModelError(f"two part summaries of “{title}” do not fit one prompt (KB_CONTEXT_TOKENS)")
+        text = await _ask(engine, prompt, PART_OUTPUT_TOKENS, reader, spent)
+        merged.append(_as_passage(len(merged) + 1, prompt.passages, text))
+        rest = rest[len(prompt.passages) :]
+    return merged + [_as_passage(len(merged) + 1, rest, rest[0].text)] if rest else merged
+
+
+async def _prompt(
+    engine: Engine, question: str, passages: Sequence[SearchResult], output_tokens: int, reader: str
+) -> Prompt:
+    """The largest prompt of whole passages, in order, that leaves ``output_tokens`` for the reply:
+    the evidence may take the whole context here (no conversation, one task)."""
+    s = engine.settings
+    build = partial(
+        build_prompt, question, passages, counter=engine.counter, template=engine.template,
+        evidence_tokens=s.context_tokens, context_tokens=s.context_tokens,
+        max_output_tokens=output_tokens, answer_in=NAMES.get(reader, NAMES["en"]),
+    )  # fmt: skip
+    return await asyncio.to_thread(build)  # tokenising: off the event loop
+
+
+async def _ask(engine: Engine, prompt: Prompt, output_tokens: int, reader: str, spent: _Spent) -> str:
+    completion = await engine.llm.chat(prompt.messages, max_tokens=output_tokens)
+    spent.calls += 1
+    spent.largest = max(spent.largest, prompt.input_tokens)
+    spent.inputs += prompt.input_tokens
+    spent.outputs += completion.completion_tokens or 0
+    text = visible(completion.text).strip()
+    if not text:
+        raise ModelError("the model returned an empty summary")
+    return for_reader(text, reader)
+
+
+def _as_passage(n: int, passages: Sequence[SearchResult], text: str) -> SearchResult:
+    """Part ``n``'s summary as a passage of the next prompt: the lines the part covers, its own
+    citation numbers removed (they numbered passages the next prompt does not hold)."""
+    first, last = passages[0], passages[-1]
+    title = first.title.rsplit(" (part ", 1)[0]
+    return replace(first, rank=n, end_line=last.end_line, text=_CITED.sub("", text).strip(),
+                   title=f"{title} (part {n})")  # fmt: skip
+
+
+
+def _summary(text: str, citations: list[Citation], parts: int, spent: _Spent) -> Summary:
+    return Summary(
+        text, "model", citations, parts=parts, calls=spent.calls, prompt_tokens=spent.largest,
+        input_tokens=spent.inputs, output_tokens=spent.outputs,
+    )  # fmt: skip
+
+
+def _tell(progress: Progress | None, n: int, total: int) -> None:
+    if progress is not None:
+        progress(n, total)
