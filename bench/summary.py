@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from knowledge.answer.assistant import Engine, EngineSettings  # noqa: E402
 from knowledge.answer.llm import ModelClient  # noqa: E402
 from knowledge.answer.prompt import load_template  # noqa: E402
-from knowledge.answer.summary import summarize  # noqa: E402
+from knowledge.answer.summary import Writer, summarize  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.retrieval.index import Index  # noqa: E402
 from knowledge.retrieval.search import document_passages  # noqa: E402
@@ -114,7 +114,7 @@ async def run(context: int) -> None:
                 for doc, chunks in sorted(docs, key=lambda d: d[0].source_name):
                     before = checked["requests"]
                     t1 = time.perf_counter()
-                    summary = await summarize(engine, doc.title, chunks)
+                    summary = await summarize(Writer.of(engine), doc.title, chunks)
                     ms = (time.perf_counter() - t1) * 1000
                     size = (settings.processed / doc.source_name).stat().st_size
                     assert summary.kind == "model", summary.why

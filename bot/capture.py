@@ -29,7 +29,7 @@ from bot.answer import answer
 from bot.converse import key_of, remember_document
 from bot.deps import BotDeps, deps_of, words_of
 from bot.kept import ASK, Kept, buttons
-from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, download, read_back, reading_text
+from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, add_summary, download, read_back, reading_text
 from bot.render import esc, italic
 from bot.send import edit, say
 from knowledge.conversation.store import KeptForward
@@ -486,6 +486,11 @@ async def settle(
         if reading is not None:
             text += "\n" + reading_text(reading, w)
         await _show(context, item.chat_id, status, text, buttons(token, w))
+        if item.doc_id:
+            still = lambda: item.state == "indexed"  # noqa: E731 - undone meanwhile: the reply says so
+            deps.kept.follow(
+                add_summary(context, deps, status, text, buttons(token, w), item.doc_id, w, still=still)
+            )
     elif record["status"] == "duplicate":
         item.state, item.title = "duplicate", record["title"] or item.title
         log.info("capture.duplicate", doc_id=item.doc_id, sha256=(item.sha256 or "")[:16], seen="pipeline")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from bot.converse import remember_document
 from bot.deps import BotDeps, deps_of, words_of
 from bot.render import esc, italic, link
 from bot.send import edit, say, typing
+from knowledge.convert.text import shorten
 from knowledge.errors import IndexMissing
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
@@ -38,6 +39,7 @@ from knowledge.words.catalog import N_, Words
 log = structlog.get_logger()
 
 PER_PAGE = 5
+SUMMARY_CHARS = 200  # of a document's summary under its line in /find
 PASSAGE_CHARS = 3000
 MAX_SEND_BYTES = 50 * 1024 * 1024  # the most a bot may upload
 CHANGE_WAIT_S = 20.0
@@ -76,7 +78,9 @@ def _matches(deps: BotDeps, words: str) -> list[DocumentMatch]:
         return []
     with index:
         meaning = deps.engine.meaning
-        return match_documents(index, words, meaning=meaning, threshold=deps.engine.settings.min_relevance)
+        found = match_documents(index, words, meaning=meaning, threshold=deps.engine.settings.min_relevance)
+        summaries = index.summaries_of(m.document.id for m in found)
+    return [replace(m, summary=summaries[m.document.id].text) if m.document.id in summaries else m for m in found]
 
 
 def find_page(
@@ -94,7 +98,9 @@ def find_page(
     rows = []
     for n, m in enumerate(shown, first + 1):
         lines.append(
-            f"{n}. {document_line(m.document, w)}" + (f"\n    <i>{esc(m.line)}</i>" if m.line else "")
+            f"{n}. {document_line(m.document, w)}"
+            + (f"\n    <i>{esc(m.line)}</i>" if m.line else "")
+            + (f"\n    {esc(shorten(m.summary, SUMMARY_CHARS))}" if m.summary else "")
         )
         target = {"doc_id": m.document.id, "chunk_id": m.chunk_id}
         rows.append([

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,15 +29,16 @@ from bot.render import esc, italic
 from bot.send import edit, say, typing
 from knowledge.config import Settings
 from knowledge.convert.text import shorten
-from knowledge.errors import SpeechError
+from knowledge.errors import IndexError_, SpeechError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest import working
 from knowledge.ingest.handoff import deliver, failure_reason
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
+from knowledge.retrieval.index import Index, StoredSummary
 from knowledge.speech.transcribe import Transcript, model_notice
 from knowledge.websearch.importer import wait_for_ingest
-from knowledge.words.catalog import Words
+from knowledge.words.catalog import N_, Words
 from knowledge.words.reasons import not_read, progress, unheard
 
 log = structlog.get_logger()
@@ -148,6 +150,8 @@ async def receive(
         markup = buttons(deps.kept.add(item), w, undo=False)
     text = outcome_text(deps.settings, name, record, w, file=path.name)
     await edit(context, status, text, reply_markup=markup)
+    if record is not None and record["status"] == "indexed" and record.get("doc_id"):
+        deps.kept.follow(add_summary(context, deps, status, text, markup, record["doc_id"], w))
     if question and question.strip() and kept:
         await answer(context, chat_id, question, question=update.effective_message, document=record["doc_id"])
 
@@ -176,6 +180,47 @@ async def follow_ingest(
             page = words_of(deps, status.chat_id).tr("{name}: reading page {done} of {total}…", name=name,
                                                       done=now.done, total=now.total)  # fmt: skip
             await edit(context, status, f"<i>{esc(page)}</i>")
+
+
+SUMMARY_WAIT_S = 300.0  # how long a reply waits for the daemon's summary of what it kept
+EXCERPT_NOTE = N_("(its opening lines: the model is not running)")
+
+
+async def add_summary(
+    context: ContextTypes.DEFAULT_TYPE,
+    deps: BotDeps,
+    message: Message | None,
+    text: str,
+    markup: InlineKeyboardMarkup | None,
+    doc_id: str,
+    words: Words,
+    *,
+    still: Callable[[], bool] = lambda: True,
+    poll_s: float = 1.0,
+) -> None:
+    """Once the daemon has summarised a document kept from the chat, its reply (``text`` with its
+    buttons) gains the summary, as data: escaped, in italics, never a link or a command; not when
+    the reply says something else by then (``still`` false: undone meanwhile)."""
+    if deps.settings.summaries != "on" or message is None:
+        return
+    deadline = time.monotonic() + SUMMARY_WAIT_S
+    while (found := await asyncio.to_thread(_summary, deps.settings.index_path, doc_id)) is None:
+        if time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(poll_s)
+    if not found.text or not still():
+        return
+    shown = italic(found.text) + ("\n" + esc(words.tr(EXCERPT_NOTE)) if found.kind == "excerpt" else "")
+    log.info("capture.summarised", doc_id=doc_id, kind=found.kind, chars=len(found.text))
+    await edit(context, message, f"{text}\n\n{shown}", reply_markup=markup)
+
+
+def _summary(index_path: Path, doc_id: str) -> StoredSummary | None:
+    try:
+        with Index(index_path, readonly=True) as index:
+            return index.summary(doc_id)
+    except IndexError_:  # not readable now: asked again at the next poll
+        return None
 
 
 def outcome_text(settings: Settings, name: str, record: dict | None, words: Words, *, file: str = "") -> str:

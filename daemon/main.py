@@ -12,6 +12,8 @@ import structlog
 
 from daemon.backfill import Backfill
 from daemon.service import Daemon
+from daemon.summaries import Summaries
+from knowledge.answer.prompt import load_template
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import IndexUnreadable
@@ -20,7 +22,7 @@ from knowledge.ingest.lock import DAEMON_ROLE, WriterLock
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.index import Index
-from knowledge.tokenizer import TokenCounter
+from knowledge.tokenizer import HfCounter, TokenCounter
 
 log = structlog.get_logger()
 
@@ -29,12 +31,14 @@ log = structlog.get_logger()
 def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
     """A daemon ready to run, holding the writer lock (WriterLockHeld when another process has it).
 
-    Beside it runs the embedding backfill (unless KB_EMBED=off), stopped when the daemon is. The
+    Beside it run the embedding backfill (unless KB_EMBED=off) and the summaries (unless
+    KB_SUMMARIES=off), stopped when the daemon is. The
     progress of long conversions (pages read by OCR) is published for other processes (ingest/working.py).
     """
     lock = WriterLock(settings.lock_path, role=DAEMON_ROLE)
     lock.acquire(wait_s=0)
     backfill: Backfill | None = None
+    summaries: Summaries | None = None
     try:
         with (
             Index(settings.index_path) as index,
@@ -48,15 +52,26 @@ def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
             if embedder is not None:
                 backfill = Backfill(settings, embedder)
                 backfill.start()
+            if settings.summaries == "on":
+                template = load_template(counter.path if isinstance(counter, HfCounter) else None)
+                summaries = Summaries(settings, counter, template)
+                summaries.start()
             progress = working.publisher(working.folder(settings))
+            woken = [w.wake for w in (backfill, summaries) if w is not None]
+
+            def after_task() -> None:  # the workers look for new chunks and documents
+                for wake in woken:
+                    wake()
+
             yield Daemon(
                 settings,
                 Ingestor(settings, index, counter, runner=runner, progress=progress),
-                after_task=backfill.wake if backfill else (lambda: None),
+                after_task=after_task,
             )
     finally:
-        if backfill is not None:
-            backfill.stop()
+        for worker in (backfill, summaries):
+            if worker is not None:
+                worker.stop()
         lock.release()
 
 

@@ -179,6 +179,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_TELEGRAM_TOKEN", "", _text, "Telegram bot token; when set, kb run starts the bot"),
     Setting("KB_TELEGRAM_API_URL", "https://api.telegram.org/bot", _url, "Bot API base URL (PTB base_url)"),
     Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
+    Setting("KB_SUMMARIES", "on", _choice("on", "off"),
+            "the daemon summarises each document with the model (its opening sentences while the model is down)"),
     Setting("KB_LANGUAGE", "", _language,
             "the language kb writes in: en, zh-Hant, zh-Hans, th; empty: each Telegram user's, the terminal's locale"),
     Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
@@ -245,6 +247,7 @@ class Settings:
     telegram_api_url: str
     telegram_allowed_users: tuple[int, ...]
     log_level: str
+    summaries: str
     language: str
     sources: Mapping[str, str]
     locale: str = ""  # the terminal's (LC_ALL, LC_MESSAGES, LANG): its language when KB_LANGUAGE is empty

@@ -35,6 +35,7 @@ SAFE_ENV = {
     "KB_MODEL": "",
     "KB_TOKENIZER": "",
     "KB_EMBED": "off",
+    "KB_SUMMARIES": "off",  # on where a test is about summaries: no model server is there otherwise
     "HF_HUB_OFFLINE": "1",
     "KB_DDG_URL": "http://127.0.0.1:9/lite/",
 }

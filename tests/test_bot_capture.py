@@ -324,3 +324,29 @@ async def test_forwards_are_kept_by_sender_and_known_by_origin_when_forwarded_ag
         lambda c: c.index >= sent and c.params["text"] == "Already kept: I will meet you at the pier"
     )
     assert len(documents(env)) == 2
+
+
+async def test_what_is_kept_gains_a_summary_written_by_the_model_as_data(tmp_path, varn_site):
+    async with running_bot(
+        tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), KB_SUMMARIES="on"
+    ) as (env, _):
+        env.llm.script = [answer("The post says the <b>pier</b> closes at six [1].")]
+        env.telegram.push_forward(OWNER, OWNER, origin=channel(61), text="The pier closes at six tonight")
+        saved = await env.bot_said(
+            lambda c: "Saved: The pier closes at six tonight\nIndexed" in c.params["text"]
+        )
+        summarised = await env.bot_said(
+            lambda c: "closes at six." in c.params["text"] and "<i>" in c.params["text"]
+        )
+        assert summarised.params["message_id"] == saved.params.get("message_id", saved.result["message_id"])
+        assert summarised.params["text"].endswith(
+            "\n\n<i>The post says the &lt;b&gt;pier&lt;/b&gt; closes at six.</i>"
+        )
+        assert set(buttons_of(env, summarised)) == {"Ask about it", "Undo"}  # the buttons stay
+        asked = [
+            r for r in env.llm.requests if "Summarise the whole document" in r["messages"][-1]["content"]
+        ]
+        assert len(asked) == 1 and "The pier closes at six tonight" in asked[0]["messages"][-1]["content"]
+        await env.say("/find pier")
+        found = await env.bot_said(lambda c: "1 document" in c.params["text"])
+        assert "\n    The post says the &lt;b&gt;pier&lt;/b&gt; closes at six." in found.params["text"]

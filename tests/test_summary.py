@@ -7,7 +7,7 @@ import pytest
 from knowledge.answer.assistant import Engine, EngineSettings
 from knowledge.answer.llm import ModelClient
 from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
-from knowledge.answer.summary import summarize
+from knowledge.answer.summary import Writer, summarize
 from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import document_passages
 from knowledge.tokenizer import ApproxCounter
@@ -70,7 +70,7 @@ async def test_a_long_document_is_read_in_parts_each_request_within_the_context(
     fake.responder = within_budget(fake, seen)
     told: list[tuple[int, int]] = []
     async with aiohttp.ClientSession() as session:
-        summary = await summarize(engine(settings, session, fake.base_url), doc.title, chunks,
+        summary = await summarize(Writer.of(engine(settings, session, fake.base_url)), doc.title, chunks,
                                   progress=lambda n, total: told.append((n, total)))  # fmt: skip
     assert summary.kind == "model" and summary.parts > 2
     assert summary.text == "The harbour log counts boats day by day [1] and notes the tide [2]."
@@ -94,7 +94,7 @@ async def test_a_short_document_is_one_call_and_the_model_down_gives_its_opening
     doc, chunks = passages(settings)
     fake.script = [Step(answer="Lake Quillan is deep [1].")]
     async with aiohttp.ClientSession() as session:
-        summary = await summarize(engine(settings, session, fake.base_url), doc.title, chunks)
+        summary = await summarize(Writer.of(engine(settings, session, fake.base_url)), doc.title, chunks)
         assert (summary.kind, summary.calls, summary.parts, summary.text) == (
             "model",
             1,
@@ -102,5 +102,5 @@ async def test_a_short_document_is_one_call_and_the_model_down_gives_its_opening
             "Lake Quillan is deep [1].",
         )
         dead = f"http://127.0.0.1:{free_port()}/v1"
-        down = await summarize(engine(settings, session, dead), doc.title, chunks)
+        down = await summarize(Writer.of(engine(settings, session, dead)), doc.title, chunks)
     assert down.kind == "excerpt" and "317 metres deep" in down.text and down.why

@@ -25,10 +25,11 @@ import structlog
 
 from knowledge.answer.assistant import Citation, Engine, citations_for
 from knowledge.answer.excerpt import excerpt
-from knowledge.answer.llm import ModelError, visible
-from knowledge.answer.prompt import Prompt, build_prompt
+from knowledge.answer.llm import ModelClient, ModelError, visible
+from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt
 from knowledge.answer.variants import NAMES, for_reader
 from knowledge.retrieval.search import SearchResult
+from knowledge.tokenizer import TokenCounter
 
 log = structlog.get_logger()
 
@@ -64,12 +65,32 @@ class Summary:
     why: str | None = None  # the model error that made it an excerpt
 
 
+@dataclass(frozen=True)
+class Writer:
+    """What a summary is written with: the model, the exact token count and template, the context."""
+
+    llm: ModelClient
+    counter: TokenCounter
+    template: ChatTemplate
+    context_tokens: int
+
+    @classmethod
+    def of(cls, engine: Engine) -> Writer:
+        """The answering engine's model and budget."""
+        return cls(engine.llm, engine.counter, engine.template, engine.settings.context_tokens)
+
+
+def without_citations(text: str) -> str:
+    """A summary shown on its own (a reply, /find, a digest): its citation numbers removed."""
+    return _CITED.sub("", text).strip()
+
+
 # What the caller is told as it goes: (part read, of how many), and "writing" once for the final call.
 Progress = Callable[[int, int], None]
 
 
 async def summarize(
-    engine: Engine,
+    writer: Writer,
     title: str,
     chunks: Sequence[SearchResult],
     *,
@@ -83,7 +104,7 @@ async def summarize(
     t0 = time.perf_counter()
     spent = _Spent()
     try:
-        summary = await _summarize(engine, title, list(chunks), reader, sentences, progress, spent)
+        summary = await _summarize(writer, title, list(chunks), reader, sentences, progress, spent)
     except ModelError as exc:
         log.warning("summary.degraded", title=title, error=str(exc), calls=spent.calls)
         return Summary(opening(chunks), "excerpt", calls=spent.calls, why=str(exc))
@@ -96,8 +117,10 @@ async def summarize(
 
 
 def opening(chunks: Sequence[SearchResult]) -> str:
-    """The document's opening sentences, as the degraded answer shows a passage (no model)."""
-    return excerpt(chunks[0].text, "", limit=EXCERPT_CHARS)
+    """The document's opening sentences, as the degraded answer shows a passage (no model): its
+    headings left out (the title is shown beside it)."""
+    lines = [line for c in chunks[:3] for line in c.text.splitlines() if not line.lstrip().startswith("#")]
+    return excerpt("\n".join(lines) or chunks[0].text, "", limit=EXCERPT_CHARS)
 
 
 @dataclass
@@ -109,7 +132,7 @@ class _Spent:
 
 
 async def _summarize(
-    engine: Engine,
+    writer: Writer,
     title: str,
     chunks: list[SearchResult],
     reader: str,
@@ -118,34 +141,34 @@ async def _summarize(
     spent: _Spent,
 ) -> Summary:
     final_q = FINAL_QUESTION.format(title=title, sentences=f"{sentences} sentences")
-    whole = await _prompt(engine, final_q, chunks, FINAL_OUTPUT_TOKENS, reader)
+    whole = await _prompt(writer, final_q, chunks, FINAL_OUTPUT_TOKENS, reader)
     if len(whole.passages) == len(chunks):  # the whole document fits one prompt: one call
         _tell(progress, 1, 1)
-        text = await _ask(engine, whole, FINAL_OUTPUT_TOKENS, reader, spent)
+        text = await _ask(writer, whole, FINAL_OUTPUT_TOKENS, reader, spent)
         shown, citations = citations_for(text, whole.passages)
         return _summary(shown, citations, 1, spent)
-    parts = await _parts(engine, title, chunks, reader)
+    parts = await _parts(writer, title, chunks, reader)
     summaries: list[SearchResult] = []
     for n, part in enumerate(parts, 1):
         _tell(progress, n, len(parts))
-        text = await _ask(engine, part, PART_OUTPUT_TOKENS, reader, spent)
+        text = await _ask(writer, part, PART_OUTPUT_TOKENS, reader, spent)
         summaries.append(_as_passage(n, part.passages, text))
     for _ in range(MAX_ROUNDS):
-        prompt = await _prompt(engine, final_q, summaries, FINAL_OUTPUT_TOKENS, reader)
+        prompt = await _prompt(writer, final_q, summaries, FINAL_OUTPUT_TOKENS, reader)
         if len(prompt.passages) == len(summaries):
-            text = await _ask(engine, prompt, FINAL_OUTPUT_TOKENS, reader, spent)
+            text = await _ask(writer, prompt, FINAL_OUTPUT_TOKENS, reader, spent)
             shown, citations = citations_for(text, prompt.passages)
             return _summary(shown, citations, len(parts), spent)
-        summaries = await _reduce(engine, title, summaries, reader, spent)
+        summaries = await _reduce(writer, title, summaries, reader, spent)
     raise ModelError(f"the summaries of {len(parts)} parts did not fit one prompt after {MAX_ROUNDS} rounds")
 
 
-async def _parts(engine: Engine, title: str, chunks: list[SearchResult], reader: str) -> list[Prompt]:
+async def _parts(writer: Writer, title: str, chunks: list[SearchResult], reader: str) -> list[Prompt]:
     """The map prompts: each takes as many of the remaining chunks, in order, as fit."""
     parts: list[Prompt] = []
     rest = chunks
     while rest:
-        prompt = await _prompt(engine, PART_QUESTION.format(title=title), rest, PART_OUTPUT_TOKENS, reader)
+        prompt = await _prompt(writer, PART_QUESTION.format(title=title), rest, PART_OUTPUT_TOKENS, reader)
         if not prompt.passages:  # one chunk larger than a whole prompt: kb's chunks never are
             raise ModelError(f"a passage of “{title}” does not fit one prompt (KB_CONTEXT_TOKENS)")
         parts.append(prompt)
@@ -154,37 +177,36 @@ async def _parts(engine: Engine, title: str, chunks: list[SearchResult], reader:
 
 
 async def _reduce(
-    engine: Engine, title: str, summaries: list[SearchResult], reader: str, spent: _Spent
+    writer: Writer, title: str, summaries: list[SearchResult], reader: str, spent: _Spent
 ) -> list[SearchResult]:
     """One round: neighbouring summaries summarised together, as many as fit a prompt each."""
     merged: list[SearchResult] = []
     rest = summaries
     while len(rest) > 1:
-        prompt = await _prompt(engine, PART_QUESTION.format(title=title), rest, PART_OUTPUT_TOKENS, reader)
+        prompt = await _prompt(writer, PART_QUESTION.format(title=title), rest, PART_OUTPUT_TOKENS, reader)
         if len(prompt.passages) < 2:  # at least two a prompt, so that every round shrinks
             raise ModelError(f"two part summaries of “{title}” do not fit one prompt (KB_CONTEXT_TOKENS)")
-        text = await _ask(engine, prompt, PART_OUTPUT_TOKENS, reader, spent)
+        text = await _ask(writer, prompt, PART_OUTPUT_TOKENS, reader, spent)
         merged.append(_as_passage(len(merged) + 1, prompt.passages, text))
         rest = rest[len(prompt.passages) :]
     return merged + [_as_passage(len(merged) + 1, rest, rest[0].text)] if rest else merged
 
 
 async def _prompt(
-    engine: Engine, question: str, passages: Sequence[SearchResult], output_tokens: int, reader: str
+    writer: Writer, question: str, passages: Sequence[SearchResult], output_tokens: int, reader: str
 ) -> Prompt:
     """The largest prompt of whole passages, in order, that leaves ``output_tokens`` for the reply:
     the evidence may take the whole context here (no conversation, one task)."""
-    s = engine.settings
     build = partial(
-        build_prompt, question, passages, counter=engine.counter, template=engine.template,
-        evidence_tokens=s.context_tokens, context_tokens=s.context_tokens,
+        build_prompt, question, passages, counter=writer.counter, template=writer.template,
+        evidence_tokens=writer.context_tokens, context_tokens=writer.context_tokens,
         max_output_tokens=output_tokens, answer_in=NAMES.get(reader, NAMES["en"]),
     )  # fmt: skip
     return await asyncio.to_thread(build)  # tokenising: off the event loop
 
 
-async def _ask(engine: Engine, prompt: Prompt, output_tokens: int, reader: str, spent: _Spent) -> str:
-    completion = await engine.llm.chat(prompt.messages, max_tokens=output_tokens)
+async def _ask(writer: Writer, prompt: Prompt, output_tokens: int, reader: str, spent: _Spent) -> str:
+    completion = await writer.llm.chat(prompt.messages, max_tokens=output_tokens)
     spent.calls += 1
     spent.largest = max(spent.largest, prompt.input_tokens)
     spent.inputs += prompt.input_tokens

@@ -29,6 +29,7 @@ class DocumentMatch:
     chunk_id: str | None = None
     start_line: int | None = None
     end_line: int | None = None
+    summary: str | None = None  # the daemon's summary of the document, when it has one
 
 
 def match_documents(

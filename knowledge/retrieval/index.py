@@ -77,6 +77,16 @@ CREATE TABLE IF NOT EXISTS ingests (
     finished_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ingests_sha256 ON ingests (sha256);
+-- A document's summary, made by the daemon (the model's, or its opening sentences while the model is
+-- down: kind 'excerpt'), for the raw text it was made from; it goes with its document.
+CREATE TABLE IF NOT EXISTS summaries (
+    document_id TEXT PRIMARY KEY REFERENCES documents (id) ON DELETE CASCADE,
+    raw_sha256 TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('model', 'excerpt')),
+    language TEXT NOT NULL,
+    text TEXT NOT NULL,
+    made_at TEXT NOT NULL
+);
 -- One vector per chunk for search by meaning, written after the chunk's lexical commit by
 -- whoever embeds (see knowledge.retrieval.vectors); the model name says which vector space it is in.
 CREATE TABLE IF NOT EXISTS chunk_vectors (
@@ -168,6 +178,16 @@ class VectorRows:
     epoch: int  # the vector epoch of that snapshot
     rows: list[tuple[int, str, bytes]]  # (rowid, language group, vector) by rowid: all, or the changed
     rowids: np.ndarray  # every rowid with a vector of the model then, ascending
+
+
+@dataclass(frozen=True)
+class StoredSummary:
+    """A document's summary as kept: ``kind`` model or excerpt, the language it is written in."""
+
+    kind: str
+    language: str
+    text: str
+    made_at: str
 
 
 @dataclass(frozen=True)
@@ -601,6 +621,53 @@ class Index:
             f"SELECT {_DOC_COLUMNS} FROM documents WHERE source_sha256 = ? ORDER BY id LIMIT 1", (sha256,)
         ).fetchone()
         return DocumentRecord(*row) if row else None
+
+    def summary(self, doc_id: str) -> StoredSummary | None:
+        """A document's summary, if it has one made from its current raw text."""
+        row = self.conn.execute(
+            "SELECT s.kind, s.language, s.text, s.made_at FROM summaries s JOIN documents d ON d.id = s.document_id"
+            " WHERE s.document_id = ? AND s.raw_sha256 = d.raw_sha256",
+            (doc_id,),
+        ).fetchone()
+        return StoredSummary(*row) if row else None
+
+    def summaries_of(self, doc_ids: Iterable[str]) -> dict[str, StoredSummary]:
+        """The current summaries of these documents (those that have one)."""
+        wanted = list(dict.fromkeys(doc_ids))
+        found: dict[str, StoredSummary] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            rows = self.conn.execute(
+                "SELECT s.document_id, s.kind, s.language, s.text, s.made_at FROM summaries s"
+                " JOIN documents d ON d.id = s.document_id AND s.raw_sha256 = d.raw_sha256"
+                f" WHERE s.document_id IN ({','.join('?' * len(part))})",
+                part,
+            )
+            found.update({r[0]: StoredSummary(*r[1:]) for r in rows})
+        return found
+
+    def unsummarised(self, *, excerpts_too: bool, limit: int) -> list[DocumentRecord]:
+        """Documents without a summary of their current text, newest first (with ``excerpts_too``, also
+        those whose summary is only their opening sentences)."""
+        rows = self.conn.execute(
+            f"SELECT {_DOC_COLUMNS_D} FROM documents d"
+            " LEFT JOIN summaries s ON s.document_id = d.id"
+            " WHERE s.document_id IS NULL OR s.raw_sha256 != d.raw_sha256 OR (? AND s.kind = 'excerpt')"
+            " ORDER BY d.indexed_at DESC, d.id LIMIT ?",
+            (int(excerpts_too), limit),
+        )
+        return [DocumentRecord(*r) for r in rows]
+
+    def put_summary(self, doc: DocumentRecord, kind: str, language: str, text: str, made_at: str) -> None:
+        """Keep a document's summary, for the raw text it was read from (a document changed or gone
+        meanwhile keeps none: the next pass makes it again)."""
+        self.conn.execute(
+            "INSERT INTO summaries (document_id, raw_sha256, kind, language, text, made_at)"
+            " SELECT id, ?, ?, ?, ?, ? FROM documents WHERE id = ? AND raw_sha256 = ?"
+            " ON CONFLICT (document_id) DO UPDATE SET raw_sha256 = excluded.raw_sha256, kind = excluded.kind,"
+            " language = excluded.language, text = excluded.text, made_at = excluded.made_at",
+            (doc.raw_sha256, kind, language, text, made_at, doc.id, doc.raw_sha256),
+        )
 
     def documents(self) -> list[DocumentRecord]:
         """All documents, by raw path."""
