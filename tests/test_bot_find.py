@@ -212,3 +212,35 @@ async def test_open_says_who_wrote_an_article_and_when_in_the_readers_language(e
     )
     assert "<i>by Jane Doe · published May 1, 2024</i>" in passage.params["text"]
     assert valid_html(passage)
+
+
+async def test_summarise_reads_a_long_document_part_by_part_and_cites_its_parts(tmp_path, varn_site):
+    from tests.fake_llm import Step
+    from tests.test_summary import LONG
+
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(),
+                           KB_CONTEXT_TOKENS="1500", KB_MAX_OUTPUT_TOKENS="256") as (env, _):  # fmt: skip
+        env.llm.responder = lambda body: Step(
+            answer="The log counts boats [1] and tides [2]."
+            if "Summarise the whole document" in body["messages"][-1]["content"]
+            else "Boats were counted [1]."
+        )
+        drop(env, "harbour.md", LONG)
+        await wait_indexed(env, 1)
+        await env.say("/find harbour")
+        call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+        answered = await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Summarise 1")
+        assert answered["text"] == "summarising…"
+        await env.bot_said(
+            lambda c: re.fullmatch(r"<i>Reading part 3 of \d+…</i>", c.params["text"]), timeout_s=30
+        )
+        done = await env.bot_said(
+            lambda c: "The log counts boats [1] and tides [2]." in c.params["text"], timeout_s=30
+        )
+        assert done.params["text"].startswith("<b>The harbour log</b>\n\n")
+        assert re.search(
+            r"\[1\] <code>raw/harbour-[0-9a-f]{8}\.md:\d+-\d+</code>\n\[2\] <code>", done.params["text"]
+        )
+        summary = env.telegram.message(OWNER, done.params["message_id"])
+        assert [b["text"] for b in summary.buttons] == ["Open [1]", "Open [2]"]
+        assert valid_html(done)
