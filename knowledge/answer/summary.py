@@ -226,7 +226,6 @@ def _as_passage(n: int, passages: Sequence[SearchResult], text: str) -> SearchRe
                    title=f"{title} (part {n})")  # fmt: skip
 
 
-
 def _summary(text: str, citations: list[Citation], parts: int, spent: _Spent) -> Summary:
     return Summary(
         text, "model", citations, parts=parts, calls=spent.calls, prompt_tokens=spent.largest,
