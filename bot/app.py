@@ -33,6 +33,7 @@ from bot.answer import on_callback, on_import, on_search, on_text
 from bot.capture import IN_ALBUM, LINK_WITH_COMMENT, on_forward, on_kept_button, on_link_comment, on_note
 from bot.converse import on_new, on_stop, on_unknown
 from bot.deps import BotDeps, deps_of, words_of
+from bot.digest import on_digest
 from bot.find import on_action, on_find
 from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
 from bot.language import CALLBACK_PREFIX as LANG_PREFIX
@@ -97,6 +98,7 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     app.add_handler(CommandHandler("search", on_search, filters=new))
     app.add_handler(CommandHandler("import", on_import, filters=new))
     app.add_handler(CommandHandler("sources", on_sources, filters=new))
+    app.add_handler(CommandHandler("digest", on_digest, filters=new))
     app.add_handler(CommandHandler("find", on_find, filters=new))
     app.add_handler(CommandHandler("status", on_status, filters=new))
     app.add_handler(CommandHandler("forget", on_forget, filters=new))

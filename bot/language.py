@@ -32,6 +32,7 @@ COMMANDS = [
     ("import", N_("import a web candidate: /import web-2")),
     ("find", N_("find your documents: /find words (open, delete)")),
     ("note", N_("keep a note: /note text, or reply /note to a message")),
+    ("digest", N_("what you kept since the last digest, and questions left open")),
     ("sources", N_("the latest documents")),
     ("status", N_("documents, inbox, daemon and model server")),
     ("forget", N_("clear this chat's web candidates")),

@@ -15,6 +15,7 @@ from telegram.error import InvalidToken
 
 from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
+from bot.digest import schedule_digests
 from knowledge.config import Settings
 from knowledge.errors import ConfigError, KbError
 from knowledge.report.status import plural
@@ -105,6 +106,7 @@ def create(
         )
         if register is not None:
             await register(application)
+        schedule_digests(application, application.bot_data["deps"])
         announce(settings, application.bot.username)
 
     async def stop(application) -> None:

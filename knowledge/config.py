@@ -74,6 +74,21 @@ def _text(raw: str) -> str:
     return raw.strip()
 
 
+_DIGEST = re.compile(
+    r"off|daily@([01]\d|2[0-3]):[0-5]\d|weekly@(mon|tue|wed|thu|fri|sat|sun)-([01]\d|2[0-3]):[0-5]\d"
+)
+
+
+def _digest(raw: str) -> str:
+    """off, daily@HH:MM or weekly@DAY-HH:MM (local time; DAY mon … sun)."""
+    value = raw.strip().lower()
+    if not _DIGEST.fullmatch(value):
+        raise ValueError(
+            "expected off, daily@HH:MM (e.g. daily@08:00) or weekly@DAY-HH:MM (e.g. weekly@mon-08:00)"
+        )
+    return value
+
+
 def _optional_url(raw: str) -> str:
     return _base_url(raw) if raw.strip() else ""
 
@@ -181,6 +196,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
     Setting("KB_SUMMARIES", "on", _choice("on", "off"),
             "the daemon summarises each document with the model (its opening sentences while the model is down)"),
+    Setting("KB_DIGEST", "off", _digest,
+            "send the digest to the allowed users: off, daily@08:00 or weekly@mon-08:00 (this machine's local time)"),
     Setting("KB_LANGUAGE", "", _language,
             "the language kb writes in: en, zh-Hant, zh-Hans, th; empty: each Telegram user's, the terminal's locale"),
     Setting("KB_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error"), "console log level"),
@@ -248,6 +265,7 @@ class Settings:
     telegram_allowed_users: tuple[int, ...]
     log_level: str
     summaries: str
+    digest: str
     language: str
     sources: Mapping[str, str]
     locale: str = ""  # the terminal's (LC_ALL, LC_MESSAGES, LANG): its language when KB_LANGUAGE is empty

@@ -28,6 +28,7 @@ async def test_commands_are_registered_and_start_explains(env):
         "import",
         "find",
         "note",
+        "digest",
         "sources",
         "status",
         "forget",

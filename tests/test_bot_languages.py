@@ -106,7 +106,7 @@ async def test_a_taiwanese_and_a_thai_owner_read_kb_in_their_language(tmp_path, 
         await turn(env, f"/note {says['note']}", lambda t: says["note"][:5] in t)
 
         listing = await turn(env, "/find harbor", lambda t: "Harbor release checklist" in t)
-        [[opening, deleting], *_] = listing.params["reply_markup"]["inline_keyboard"]
+        [[opening, deleting, _summarising], *_] = listing.params["reply_markup"]["inline_keyboard"]
         await tap(env, listing.result["message_id"], opening["callback_data"], lambda t: "raw/harbor-" in t)
         asked = words.tr("It leaves search; the original is kept in the trash for 30 days.")
         confirm = await tap(
@@ -140,7 +140,7 @@ async def test_a_taiwanese_and_a_thai_owner_read_kb_in_their_language(tmp_path, 
         assert leaks == {}
         assert env.telegram.my_commands(language_code=says["menu"])
         menu = [c["description"] for c in env.telegram.my_commands(language_code=says["menu"])]
-        assert all(not english_runs(d) for d in menu) and len(menu) == 12
+        assert all(not english_runs(d) for d in menu) and len(menu) == 13
         assert all("/" not in d or "web-2" in d or "/find" in d or "/note" in d for d in menu)
 
 

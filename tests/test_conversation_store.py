@@ -98,6 +98,7 @@ def test_migrations_are_applied_once_and_recorded(tmp_path):
             (1, "_m001_start"),
             (2, "_m002_chat_languages"),
             (3, "_m003_forwards"),
+            (4, "_m004_digests"),
         ]
 
 
@@ -136,4 +137,4 @@ def test_a_fresh_file_opened_by_several_threads_at_once_is_migrated_once(tmp_pat
         t.join(timeout=60)
     assert errors == []
     with sqlite3.connect(path) as db:
-        assert [n for (n,) in db.execute("SELECT n FROM migrations ORDER BY n")] == [1, 2, 3]
+        assert [n for (n,) in db.execute("SELECT n FROM migrations ORDER BY n")] == [1, 2, 3, 4]

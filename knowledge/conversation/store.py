@@ -151,10 +151,15 @@ def _m003_forwards(db: sqlite3.Connection) -> None:
     )
 
 
+def _m004_digests(db: sqlite3.Connection) -> None:
+    _statements(db, "CREATE TABLE digests (key TEXT PRIMARY KEY, sent_at REAL NOT NULL)")
+
+
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _m001_start,
     _m002_chat_languages,
     _m003_forwards,
+    _m004_digests,
 )
 
 
@@ -388,6 +393,36 @@ class Conversations:
                 )
 
         self._run(work)
+
+    def unanswered(self, since: float, until: float) -> list[str]:
+        """The questions asked in [since, until), in any conversation, that no passage answered
+        (their standalone form), oldest first."""
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT standalone FROM turns WHERE at >= ? AND at < ? AND cited = '[]' AND document_id IS NULL"
+                " ORDER BY at",
+                (since, until),
+            )
+            return [r[0] for r in rows]
+
+        return self._run(work)  # type: ignore[return-value]
+
+    def last_digest(self, key: str) -> float | None:
+        """When the last digest was sent to ``key`` (a chat, or the command line), if ever."""
+        found = self._run(
+            lambda db: db.execute("SELECT sent_at FROM digests WHERE key = ?", (key,)).fetchone()
+        )
+        return found[0] if found else None  # type: ignore[index]
+
+    def digest_sent(self, key: str, at: float) -> None:
+        """Remember that a digest up to ``at`` was sent to ``key``."""
+        self._run(
+            lambda db: db.execute(
+                "INSERT INTO digests (key, sent_at) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET sent_at = excluded.sent_at",
+                (key, at),
+            )
+        )
 
     def forget(self, key: str) -> None:
         """Delete everything remembered for a key (its conversations, turns, anchors and forwards)."""

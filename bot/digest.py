@@ -1,0 +1,127 @@
+"""kb speaks first: /digest, and the digest sent on KB_DIGEST's schedule.
+
+A digest covers what came in since the last one sent to the chat (a week back the first time),
+with an Open button per document. The schedule runs on python-telegram-bot's job queue, in this
+machine's local time; a digest that fell due while the bot was not running is sent once at start,
+and never twice: the time of the last one sent is kept per chat in the conversation store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from datetime import time as day_time
+
+import structlog
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
+from telegram.ext import Application, ContextTypes
+
+from bot.converse import key_of
+from bot.deps import BotDeps, deps_of, words_of
+from bot.render import bold, esc, italic
+from bot.send import say
+from knowledge.errors import IndexMissing
+from knowledge.report.digest import Digest, last_due, make_digest, parse_schedule
+from knowledge.retrieval.index import Index
+from knowledge.words.digest import digest_sections, digest_title, nothing_new
+
+log = structlog.get_logger()
+
+FIRST_SINCE = timedelta(days=7)  # a chat's first digest looks back this far
+MAX_BUTTONS = 12  # Open buttons under a digest (the rest are in /find)
+MISSED_AFTER_S = 3.0  # a digest missed while the bot was down goes this long after start
+
+
+async def on_digest(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/digest: what came in since the last digest."""
+    await send_digest(context, update.effective_chat.id)
+
+
+async def send_digest(
+    context: ContextTypes.DEFAULT_TYPE, chat_id: int, *, until: float | None = None
+) -> None:
+    """The digest for a chat, sent, and remembered as sent up to ``until`` (now)."""
+    deps = deps_of(context)
+    store = deps.conversing.store if deps.conversing is not None else None
+    now = until if until is not None else time.time()
+    last = await asyncio.to_thread(store.last_digest, key_of(chat_id)) if store is not None else None
+    since = (
+        datetime.fromtimestamp(last, UTC)
+        if last is not None
+        else datetime.fromtimestamp(now, UTC) - FIRST_SINCE
+    )
+    digest = await asyncio.to_thread(_digest, deps, since, datetime.fromtimestamp(now, UTC))
+    text, markup = digest_html(deps, chat_id, digest)
+    await say(context, chat_id, text, reply_markup=markup)
+    if store is not None:
+        await asyncio.to_thread(store.digest_sent, key_of(chat_id), now)
+    log.info("bot.digest", documents=sum(len(v) for v in digest.groups.values()), unanswered=len(digest.unanswered),
+             resurfaced=digest.resurfaced is not None)  # fmt: skip
+
+
+def _digest(deps: BotDeps, since: datetime, until: datetime) -> Digest:
+    store = deps.conversing.store if deps.conversing is not None else None
+    unanswered = store.unanswered(since.timestamp(), until.timestamp()) if store is not None else []
+    try:
+        with Index(deps.settings.index_path, readonly=True) as index:
+            return make_digest(index, unanswered, since=since, until=until)
+    except IndexMissing:  # nothing kept yet: the questions alone
+        return Digest(since, until, unanswered=list(unanswered))
+
+
+def digest_html(deps: BotDeps, chat_id: int, digest: Digest) -> tuple[str, InlineKeyboardMarkup | None]:
+    """The digest as a message: sections in bold, each document numbered, with Open buttons."""
+    w = words_of(deps, chat_id)
+    if digest.is_empty:
+        return esc(nothing_new(digest, w)), None
+    out = [bold(digest_title(digest, w))]
+    buttons = []
+    n = 0
+    for section in digest_sections(digest, w):
+        out.append("\n" + bold(section.heading))
+        for line in section.lines:
+            if line.doc_id is None:
+                out.append(f"• {esc(line.text)}")
+                continue
+            n += 1
+            out.append(f"{n}. {esc(line.text)}" + (f"\n    {italic(line.summary)}" if line.summary else ""))
+            if len(buttons) < MAX_BUTTONS:
+                data = deps.actions.add(chat_id, "open", doc_id=line.doc_id, chunk_id=None)
+                buttons.append(InlineKeyboardButton(w.tr("Open {n}", n=n), callback_data=data))
+    markup = (
+        InlineKeyboardMarkup([buttons[i : i + 4] for i in range(0, len(buttons), 4)]) if buttons else None
+    )
+    return "\n".join(out), markup
+
+
+def schedule_digests(app: Application, deps: BotDeps) -> None:
+    """Send the digest on KB_DIGEST's schedule to every allowed user (their private chats), and the
+    one that fell due while the bot was not running, once, now."""
+    schedule = parse_schedule(deps.settings.digest)
+    if schedule is None or app.job_queue is None:
+        return
+    local = datetime.now().astimezone().tzinfo
+    at = day_time(schedule.hour, schedule.minute, tzinfo=local)
+    days = tuple(range(7)) if schedule.weekday is None else ((schedule.weekday + 1) % 7,)  # PTB: 0 = Sunday
+    for user in deps.allowed_users:
+        app.job_queue.run_daily(_scheduled, at, days=days, chat_id=user, name=f"digest-{user}")
+        app.job_queue.run_once(_missed, MISSED_AFTER_S, chat_id=user, name=f"digest-missed-{user}")
+    log.info("bot.digest_scheduled", schedule=deps.settings.digest, users=len(deps.allowed_users))
+
+
+async def _scheduled(context: ContextTypes.DEFAULT_TYPE) -> None:
+    await send_digest(context, context.job.chat_id)
+
+
+async def _missed(context: ContextTypes.DEFAULT_TYPE) -> None:
+    """At start: the digest that fell due while the bot was down, if it was not sent."""
+    deps = deps_of(context)
+    schedule = parse_schedule(deps.settings.digest)
+    if schedule is None or deps.conversing is None:
+        return
+    due = last_due(schedule, datetime.now().astimezone())
+    last = await asyncio.to_thread(deps.conversing.store.last_digest, key_of(context.job.chat_id))
+    if last is not None and last < due.timestamp():  # never sent: the schedule starts from now
+        log.info("bot.digest_missed", due=due.isoformat(timespec="minutes"))
+        await send_digest(context, context.job.chat_id)

@@ -1,0 +1,53 @@
+"""kb speaks first, end to end: /digest through the Bot API stand-in, and the scheduled digest that
+fell due while the bot was down, sent once at start and never twice."""
+
+import asyncio
+import time
+
+from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed
+from tests.conftest import make_settings
+from tests.test_bot_capture import channel
+
+
+async def test_digest_shows_what_came_in_grouped_with_open_buttons(tmp_path, varn_site):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber()) as (env, _):
+        (env.settings.inbox / "ferry.md").write_text("# Ferry timetable\n\nThe ferry leaves at nine.\n")
+        env.telegram.push_forward(OWNER, OWNER, origin=channel(71), text="The pier closes at six")
+        await wait_indexed(env, 2)
+        await env.say("/digest")
+        digest = await env.bot_said(lambda c: c.params["text"].startswith("<b>Digest: "))
+        text = digest.params["text"]
+        assert (
+            "<b>Files</b>\n1. Ferry timetable" in text
+            and "<b>Notes and forwards</b>\n2. The pier closes at six" in text
+        )
+        assert [b["text"] for b in env.telegram.message(OWNER, digest.result["message_id"]).buttons] == [
+            "Open 1",
+            "Open 2",
+        ]
+        assert valid_html(digest)
+        sent = len(env.telegram.calls())
+        await env.say("/digest")  # since the last one: nothing new
+        await env.bot_said(
+            lambda c: c.index >= sent and c.params["text"].startswith("Nothing was kept or asked since ")
+        )
+
+
+async def test_a_scheduled_digest_missed_while_down_is_sent_once_at_start(tmp_path, varn_site):
+    from knowledge.conversation.store import Conversations
+
+    home = tmp_path / "kb"
+    Conversations(make_settings(home).conversations_path).digest_sent(f"tg:{OWNER}", time.time() - 3 * 86400)
+    for start in ("after three days down", "again"):
+        async with running_bot(
+            home, varn_site, transcribe=ScriptedTranscriber(), KB_DIGEST="daily@00:00"
+        ) as bot:
+            env, _ = bot
+            env.telegram.add_chat(OWNER)  # the owner's chat with the bot, as Telegram knows it
+            await asyncio.sleep(4)  # past the start-up check (3 s)
+            sent = [
+                c
+                for c in env.telegram.calls("sendMessage")
+                if "Nothing was kept or asked since " in c.params["text"]
+            ]
+            assert len(sent) == (1 if start == "after three days down" else 0), start
