@@ -1,0 +1,146 @@
+"""The commands with which kb speaks first: ``kb summarize DOC`` and ``kb digest``.
+
+Their words (the summary, the digest) are in the terminal's language; the rest stays English, as
+the command line does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from datetime import UTC, datetime
+
+from knowledge.config import Settings
+from knowledge.errors import IndexMissing, KbError
+from knowledge.retrieval.index import Index
+from knowledge.words.catalog import terminal_words
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+CLI_KEY = "cli"  # the command line's own "last digest", beside each chat's
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """``summarize`` and ``digest`` on the command line's subcommands."""
+    p = sub.add_parser(
+        "summarize",
+        help="summarise a whole document with the model",
+        description="Summarise one document (its id, from kb ls), however long: the model reads it part by "
+        "part, each part as many passages as fit one prompt counted exactly (progress on stderr), then "
+        "summarises the parts' summaries; the summary cites the parts by their lines. Without the model: its "
+        'opening sentences, marked as such. --json prints {"doc_id","title","text","kind","citations",'
+        '"parts","calls","prompt_tokens","input_tokens","output_tokens"}. Exit status: 0 summarised by the '
+        "model, 1 no such document or only its opening (the model is down).",
+    )
+    p.add_argument("doc_id", metavar="DOC_ID")
+    p.add_argument("--sentences", type=int, default=5, help="how long the summary is (5)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_summarize)
+
+    p = sub.add_parser(
+        "digest",
+        help="what was kept lately, the questions left open, one thing from long ago",
+        description="What was kept since the last `kb digest` (a week back the first time, or --since), "
+        "grouped as files, web imports, notes and forwards, voice notes, each with its summary and id; the "
+        "questions no passage answered; and one document kept long ago that bears on the newest. No model "
+        "is asked. The bot sends the same with /digest, and on KB_DIGEST's schedule.",
+    )
+    p.add_argument(
+        "--since", metavar="PERIOD", help="how far back: 24h, 7d, 2w (default: since the last digest)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_digest)
+
+
+def cmd_summarize(args: argparse.Namespace, settings: Settings) -> int:
+    """kb summarize DOC_ID"""
+    from knowledge.answer.summary import Writer, summarize
+    from knowledge.retrieval.search import document_passages
+    from knowledge.wiring import open_engine
+
+    words = terminal_words(settings)
+    try:
+        with Index(settings.index_path, readonly=True) as index:
+            doc = index.document(args.doc_id)
+            chunks = document_passages(index, args.doc_id) if doc is not None else []
+    except IndexMissing:
+        doc = None
+    if doc is None:
+        print(f"kb: no document {args.doc_id!r} (kb ls lists them)", file=sys.stderr)
+        return EXIT_FAILED
+
+    def progress(n: int, total: int) -> None:
+        if total > 1:
+            print(
+                f"\r{words.tr('Reading part {n} of {total}…', n=n, total=total)}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    async def run():
+        async with open_engine(settings) as engine:
+            return await summarize(Writer.of(engine), doc.title, chunks, reader=words.language,
+                                   sentences=max(1, args.sentences), progress=progress)  # fmt: skip
+
+    summary = asyncio.run(run())
+    if summary.parts > 1:
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps({
+            "doc_id": doc.id, "title": doc.title, "text": summary.text, "kind": summary.kind,
+            "citations": [c.__dict__ for c in summary.citations], "parts": summary.parts, "calls": summary.calls,
+            "prompt_tokens": summary.prompt_tokens, "input_tokens": summary.input_tokens,
+            "output_tokens": summary.output_tokens,
+        }, ensure_ascii=False))  # fmt: skip
+    else:
+        print(f"{doc.title}\n\n{summary.text}")
+        if summary.kind == "excerpt":
+            print(words.tr("(its opening lines: the model is not running)") + f" ({summary.why})")
+        for c in summary.citations:
+            print(f"[{c.number}] {c.raw_path}:{c.start_line}-{c.end_line}")
+    return EXIT_OK if summary.kind == "model" else EXIT_FAILED
+
+
+def cmd_digest(args: argparse.Namespace, settings: Settings) -> int:
+    """kb digest [--since PERIOD]"""
+    from knowledge.conversation.store import Conversations
+    from knowledge.report.digest import Digest, make_digest, parse_since
+    from knowledge.words.digest import digest_plain
+
+    store = Conversations(settings.conversations_path)
+    now = time.time()
+    if args.since:
+        try:
+            since = datetime.fromtimestamp(now, UTC) - parse_since(args.since)
+        except ValueError as exc:
+            print(f"kb: --since {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        last = store.last_digest(CLI_KEY)
+        since = datetime.fromtimestamp(last if last is not None else now - 7 * 86400, UTC)
+    until = datetime.fromtimestamp(now, UTC)
+    unanswered = store.unanswered(since.timestamp(), now) if settings.conversations_path.exists() else []
+    try:
+        with Index(settings.index_path, readonly=True) as index:
+            digest = make_digest(index, unanswered, since=since, until=until)
+    except IndexMissing:
+        digest = Digest(since, until, unanswered=list(unanswered))
+    except KbError as exc:
+        print(f"kb: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps({
+            "since": since.isoformat(timespec="seconds"), "until": until.isoformat(timespec="seconds"),
+            "groups": {g: [i.__dict__ for i in items] for g, items in digest.groups.items()},
+            "more": digest.more, "unanswered": digest.unanswered,
+            "resurfaced": digest.resurfaced.__dict__ if digest.resurfaced else None,
+            "resurfaced_for": digest.resurfaced_for,
+        }, ensure_ascii=False))  # fmt: skip
+    else:
+        print(digest_plain(digest, terminal_words(settings)))
+    if not args.since:
+        store.digest_sent(CLI_KEY, now)
+    return EXIT_OK
