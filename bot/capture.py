@@ -163,6 +163,12 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
         await edit(context, status, esc(done), reply_markup=buttons(token, w))
         if result.doc_id:
             await remember_document(deps, chat_id, [status.message_id], result.doc_id, item.title)
+            still = lambda: item.state == "indexed"  # noqa: E731 - undone meanwhile: the reply says so
+            deps.kept.follow(
+                add_summary(
+                    context, deps, status, esc(done), buttons(token, w), result.doc_id, w, still=still
+                )
+            )
     elif result.status == "queued" and result.kept_at:
         path = Path(result.kept_at)
         item = Kept(chat_id, url, path, result.sha256)
