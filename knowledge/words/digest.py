@@ -7,11 +7,37 @@ documents' own words: the front end escapes them, they are never markup.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
 
 from knowledge.convert.text import shorten
-from knowledge.report.digest import Digest, Item
 from knowledge.words.catalog import N_, Words
+
+
+class Item(Protocol):
+    """A document of the digest, as knowledge.report.digest makes it (the words read no further)."""
+
+    doc_id: str
+    title: str
+    summary: str | None
+
+
+class Digest(Protocol):
+    """The digest's facts, as knowledge.report.digest makes them (which itself reads the catalog)."""
+
+    since: datetime
+    until: datetime
+    groups: Mapping[str, Sequence[Item]]
+    more: Mapping[str, int]
+    unanswered: Sequence[str]
+    resurfaced: Item | None
+    resurfaced_for: str | None
+
+    @property
+    def is_empty(self) -> bool: ...
+
 
 HEADINGS = {
     "files": N_("Files"),
