@@ -12,13 +12,12 @@ thread says so once and tries again later, with growing pauses.
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 import time
 from collections.abc import Callable
 
 import structlog
 
+from daemon.worker import Worker
 from knowledge.config import Settings
 from knowledge.ingest import working
 from knowledge.retrieval.embed import Embedder, EmbedderError
@@ -28,7 +27,6 @@ from knowledge.retrieval.vectors import coverage, embed_missing
 log = structlog.get_logger()
 
 IDLE_S = 30.0
-NICENESS = 10
 MAX_BACKOFF_S = 300.0
 
 
@@ -39,25 +37,10 @@ class Backfill:
         self.settings = settings
         self.embedder = embedder
         self.idle_s = idle_s
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kb-embed", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def wake(self) -> None:
-        """New chunks may be waiting (called after each ingest)."""
-        self._wake.set()
-
-    def stop(self) -> None:
-        """Stop after the batch in hand and wait for the thread."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():  # at most the batch in hand, bounded by the embedder's own deadline
-            self._thread.join(timeout=self.settings.embed_timeout_s + 5)
-            if self._thread.is_alive():
-                log.warning("embed.stop_timeout", waited_s=self.settings.embed_timeout_s + 5)
+        # stopped after the batch in hand, bounded by the embedder's own deadline
+        self._worker = Worker("kb-embed", self._run, stop_within_s=settings.embed_timeout_s + 5)
+        self._wake, self._stop = self._worker.woken, self._worker.stopping
+        self.start, self.wake, self.stop = self._worker.start, self._worker.wake, self._worker.stop
 
     def _paced(self) -> Callable[[int], None]:
         """A progress listener that publishes the embedding pace (chunks a second, smoothed) after
@@ -76,10 +59,6 @@ class Backfill:
         return batch_done
 
     def _run(self) -> None:
-        with contextlib.suppress(
-            OSError, AttributeError
-        ):  # per-thread priority: Linux; elsewhere best effort
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
         backoff = 0.0
         with Index(self.settings.index_path) as index:
             while not self._stop.is_set():

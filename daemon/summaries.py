@@ -12,14 +12,12 @@ summary is the model's words about untrusted text: it is stored and shown as dat
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import threading
 import time
 from datetime import UTC, datetime
 
 import structlog
 
+from daemon.worker import Worker
 from knowledge.answer.prompt import ChatTemplate
 from knowledge.answer.summary import Writer, opening, summarize, without_citations
 from knowledge.config import Settings
@@ -31,7 +29,6 @@ from knowledge.wiring import http_session, model_client
 log = structlog.get_logger()
 
 IDLE_S = 60.0
-NICENESS = 10
 FIRST_RETRY_S = 30.0
 MAX_RETRY_S = 1800.0
 SENTENCES = 3
@@ -55,29 +52,12 @@ class Summaries:
         self.template = template
         self.idle_s = idle_s
         self.language = settings.language or "en"
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kb-summaries", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def wake(self) -> None:
-        """A document may be new or changed (called after each ingest)."""
-        self._wake.set()
-
-    def stop(self) -> None:
-        """Stop after the document in hand (a model call is bounded by KB_LLM_TIMEOUT_S)."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self.settings.llm_timeout_s + 5)
+        # stopped after the document in hand: a model call is bounded by KB_LLM_TIMEOUT_S
+        self._worker = Worker("kb-summaries", self._run, stop_within_s=settings.llm_timeout_s + 5)
+        self._wake, self._stop = self._worker.woken, self._worker.stopping
+        self.start, self.wake, self.stop = self._worker.start, self._worker.wake, self._worker.stop
 
     def _run(self) -> None:
-        with contextlib.suppress(
-            OSError, AttributeError
-        ):  # per-thread priority: Linux; elsewhere best effort
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
         try:
             asyncio.run(self._loop())
         except Exception as exc:  # never take the daemon down
