@@ -19,10 +19,11 @@ from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
 from bot.converse import key_of, replied_to
-from bot.deps import deps_of, words_of
+from bot.deps import BotDeps, deps_of, words_of
 from bot.render import esc, italic, parse_callback
 from bot.send import NO_PREVIEW, edit, edit_by_id, keyboard, say, send_reply, typing
 from bot.stream import ChatStream, Streamed
+from bot.summarise import asks_for_summary, summarise_document
 from knowledge.conversation.store import Anchor
 from knowledge.errors import FetchRefused
 from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
@@ -51,7 +52,23 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             )  # fmt: skip
         return
     anchor, replied_text = await replied_to(deps, chat_id, message)
+    if asks_for_summary(text):  # "summarise it": the document replied to, or the one just sent
+        doc_id = (
+            anchor.document_id
+            if anchor is not None and anchor.document_id
+            else await _current_document(deps, chat_id)
+        )
+        if doc_id:
+            await summarise_document(context, deps, chat_id, doc_id)
+            return
     await answer(context, chat_id, text, question=message, anchor=anchor, replied_text=replied_text)
+
+
+async def _current_document(deps: BotDeps, chat_id: int) -> str | None:
+    if deps.conversing is None:
+        return None
+    conversation = await asyncio.to_thread(deps.conversing.store.current, key_of(chat_id))
+    return conversation.document_id
 
 
 async def answer(

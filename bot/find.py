@@ -25,17 +25,15 @@ from telegram.ext import ContextTypes
 from bot.actions import Action
 from bot.converse import remember_document
 from bot.deps import BotDeps, deps_of, words_of
-from bot.media import EXCERPT_NOTE
 from bot.render import esc, italic, link
 from bot.send import edit, say, typing
-from knowledge.answer.summary import Writer, summarize
+from bot.summarise import summarise_document
 from knowledge.convert.text import shorten
 from knowledge.errors import IndexMissing
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
 from knowledge.retrieval.documents import DocumentMatch, match_documents
 from knowledge.retrieval.index import DocumentRecord
-from knowledge.retrieval.search import document_passages
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import N_, Words
 
@@ -395,50 +393,9 @@ async def _show(
 async def _summarise(
     context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None
 ) -> None:
-    """The whole document, however long, summarised by the model part by part (the reply shows
-    which part it reads), with its passages cited and an Open button for each."""
-    w = words_of(deps, chat_id)
-    await query.answer(w.tr("summarising…"))
-    doc_id = str(action.target["doc_id"])
-    found = await asyncio.to_thread(_document_passages, deps, doc_id)
-    if found is None:
-        await say(context, chat_id, esc(w.tr("That document is no longer in your knowledge base.")))
-        return
-    doc, chunks = found
-    status = await say(context, chat_id, italic(w.tr("Reading “{title}”…", title=doc.title)))
-    shown: list[asyncio.Task] = []
-
-    def progress(n: int, total: int) -> None:  # called between the model's calls: the edit goes on its own
-        if total > 1:
-            text = italic(w.tr("Reading part {n} of {total}…", n=n, total=total))
-            shown.append(asyncio.get_running_loop().create_task(edit(context, status, text)))
-
-    summary = await summarize(Writer.of(deps.engine), doc.title, chunks, reader=w.language, sentences=5,
-                              progress=progress)  # fmt: skip
-    await asyncio.gather(*shown, return_exceptions=True)
-    log.info("bot.summarised", doc_id=doc_id, kind=summary.kind, parts=summary.parts, calls=summary.calls)
-    text = f"<b>{esc(doc.title)}</b>\n\n{esc(summary.text)}"
-    if summary.kind == "excerpt":
-        text += "\n" + esc(w.tr(EXCERPT_NOTE))
-    rows = []
-    for c in summary.citations:
-        text += f"\n[{c.number}] <code>{esc(f'{c.raw_path}:{c.start_line}-{c.end_line}')}</code>"
-        data = deps.actions.add(
-            chat_id, "open", doc_id=doc_id, chunk_id=c.chunk_id, lines=[c.start_line, c.end_line]
-        )
-        rows.append(InlineKeyboardButton(w.tr("Open [{n}]", n=c.number), callback_data=data))
-    markup = InlineKeyboardMarkup([rows[i : i + 3] for i in range(0, len(rows), 3)]) if rows else None
-    await edit(context, status, text, reply_markup=markup)
-
-
-def _document_passages(deps: BotDeps, doc_id: str) -> tuple[DocumentRecord, list] | None:
-    try:
-        index = deps.engine.open_index()
-    except IndexMissing:
-        return None
-    with index:
-        doc = index.document(doc_id)
-        return (doc, document_passages(index, doc_id)) if doc is not None else None
+    """The Summarise button: the whole document (bot.summarise)."""
+    await query.answer(words_of(deps, chat_id).tr("summarising…"))
+    await summarise_document(context, deps, chat_id, str(action.target["doc_id"]))
 
 
 # -- Sources under an answer -------------------------------------------------------------------

@@ -27,6 +27,7 @@ from bot.deps import BotDeps, deps_of, words_of
 from bot.kept import Kept, buttons
 from bot.render import esc, italic
 from bot.send import edit, say, typing
+from bot.summarise import EXCERPT_NOTE
 from knowledge.config import Settings
 from knowledge.convert.text import shorten
 from knowledge.errors import IndexError_, SpeechError
@@ -38,7 +39,7 @@ from knowledge.ingest.raw import sha256_hex
 from knowledge.retrieval.index import Index, StoredSummary
 from knowledge.speech.transcribe import Transcript, model_notice
 from knowledge.websearch.importer import wait_for_ingest
-from knowledge.words.catalog import N_, Words
+from knowledge.words.catalog import Words
 from knowledge.words.reasons import not_read, progress, unheard
 
 log = structlog.get_logger()
@@ -183,7 +184,6 @@ async def follow_ingest(
 
 
 SUMMARY_WAIT_S = 300.0  # how long a reply waits for the daemon's summary of what it kept
-EXCERPT_NOTE = N_("(its opening lines: the model is not running)")
 
 
 async def add_summary(

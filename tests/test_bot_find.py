@@ -3,6 +3,8 @@ the original file back), Delete → Undo, the Sources button under an answer, an
 
 import re
 
+import pytest
+
 from bot.actions import Actions
 from daemon.main import background
 from knowledge.tokenizer import ApproxCounter
@@ -57,13 +59,15 @@ async def test_find_lists_matching_documents_a_page_at_a_time(env):
         listing.text,
     )
     labels = [b["text"] for b in listing.buttons]
-    assert labels == [f"{a} {n}" for n in range(1, 6) for a in ("Open", "Delete")] + ["Next ›"]
+    assert labels == [f"{a} {n}" for n in range(1, 6) for a in ("Open", "Delete", "Summarise")] + ["Next ›"]
     await tap(env, listing, "Next ›")
     await env.telegram.wait_until(
         lambda: "(6–7)" in (env.telegram.message(OWNER, listing.message_id).text or "")
     )
     page2 = env.telegram.message(OWNER, listing.message_id)
-    assert [b["text"] for b in page2.buttons] == ["Open 6", "Delete 6", "Open 7", "Delete 7", "‹ Previous"]
+    assert [b["text"] for b in page2.buttons] == [
+        "Open 6", "Delete 6", "Summarise 6", "Open 7", "Delete 7", "Summarise 7", "‹ Previous",
+    ]  # fmt: skip
     await tap(env, page2, "‹ Previous")
     await env.telegram.wait_until(
         lambda: "(1–5)" in (env.telegram.message(OWNER, listing.message_id).text or "")
@@ -244,3 +248,28 @@ async def test_summarise_reads_a_long_document_part_by_part_and_cites_its_parts(
         summary = env.telegram.message(OWNER, done.params["message_id"])
         assert [b["text"] for b in summary.buttons] == ["Open [1]", "Open [2]"]
         assert valid_html(done)
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [("summarise it", True), ("Summarize this.", True), ("TL;DR", True), ("摘要一下", True), ("幫我總結", True),
+     ("สรุปให้หน่อยครับ", True), ("summarise the meeting about boats", False), ("What does it summarise?", False),
+     ("摘要裡說了什麼？", False)],
+)  # fmt: skip
+def test_a_message_that_only_asks_for_a_summary(text, asks):
+    from bot.summarise import asks_for_summary
+
+    assert asks_for_summary(text) is asks
+
+
+async def test_summarise_it_after_sending_a_document_summarises_that_document(env):
+    env, _ = env
+    from tests.test_bot_capture import channel
+
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(81), text="The pier closes at six tonight")
+    await env.bot_said(lambda c: "Saved: The pier closes at six tonight\nIndexed" in c.params["text"])
+    env.llm.script = [answer("The pier closes at six [1].")]
+    await env.say("摘要一下")
+    done = await env.bot_said(lambda c: "The pier closes at six [1]." in c.params["text"], timeout_s=20)
+    assert done.params["text"].startswith("<b>The pier closes at six tonight</b>\n\n")
+    assert "Summarise the whole document" in env.llm.requests[-1]["messages"][-1]["content"]
