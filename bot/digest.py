@@ -30,6 +30,7 @@ log = structlog.get_logger()
 
 FIRST_SINCE = timedelta(days=7)  # a chat's first digest looks back this far
 MAX_BUTTONS = 12  # Open buttons under a digest (the rest are in /find)
+MAX_CHARS = 3600  # of the digest's message, markup included: under Telegram's 4,096 characters
 MISSED_AFTER_S = 3.0  # a digest missed while the bot was down goes this long after start
 
 
@@ -80,15 +81,23 @@ def digest_html(deps: BotDeps, chat_id: int, digest: Digest) -> tuple[str, Inlin
     n = 0
     for section in digest_sections(digest, w):
         out.append("\n" + bold(section.heading))
+        left_out = 0
         for line in section.lines:
+            shown = (f"{n + 1}. {esc(line.text)}" if line.doc_id else f"• {esc(line.text)}") + (
+                f"\n    {italic(line.summary)}" if line.summary else ""
+            )
+            if sum(len(x) + 1 for x in out) + len(shown) > MAX_CHARS:  # one message: the rest is in /find
+                left_out += 1
+                continue
+            out.append(shown)
             if line.doc_id is None:
-                out.append(f"• {esc(line.text)}")
                 continue
             n += 1
-            out.append(f"{n}. {esc(line.text)}" + (f"\n    {italic(line.summary)}" if line.summary else ""))
             if len(buttons) < MAX_BUTTONS:
                 data = deps.actions.add(chat_id, "open", doc_id=line.doc_id, chunk_id=None)
                 buttons.append(InlineKeyboardButton(w.tr("Open {n}", n=n), callback_data=data))
+        if left_out:
+            out.append(esc(w.ntr("…and {n} more", "…and {n} more", left_out)))
     markup = (
         InlineKeyboardMarkup([buttons[i : i + 4] for i in range(0, len(buttons), 4)]) if buttons else None
     )

@@ -51,3 +51,22 @@ async def test_a_scheduled_digest_missed_while_down_is_sent_once_at_start(tmp_pa
                 if "Nothing was kept or asked since " in c.params["text"]
             ]
             assert len(sent) == (1 if start == "after three days down" else 0), start
+
+
+def test_a_digest_of_many_long_summaries_fits_one_message(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from bot.deps import BotDeps
+    from bot.digest import digest_html
+    from knowledge.report.digest import Digest, Item
+
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+    items = [Item(f"doc-{n:016x}", f"Document {n} " + "with a long title " * 4, "files", "A summary that goes on. " * 8,
+                  now.isoformat()) for n in range(50)]  # fmt: skip
+    digest = Digest(now - timedelta(days=7), now, {"files": items}, {}, ["How deep is it?"] * 1)
+    deps = BotDeps(
+        settings=make_settings(tmp_path), engine=None, store=None, fetch=None, allowed_users=frozenset()
+    )
+    text, markup = digest_html(deps, OWNER, digest)
+    assert len(text) <= 4096 and "…and " in text  # the rest is counted, not cut off mid-line
+    assert text.count("\n1. ") == 1 and len(markup.inline_keyboard[0]) == 4
