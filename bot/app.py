@@ -68,9 +68,11 @@ HELP = N_(
     "• /find words lists your documents that match: open one (its passage and the original file) or "
     "delete it (it stays in the trash for 30 days; Undo brings it back). Under an answer, "
     "“Sources” shows the passages it used.\n"
+    "• /digest shows what you kept lately, each with a short summary, and the questions left open; "
+    "“Summarise” (or “summarise it”) reads a whole document.\n"
     "• /lang chooses the language kb writes to you in.\n\n"
-    "/new · /stop · /find words · /search question · /import web-N · /note text · /sources · /status · "
-    "/forget · /lang"
+    "/new · /stop · /find words · /search question · /import web-N · /note text · /digest · /sources · "
+    "/status · /forget · /lang"
 )
 
 
