@@ -54,9 +54,7 @@ def build(home: Path, docs: int, week: int) -> None:
         ingestor = Ingestor(settings, index, ApproxCounter())
         for n in range(docs):
             path = settings.inbox / f"doc-{n:05d}.md"
-            path.write_text(
-                _bench_ingest.synthetic_doc(rng, sentences, n), encoding="utf-8"
-            )
+            path.write_text(_bench_ingest.synthetic_doc(rng, sentences, n), encoding="utf-8")
             ingestor.ingest(path)
             if n % 500 == 499:
                 print(
