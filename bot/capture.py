@@ -34,7 +34,7 @@ from bot.render import esc, italic
 from bot.send import edit, say
 from knowledge.conversation.store import KeptForward
 from knowledge.errors import FetchRefused, IndexError_, SpeechError
-from knowledge.ingest.handoff import deliver, failure_reason, ingest_record, withdraw
+from knowledge.ingest.handoff import deliver, failure_reason, ingest_record, ingest_records, withdraw
 from knowledge.ingest.lock import holder
 from knowledge.ingest.note import (
     Entity,
@@ -293,21 +293,21 @@ async def keep_forwards(
     """One sender's forwards as a note, without the messages kept before (alone or in an earlier
     note: known by their origin); "Already kept" when all of them were."""
     deps = deps_of(context)
-    keys = [forward_key(p) for p in pieces]
-    earlier = await asyncio.to_thread(_still_kept, deps, chat_id, keys)
-    fresh = [p for p, key in zip(pieces, keys, strict=True) if key not in earlier]
+    keyed = [(forward_key(p), p) for p in pieces]
+    earlier = await asyncio.to_thread(_still_kept, deps, chat_id, [key for key, _ in keyed])
+    fresh = [(key, p) for key, p in keyed if key not in earlier]
     if not fresh:
         doc_id, title = next(iter(earlier.values()))
         log.info("capture.duplicate", doc_id=doc_id, messages=len(pieces), seen="origin")
         await _already(context, chat_id, doc_id or "", title)
         return
-    note = note_file(fresh, kind="forward")
+    note = note_file([p for _, p in fresh], kind="forward")
     sidecar = _sidecar("telegram forward", note.name, user_id, note.sidecar)
     item = await keep(context, chat_id, note.name, note.data, sidecar, note.title)
     if item is not None and item.path is not None and deps.conversing is not None:
         kept = KeptForward(str(item.path), item.sha256 or "", note.title)
-        fresh_keys = [forward_key(p) for p in fresh]
-        await asyncio.to_thread(deps.conversing.store.keep_forwards, key_of(chat_id), fresh_keys, kept)
+        keys = [key for key, _ in fresh]
+        await asyncio.to_thread(deps.conversing.store.keep_forwards, key_of(chat_id), keys, kept)
 
 
 def _still_kept(deps: BotDeps, chat_id: int, keys: list[str]) -> dict[str, tuple[str | None, str]]:
@@ -316,25 +316,18 @@ def _still_kept(deps: BotDeps, chat_id: int, keys: list[str]) -> dict[str, tuple
     if deps.conversing is None:
         return {}
     found = deps.conversing.store.kept_forwards(key_of(chat_id), keys)
+    records = ingest_records(deps.settings.index_path, {(k.path, k.sha256) for k in found.values()})
     still: dict[str, tuple[str | None, str]] = {}
     for key, kept in found.items():
-        record = ingest_record(deps.settings.index_path, kept.path, kept.sha256)
+        record = records.get((kept.path, kept.sha256))
         if record is None:  # not indexed yet: kept if it is still waiting in the inbox
             if Path(kept.path).is_file():
                 still[key] = (None, kept.title)
-            continue
-        doc_id = record.get("doc_id") if record["status"] in ("indexed", "duplicate") else None
-        if doc_id and _exists(deps, doc_id):
-            still[key] = (doc_id, record.get("title") or kept.title)
+        elif (
+            record["status"] in ("indexed", "duplicate") and record["title"] is not None
+        ):  # its document is there
+            still[key] = (record["doc_id"], record["title"])
     return still
-
-
-def _exists(deps: BotDeps, doc_id: str) -> bool:
-    try:
-        with Index(deps.settings.index_path, readonly=True) as index:
-            return index.document(doc_id) is not None
-    except IndexError_:
-        return True  # cannot tell now: taken as kept rather than kept twice
 
 
 async def heard(
