@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from datetime import time as day_time
 
 import structlog
@@ -21,14 +21,11 @@ from bot.converse import key_of
 from bot.deps import BotDeps, deps_of, words_of
 from bot.render import bold, esc, italic
 from bot.send import say
-from knowledge.errors import IndexMissing
-from knowledge.report.digest import Digest, last_due, make_digest, parse_schedule
-from knowledge.retrieval.index import Index
+from knowledge.report.digest import Digest, digest_of, last_due, parse_schedule, since_last
 from knowledge.words.digest import digest_sections, digest_title, nothing_new
 
 log = structlog.get_logger()
 
-FIRST_SINCE = timedelta(days=7)  # a chat's first digest looks back this far
 MAX_BUTTONS = 12  # Open buttons under a digest (the rest are in /find)
 MAX_CHARS = 3600  # of the digest's message, markup included: under Telegram's 4,096 characters
 MISSED_AFTER_S = 3.0  # a digest missed while the bot was down goes this long after start
@@ -39,36 +36,22 @@ async def on_digest(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await send_digest(context, update.effective_chat.id)
 
 
-async def send_digest(
-    context: ContextTypes.DEFAULT_TYPE, chat_id: int, *, until: float | None = None
-) -> None:
-    """The digest for a chat, sent, and remembered as sent up to ``until`` (now)."""
+async def send_digest(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> None:
+    """The digest for a chat since the last one sent to it, sent, and remembered as sent."""
     deps = deps_of(context)
     store = deps.conversing.store if deps.conversing is not None else None
-    now = until if until is not None else time.time()
+    now = time.time()
+    until = datetime.fromtimestamp(now, UTC)
     last = await asyncio.to_thread(store.last_digest, key_of(chat_id)) if store is not None else None
-    since = (
-        datetime.fromtimestamp(last, UTC)
-        if last is not None
-        else datetime.fromtimestamp(now, UTC) - FIRST_SINCE
-    )
-    digest = await asyncio.to_thread(_digest, deps, since, datetime.fromtimestamp(now, UTC))
+    since = since_last(last, until)
+    asked = await asyncio.to_thread(store.unanswered, since.timestamp(), now) if store is not None else []
+    digest = await asyncio.to_thread(digest_of, deps.settings.index_path, asked, since=since, until=until)
     text, markup = digest_html(deps, chat_id, digest)
     await say(context, chat_id, text, reply_markup=markup)
     if store is not None:
         await asyncio.to_thread(store.digest_sent, key_of(chat_id), now)
     log.info("bot.digest", documents=sum(len(v) for v in digest.groups.values()), unanswered=len(digest.unanswered),
              resurfaced=digest.resurfaced is not None)  # fmt: skip
-
-
-def _digest(deps: BotDeps, since: datetime, until: datetime) -> Digest:
-    store = deps.conversing.store if deps.conversing is not None else None
-    unanswered = store.unanswered(since.timestamp(), until.timestamp()) if store is not None else []
-    try:
-        with Index(deps.settings.index_path, readonly=True) as index:
-            return make_digest(index, unanswered, since=since, until=until)
-    except IndexMissing:  # nothing kept yet: the questions alone
-        return Digest(since, until, unanswered=list(unanswered))
 
 
 def digest_html(deps: BotDeps, chat_id: int, digest: Digest) -> tuple[str, InlineKeyboardMarkup | None]:

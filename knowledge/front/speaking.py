@@ -107,27 +107,23 @@ def cmd_summarize(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_digest(args: argparse.Namespace, settings: Settings) -> int:
     """kb digest [--since PERIOD]"""
     from knowledge.conversation.store import Conversations
-    from knowledge.report.digest import Digest, make_digest, parse_since
+    from knowledge.report.digest import digest_of, parse_since, since_last
     from knowledge.words.digest import digest_plain
 
     store = Conversations(settings.conversations_path)
     now = time.time()
-    if args.since:
-        try:
-            since = datetime.fromtimestamp(now, UTC) - parse_since(args.since)
-        except ValueError as exc:
-            print(f"kb: --since {exc}", file=sys.stderr)
-            return EXIT_USAGE
-    else:
-        last = store.last_digest(CLI_KEY)
-        since = datetime.fromtimestamp(last if last is not None else now - 7 * 86400, UTC)
     until = datetime.fromtimestamp(now, UTC)
-    unanswered = store.unanswered(since.timestamp(), now) if settings.conversations_path.exists() else []
     try:
-        with Index(settings.index_path, readonly=True) as index:
-            digest = make_digest(index, unanswered, since=since, until=until)
-    except IndexMissing:
-        digest = Digest(since, until, unanswered=list(unanswered))
+        since = (
+            until - parse_since(args.since) if args.since else since_last(store.last_digest(CLI_KEY), until)
+        )
+    except ValueError as exc:
+        print(f"kb: --since {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        digest = digest_of(
+            settings.index_path, store.unanswered(since.timestamp(), now), since=since, until=until
+        )
     except KbError as exc:
         print(f"kb: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -14,11 +14,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from knowledge.errors import IndexMissing
 from knowledge.retrieval.index import DocumentRecord, Index
 from knowledge.retrieval.search import search
 
 GROUPS = ("files", "web", "notes", "voice")  # in the order a digest shows them
+FIRST_SINCE = timedelta(days=7)  # the first digest looks back this far
 LONG_AGO = timedelta(days=30)  # resurfaced: kept at least this long before the period began
 PROBES = 12  # the newest documents whose titles and summaries look for an older one
 # An older passage bears on a new document when kb's relevance of it to the document's title and
@@ -79,6 +82,20 @@ def parse_since(text: str) -> timedelta:
     if n == 0:
         raise ValueError("the period must be longer than nothing")
     return timedelta(hours=n) if unit == "h" else timedelta(days=n * (7 if unit == "w" else 1))
+
+
+def since_last(last_sent: float | None, now: datetime) -> datetime:
+    """Where a digest starts: where the last one sent ended, or FIRST_SINCE back the first time."""
+    return datetime.fromtimestamp(last_sent, UTC) if last_sent is not None else now - FIRST_SINCE
+
+
+def digest_of(index_path: Path, unanswered: Sequence[str], *, since: datetime, until: datetime) -> Digest:
+    """The digest of the knowledge base at ``index_path`` (the questions alone while it has no index)."""
+    try:
+        with Index(index_path, readonly=True) as index:
+            return make_digest(index, unanswered, since=since, until=until)
+    except IndexMissing:
+        return Digest(since, until, unanswered=list(unanswered))
 
 
 def make_digest(
