@@ -184,6 +184,7 @@ async def follow_ingest(
 
 
 SUMMARY_WAIT_S = 300.0  # how long a reply waits for the daemon's summary of what it kept
+SUMMARY_POLL_MAX_S = 15.0
 
 
 async def add_summary(
@@ -208,6 +209,7 @@ async def add_summary(
         if time.monotonic() >= deadline:
             return
         await asyncio.sleep(poll_s)
+        poll_s = min(poll_s * 1.5, SUMMARY_POLL_MAX_S)  # a note is summarised in seconds, a long scan in minutes
     if not found.text or not still():
         return
     shown = italic(found.text) + ("\n" + esc(words.tr(EXCERPT_NOTE)) if found.kind == "excerpt" else "")
