@@ -13,7 +13,7 @@ import structlog
 from daemon.backfill import Backfill
 from daemon.service import Daemon
 from daemon.summaries import Summaries
-from knowledge.answer.prompt import load_template
+from knowledge.answer.prompt import ChatTemplate, load_template
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import IndexUnreadable
@@ -28,7 +28,9 @@ log = structlog.get_logger()
 
 
 @contextmanager
-def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
+def open_daemon(
+    settings: Settings, counter: TokenCounter, template: ChatTemplate | None = None
+) -> Iterator[Daemon]:
     """A daemon ready to run, holding the writer lock (WriterLockHeld when another process has it).
 
     Beside it run the embedding backfill (unless KB_EMBED=off) and the summaries (unless
@@ -53,7 +55,8 @@ def open_daemon(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
                 backfill = Backfill(settings, embedder)
                 backfill.start()
             if settings.summaries == "on":
-                template = load_template(counter.path if isinstance(counter, HfCounter) else None)
+                if template is None:  # the caller's, when it has loaded it for the chat or the bot
+                    template = load_template(counter.path if isinstance(counter, HfCounter) else None)
                 summaries = Summaries(settings, counter, template)
                 summaries.start()
             progress = working.publisher(working.folder(settings))
@@ -113,9 +116,11 @@ def serve(settings: Settings, counter: TokenCounter, *, retry_s: float = RETRY_O
 
 
 @contextmanager
-def background(settings: Settings, counter: TokenCounter) -> Iterator[Daemon]:
+def background(
+    settings: Settings, counter: TokenCounter, template: ChatTemplate | None = None
+) -> Iterator[Daemon]:
     """The daemon in a thread of this process (``kb run``); stopped and joined on exit."""
-    with open_daemon(settings, counter) as daemon:
+    with open_daemon(settings, counter, template) as daemon:
         thread = threading.Thread(target=daemon.run, name="kb-daemon", daemon=True)
         thread.start()
         daemon.started.wait(30)  # watching before the caller drops files or asks questions

@@ -977,7 +977,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from knowledge.wiring import load_language
 
     language = load_language(settings)  # once: the daemon, the chat or the bot, and the summary share it
-    with background(settings, language[0]):
+    with background(settings, language[0], language[1]):
         if settings.telegram_token:
             from bot.main import serve
 
