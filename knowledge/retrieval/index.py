@@ -199,14 +199,7 @@ class Candidate:
     body: str
 
 
-# What SQLite says when the disk (or the file size allowed) is full, and when the file is not an index.
-_FULL = {
-    "SQLITE_FULL",
-    "SQLITE_IOERR_WRITE",
-    "SQLITE_IOERR_FSYNC",
-    "SQLITE_IOERR_SHMSIZE",
-    "SQLITE_IOERR_TRUNCATE",
-}
+# What SQLite says when the file is not an index, and when another connection holds it.
 _DAMAGED = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_CORRUPT_VTAB", "SQLITE_CORRUPT_SEQUENCE"}
 _BUSY = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"}
 LOW_DISK_BYTES = 64 * 2**20  # below this much free space, a write that fails is taken for a full disk
@@ -226,7 +219,7 @@ def index_problem(exc: BaseException, free_bytes: int | None) -> str:
         return "damaged"
     if name in _BUSY or "locked" in text:
         return "busy"
-    if (name in _FULL or name.startswith("SQLITE_IOERR") or isinstance(exc, OSError)) and (
+    if (name.startswith("SQLITE_IOERR") or isinstance(exc, OSError)) and (  # a write that failed
         free_bytes is not None and free_bytes < LOW_DISK_BYTES
     ):
         return "disk-full"
