@@ -60,6 +60,7 @@ from knowledge.backup.snapshot import (
 )
 from knowledge.config import Settings
 from knowledge.errors import IndexError_
+from knowledge.ingest.pipeline import read_regular
 from knowledge.ingest.safepath import LinkRefused, open_beneath, walk_files
 
 log = structlog.get_logger()
@@ -433,16 +434,16 @@ class _Job:
         """A settings file in KB_HOME as text, or None when there is none (a link is not followed)."""
         path = self.home / name
         try:
-            fd = open_beneath(self.home, path, os.O_RDONLY | os.O_NONBLOCK)
+            data = read_regular(self.home, path, SETTINGS_MAX_BYTES)
         except FileNotFoundError:
             return None
         except LinkRefused:
             self._skip(path, "a symbolic link")
             return None
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            return fh.read(SETTINGS_MAX_BYTES).decode("utf-8", "surrogateescape")
+        except OSError as exc:  # not a regular file, or over the limit: left out whole, never cut short
+            self._skip(path, str(exc))
+            return None
+        return data.decode("utf-8", "surrogateescape")
 
 
 def _snapshot_facts(conn: sqlite3.Connection) -> tuple[IndexFacts, list[tuple[str, str | None]]]:

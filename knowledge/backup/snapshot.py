@@ -77,8 +77,8 @@ def copy_database(
     return found
 
 
-def check_problems(path: Path, *, fts_table: str | None = None, quick: bool = False) -> list[str]:
-    """What SQLite's integrity check (``quick``: quick_check) finds wrong in a copy, plus FTS5's own
+def check_problems(path: Path, *, fts_table: str | None = None) -> list[str]:
+    """What SQLite's integrity check finds wrong in a copy, plus FTS5's own
     check of ``fts_table``; empty when sound. The copy must be a file this process may write (the
     FTS5 check is an INSERT of a command)."""
     try:
@@ -86,8 +86,7 @@ def check_problems(path: Path, *, fts_table: str | None = None, quick: bool = Fa
     except sqlite3.DatabaseError as exc:
         return [str(exc)]
     try:
-        pragma = "quick_check" if quick else "integrity_check"
-        problems = [row[0] for row in conn.execute(f"PRAGMA {pragma}") if row[0] != "ok"]
+        problems = [row[0] for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"]
         if fts_table is not None and not problems:
             conn.execute(f"INSERT INTO {fts_table} ({fts_table}) VALUES ('integrity-check')")
     except sqlite3.DatabaseError as exc:
