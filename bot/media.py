@@ -209,7 +209,9 @@ async def add_summary(
         if time.monotonic() >= deadline:
             return
         await asyncio.sleep(poll_s)
-        poll_s = min(poll_s * 1.5, SUMMARY_POLL_MAX_S)  # a note is summarised in seconds, a long scan in minutes
+        poll_s = min(
+            poll_s * 1.5, SUMMARY_POLL_MAX_S
+        )  # a note is summarised in seconds, a long scan in minutes
     if not found.text or not still():
         return
     shown = italic(found.text) + ("\n" + esc(words.tr(EXCERPT_NOTE)) if found.kind == "excerpt" else "")
