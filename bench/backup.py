@@ -56,9 +56,9 @@ from knowledge.conversation.store import Conversations  # noqa: E402
 from knowledge.ingest import trash  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
+from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter, reference_tokenizer  # noqa: E402
 from knowledge.retrieval.embed import LOCAL_MODEL  # noqa: E402
-from knowledge.retrieval.index import Index  # noqa: E402
-from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter, reference_tokenizer  # noqa: E402
+from knowledge.store.index import Index  # noqa: E402
 
 DATA = _bench_ingest.DATA
 VECTOR_MODEL = "local:" + LOCAL_MODEL  # what the local embedder names its vectors
@@ -170,7 +170,7 @@ def kb(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """A real kb process on the benchmark's knowledge base."""
     full = {**{k: v for k, v in os.environ.items() if not k.startswith("KB_")}, **env}
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         env=full,
         cwd=REPO,
         capture_output=True,

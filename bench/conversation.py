@@ -33,7 +33,7 @@ what carrying the previous answer's passages changes. Tune on MTRAG, check on IN
 printed, with nothing changed between them.
 
 ``--llm-url URL`` asks an OpenAI-compatible model for the rewrites (followup.Rewriter through
-knowledge.answer.llm.ModelClient, as knowledge/wiring.py builds the translator) and reports their
+knowledge.model.client.ModelClient, as knowledge/wiring.py builds the translator) and reports their
 recall, prompt/output tokens and time. ``--answer-lengths`` prints only the agent answers' lengths
 in Qwen3 tokens per set (no index; the full run prints them too).
 
@@ -78,10 +78,10 @@ from knowledge.config import load_settings  # noqa: E402
 from knowledge.conversation import followup  # noqa: E402
 from knowledge.conversation.store import Turn  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
+from knowledge.model.tokenizer import HfCounter, reference_tokenizer  # noqa: E402
 from knowledge.retrieval import search  # noqa: E402
-from knowledge.retrieval.index import Index  # noqa: E402
 from knowledge.retrieval.search import Also, Meaning, find  # noqa: E402
-from knowledge.tokenizer import HfCounter, reference_tokenizer  # noqa: E402
+from knowledge.store.index import Index  # noqa: E402
 
 DATA = ROOT / "runs" / "bench-data"  # git-ignored: the sets are not part of kb
 DEFAULT_MTRAG = DATA / "mt-rag-benchmark"
@@ -454,7 +454,7 @@ def open_model(url: str, timeout_s: float) -> Model:
     """A Rewriter on the model at ``url``; exits at once, saying why, when the server does not answer."""
     import aiohttp
 
-    from knowledge.answer.llm import ModelClient, ModelError
+    from knowledge.model.client import ModelClient, ModelError
 
     loop = asyncio.new_event_loop()
 

@@ -32,9 +32,9 @@ from daemon.main import background  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
-from knowledge.retrieval.index import Index  # noqa: E402
+from knowledge.model.tokenizer import ApproxCounter  # noqa: E402
 from knowledge.retrieval.search import search  # noqa: E402
-from knowledge.tokenizer import ApproxCounter  # noqa: E402
+from knowledge.store.index import Index  # noqa: E402
 
 
 def settings_for(home: Path, settle_s: float):

@@ -35,9 +35,9 @@ _spec.loader.exec_module(_bench_ingest)
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
+from knowledge.model.tokenizer import ApproxCounter  # noqa: E402
 from knowledge.report.digest import make_digest  # noqa: E402
-from knowledge.retrieval.index import Index  # noqa: E402
-from knowledge.tokenizer import ApproxCounter  # noqa: E402
+from knowledge.store.index import Index  # noqa: E402
 
 NOW = datetime.now(UTC)
 

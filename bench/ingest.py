@@ -49,12 +49,12 @@ import numpy as np
 from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
+from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter, reference_tokenizer
 from knowledge.retrieval import vectors
-from knowledge.retrieval.analysis import SENTENCE_END
 from knowledge.retrieval.embed import Embedder, LocalEmbedder, Side
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, search
-from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter, reference_tokenizer
+from knowledge.store.analysis import SENTENCE_END
+from knowledge.store.index import Index
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "xquad"
 LANGS = ("en", "zh", "th")

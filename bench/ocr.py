@@ -40,9 +40,9 @@ from knowledge.convert.ocr import read_lines  # noqa: E402
 from knowledge.convert.ocr_engines import RapidOcrEngine  # noqa: E402
 from knowledge.convert.ocr_text import keep_script, legible_lines, reading_order  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
-from knowledge.retrieval.index import Index  # noqa: E402
+from knowledge.model.tokenizer import ApproxCounter  # noqa: E402
 from knowledge.retrieval.search import search  # noqa: E402
-from knowledge.tokenizer import ApproxCounter  # noqa: E402
+from knowledge.store.index import Index  # noqa: E402
 from tests import ocr_images  # noqa: E402
 
 DATA = Path("/work/shared/data/xquad")

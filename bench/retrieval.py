@@ -43,18 +43,12 @@ from knowledge.answer.prompt import ChatTemplate, build_prompt, evidence_fits, l
 from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
+from knowledge.model.tokenizer import HfCounter, TokenCounter, hf_cache_dir, load_counter, reference_tokenizer
 from knowledge.retrieval.embed import Embedder, Side, make_embedder
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find, search
 from knowledge.retrieval.translate import LANGUAGES, Translate, Translation, Translator, search_translated
 from knowledge.retrieval.vectors import embed_missing
-from knowledge.tokenizer import (
-    HfCounter,
-    TokenCounter,
-    hf_cache_dir,
-    load_counter,
-    reference_tokenizer,
-)
+from knowledge.store.index import Index
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "xquad"
@@ -548,7 +542,7 @@ def model_translator(
     model server answers at ``url``; and the list its calls are recorded in."""
     import aiohttp
 
-    from knowledge.answer.llm import ModelClient, ModelError
+    from knowledge.model.client import ModelClient, ModelError
 
     async def open_session() -> aiohttp.ClientSession:  # made inside the loop that uses it
         return aiohttp.ClientSession()

@@ -56,7 +56,7 @@ def offline_env(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def kb_command(tree: Path, home: Path, *args: str) -> list[str]:
-    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree)!r}); from knowledge.front.cli import main; "
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree)!r}); from cli.main import main; "
             "sys.exit(main())", "--home", str(home), *args]  # fmt: skip
 
 

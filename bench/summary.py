@@ -26,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from knowledge.answer.assistant import Engine, EngineSettings  # noqa: E402
-from knowledge.answer.llm import ModelClient  # noqa: E402
 from knowledge.answer.prompt import load_template  # noqa: E402
 from knowledge.answer.summary import Writer, summarize  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
-from knowledge.retrieval.index import Index  # noqa: E402
+from knowledge.model.client import ModelClient  # noqa: E402
+from knowledge.model.tokenizer import HfCounter, reference_tokenizer  # noqa: E402
 from knowledge.retrieval.search import document_passages  # noqa: E402
-from knowledge.tokenizer import HfCounter, reference_tokenizer  # noqa: E402
+from knowledge.store.index import Index  # noqa: E402
 from tests.conftest import make_settings, xquad_articles  # noqa: E402
 from tests.fake_llm import FakeLLM, Step, start  # noqa: E402
 from tests.pdfs import text_pdf  # noqa: E402

@@ -25,8 +25,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from knowledge.answer.llm import ModelClient  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
+from knowledge.model.client import ModelClient  # noqa: E402
 from knowledge.websearch import filters  # noqa: E402
 from knowledge.websearch.providers import DuckDuckGoLite, parse_ddg_lite  # noqa: E402
 from knowledge.websearch.search import summary_lines, web_search  # noqa: E402

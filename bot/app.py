@@ -44,7 +44,7 @@ from bot.render import bold, esc, link
 from bot.send import say
 from knowledge.errors import IndexMissing, IndexUnreadable
 from knowledge.report.status import activity_facts, probe_model, status_report, summary_facts
-from knowledge.retrieval.index import Index
+from knowledge.store.index import Index
 from knowledge.words.catalog import N_
 from knowledge.words.replies import unreadable_text
 

@@ -51,7 +51,7 @@ from knowledge.ingest.note import (
 )
 from knowledge.ingest.raw import sha256_hex
 from knowledge.ingest.requests import ask_daemon
-from knowledge.retrieval.index import Index
+from knowledge.store.index import Index
 from knowledge.websearch.importer import ImportRefused, import_web_source, wait_for_ingest
 from knowledge.words.catalog import N_
 from knowledge.words.reasons import not_read, progress, refused, unheard

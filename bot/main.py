@@ -19,8 +19,8 @@ from bot.digest import schedule_digests
 from knowledge.config import Settings
 from knowledge.errors import ConfigError, KbError
 from knowledge.report.status import plural
-from knowledge.retrieval.index import Index
 from knowledge.speech.transcribe import Transcript, speech_runner, transcribe_audio
+from knowledge.store.index import Index
 from knowledge.wiring import (
     Language,
     build_engine,

@@ -36,8 +36,8 @@ from knowledge.ingest import working
 from knowledge.ingest.handoff import deliver, failure_reason
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
-from knowledge.retrieval.index import Index, StoredSummary
 from knowledge.speech.transcribe import Transcript, model_notice
+from knowledge.store.index import Index, StoredSummary
 from knowledge.websearch.importer import wait_for_ingest
 from knowledge.words.catalog import Words
 from knowledge.words.reasons import not_read, progress, unheard

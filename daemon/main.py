@@ -20,9 +20,9 @@ from knowledge.errors import IndexUnreadable
 from knowledge.ingest import working
 from knowledge.ingest.lock import DAEMON_ROLE, WriterLock
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.model.tokenizer import HfCounter, TokenCounter
 from knowledge.retrieval.embed import EmbedderError, make_embedder
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import HfCounter, TokenCounter
+from knowledge.store.index import Index
 
 log = structlog.get_logger()
 

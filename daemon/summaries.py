@@ -21,9 +21,9 @@ from daemon.worker import Worker
 from knowledge.answer.prompt import ChatTemplate
 from knowledge.answer.summary import Writer, opening, summarize, without_citations
 from knowledge.config import Settings
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.search import document_passages
-from knowledge.tokenizer import TokenCounter
+from knowledge.store.index import Index
 from knowledge.wiring import http_session, model_client
 
 log = structlog.get_logger()

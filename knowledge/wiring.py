@@ -12,17 +12,17 @@ import aiohttp
 import structlog
 
 from knowledge.answer.assistant import Engine, EngineSettings, WebSearcher
-from knowledge.answer.llm import ModelClient
 from knowledge.answer.prompt import ChatTemplate, load_template
 from knowledge.config import Settings
 from knowledge.conversation.followup import Rewriter
 from knowledge.conversation.session import Conversing
 from knowledge.conversation.store import Conversations
+from knowledge.model.client import ModelClient
+from knowledge.model.tokenizer import HfCounter, TokenCounter, configured_counter
 from knowledge.retrieval.embed import EmbedderError, make_embedder
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning
 from knowledge.retrieval.translate import Chat, Translator
-from knowledge.tokenizer import HfCounter, TokenCounter, configured_counter
+from knowledge.store.index import Index
 from knowledge.websearch.fetch import Fetcher
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
 from knowledge.websearch.search import WebAnswer, web_search

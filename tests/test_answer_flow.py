@@ -10,11 +10,11 @@ import pytest
 
 from daemon.main import background
 from knowledge.answer.assistant import Engine, EngineSettings
-from knowledge.answer.llm import ModelClient
 from knowledge.answer.prompt import load_template
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import ApproxCounter, HfCounter
+from knowledge.model.client import ModelClient
+from knowledge.model.tokenizer import ApproxCounter, HfCounter
+from knowledge.store.index import Index
 from knowledge.words.replies import note_of
 from tests.conftest import make_settings, subprocess_env, xquad_articles
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
@@ -96,7 +96,7 @@ def test_checkpoint_runs_against_the_tiny_model_and_reports_cleanly(tmp_path, ti
         KB_TOKENIZER=str(tiny_model_dir), KB_LLM_URL=mlx_server.base_url, KB_WEB_SEARCH="off"
     )
     out = subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(tmp_path), "checkpoint"],
+        [sys.executable, "-m", "cli.main", "--home", str(tmp_path), "checkpoint"],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     lines = out.stdout.strip().split("\n")
@@ -124,7 +124,7 @@ def test_files_in_the_inbox_are_answered_with_citations(tmp_path):
         with ThreadedFakeLLM(FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])) as fake:
             env = subprocess_env(KB_LLM_URL=fake.base_url)
             out = subprocess.run(
-                [sys.executable, "-m", "knowledge.front.cli", "--home", str(settings.home), "ask", "--json",
+                [sys.executable, "-m", "cli.main", "--home", str(settings.home), "ask", "--json",
                  "How deep is Lake Quillan?"],
                 capture_output=True, text=True, env=env, timeout=60,
             )  # fmt: skip

@@ -6,10 +6,10 @@ import aiohttp
 import pytest
 
 from knowledge.answer.assistant import Engine, EngineSettings, citations_for
-from knowledge.answer.llm import ModelClient
 from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import ApproxCounter
+from knowledge.model.client import ModelClient
+from knowledge.model.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from knowledge.words.catalog import ENGLISH
 from knowledge.words.replies import note_of, plain, text_of
 from tests.conftest import ingest_texts
@@ -372,7 +372,7 @@ async def test_a_forced_web_search_never_claims_the_documents_have_nothing(kb, f
 async def test_the_chat_loop_answers_and_runs_commands(kb, fake):
     import io
 
-    from knowledge.front.chat import chat_loop
+    from cli.chat import chat_loop
 
     fake.script = [answer("Lake Quillan is 317 metres deep [1].")]
     lines = iter(

@@ -10,10 +10,10 @@ import sys
 
 from daemon.main import background
 from knowledge.errors import IndexError_
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
 from knowledge.retrieval.vectors import coverage
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests.conftest import make_settings, subprocess_env
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
@@ -99,7 +99,7 @@ def test_status_shows_coverage_and_a_dead_embedder_leaves_search_by_words(tmp_pa
     settings = make_settings(home)
     drop(settings, {"heron.md": NOTES["note-5.md"]})
     env = subprocess_env(KB_EMBED="url", KB_EMBED_URL="http://127.0.0.1:9/v1", KB_EMBED_MODEL="bow")
-    kb = [sys.executable, "-m", "knowledge.front.cli", "--home", str(home)]
+    kb = [sys.executable, "-m", "cli.main", "--home", str(home)]
     ingest = subprocess.run(
         [*kb, "ingest", str(settings.inbox)], capture_output=True, text=True, env=env, timeout=120
     )
@@ -134,7 +134,7 @@ def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path, qwen_cou
     ) as llm:
         env = subprocess_env(KB_LLM_URL=llm.base_url, KB_EMBED="local", KB_WEB_SEARCH="off")
         out = subprocess.run(
-            [sys.executable, "-m", "knowledge.front.cli", "--home", str(settings.home), "ask", "--json",
+            [sys.executable, "-m", "cli.main", "--home", str(settings.home), "ask", "--json",
              "Which rice smells fragrant in Thailand?"],
             capture_output=True, text=True, env=env, timeout=120,
         )  # fmt: skip

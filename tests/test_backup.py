@@ -28,9 +28,9 @@ from knowledge.backup.settings_files import is_secret_name, secret_values, witho
 from knowledge.conversation.store import Conversations
 from knowledge.ingest import requests, trash
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings, subprocess_env
 
 TOKEN = "7301234567:AAHf-SECRET-telegram-TOKEN-value"
@@ -221,7 +221,7 @@ def test_every_document_indexed_when_the_backup_began_is_restored_searchable_wit
 def test_the_restored_home_serves_kb_search_at_once_and_its_daemon_catches_up(taken, restored, tmp_path):
     result, settings = restored
     found = subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(settings.home), "search", "--json", "kestrel2x"],
+        [sys.executable, "-m", "cli.main", "--home", str(settings.home), "search", "--json", "kestrel2x"],
         capture_output=True, text=True, env=subprocess_env(), timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert found.returncode == 0, found.stderr
@@ -478,7 +478,7 @@ def test_settings_files_lose_every_secret_line():
 
 def kb(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         capture_output=True, text=True, env=subprocess_env(), timeout=120, cwd=cwd,
     )  # fmt: skip
 

@@ -65,7 +65,7 @@ def test_a_batch_of_blobs_and_documents_indexes_only_the_documents(tmp_path) -> 
         (src / name).write_bytes(text.encode("gbk" if name == "gbk.txt" else "utf-8"))
     home = tmp_path / "kb"
     out = subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "ingest", str(src)],
+        [sys.executable, "-m", "cli.main", "--home", str(home), "ingest", str(src)],
         capture_output=True,
         text=True,
         env=subprocess_env(),

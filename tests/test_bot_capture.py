@@ -6,9 +6,9 @@ import asyncio
 
 from daemon.main import background
 from knowledge.ingest.raw import parse
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.speech.transcribe import Transcript
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests import bot_env
 from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed
 from tests.fake_llm import answer

@@ -7,7 +7,7 @@ import pytest
 
 from bot.actions import Actions
 from daemon.main import background
-from knowledge.tokenizer import ApproxCounter
+from knowledge.model.tokenizer import ApproxCounter
 from tests import bot_env
 from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed
 from tests.conftest import ingest_texts, make_settings

@@ -8,8 +8,8 @@ import re
 from PIL import Image, ImageDraw, ImageFont
 
 from knowledge.errors import SpeechError
-from knowledge.retrieval.index import Index
 from knowledge.speech.transcribe import Transcript
+from knowledge.store.index import Index
 from tests import bot_env
 from tests.audio_fixtures import voice_note
 from tests.bot_env import OWNER, drop_note, running_bot, valid_html, wait_indexed

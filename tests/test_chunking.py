@@ -3,7 +3,7 @@ import random
 import pytest
 
 from knowledge.ingest.chunking import chunk_lines
-from knowledge.tokenizer import ApproxCounter, HfCounter, count
+from knowledge.model.tokenizer import ApproxCounter, HfCounter, count
 from tests.conftest import xquad_articles
 
 APPROX = ApproxCounter()

@@ -20,7 +20,7 @@ def kb(
 ) -> subprocess.CompletedProcess:
     full_env = subprocess_env(**(env or {}))
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True,
         text=True,
         env=full_env,
@@ -167,7 +167,7 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     (inbox / "note.md").write_text("# Note\n\nThe zebrafish sleeps at noon.\n")
     env = subprocess_env(KB_SETTLE_S="0.1", KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "run"],
+        [sys.executable, "-m", "cli.main", "--home", str(home), "run"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -216,7 +216,7 @@ def test_logs_show_events_readably_and_follow(tmp_path):
         [
             sys.executable,
             "-m",
-            "knowledge.front.cli",
+            "cli.main",
             "--home",
             str(home),
             "logs",
@@ -360,8 +360,8 @@ def test_websearch_exit_3_when_rate_limited(tmp_path):
 
 
 def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp_path):
-    from knowledge.retrieval.analysis import ANALYZER_VERSION
-    from knowledge.retrieval.index import Index
+    from knowledge.store.analysis import ANALYZER_VERSION
+    from knowledge.store.index import Index
 
     home, sources = tmp_path / "kb", tmp_path / "src"
     sources.mkdir()
@@ -422,7 +422,7 @@ def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_doe
 
 def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_results(tmp_path):
     from daemon.main import background
-    from knowledge.tokenizer import ApproxCounter
+    from knowledge.model.tokenizer import ApproxCounter
     from tests.conftest import make_settings
 
     home = tmp_path / "kb"
@@ -491,7 +491,7 @@ def test_files_named_in_big5_are_handed_to_a_running_daemon_and_reported(tmp_pat
     import os
 
     from daemon.main import background
-    from knowledge.tokenizer import ApproxCounter
+    from knowledge.model.tokenizer import ApproxCounter
     from tests.conftest import make_settings
 
     src = tmp_path / "src"

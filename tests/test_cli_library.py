@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import ApproxCounter
+from knowledge.model.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests.conftest import make_settings, subprocess_env
 from tests.test_daemon import wait_for
 
@@ -21,7 +21,7 @@ T0 = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 
 def kb(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True,
         text=True,
         env=subprocess_env(**(env or {})),
@@ -137,7 +137,7 @@ def test_help_says_how_to_undo(tmp_path):
 def test_rm_beside_a_running_daemon_is_done_by_the_daemon(library):
     home, ids = library
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "daemon"],
+        [sys.executable, "-m", "cli.main", "--home", str(home), "daemon"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

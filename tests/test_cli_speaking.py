@@ -2,7 +2,7 @@
 
 import json
 
-from knowledge.retrieval.index import Index
+from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, free_port
 from tests.test_cli import kb

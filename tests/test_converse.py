@@ -7,13 +7,13 @@ import aiohttp
 import pytest
 
 from knowledge.answer.assistant import Engine, EngineSettings, holds_back
-from knowledge.answer.llm import ModelClient
 from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.conversation.followup import Rewriter
 from knowledge.conversation.session import Conversing
 from knowledge.conversation.store import Anchor, Conversations
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import ApproxCounter
+from knowledge.model.client import ModelClient
+from knowledge.model.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from knowledge.words.catalog import ENGLISH
 from knowledge.words.replies import note_of, plain
 from tests.conftest import ingest_texts

@@ -16,9 +16,9 @@ from daemon.main import background, open_daemon
 from daemon.service import LIMITED_RESCAN_S, PROBE_S, _Events
 from knowledge.errors import IndexError_
 from knowledge.ingest.pipeline import Ingestor, is_transient
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests import pdfs
 from tests.conftest import make_settings, subprocess_env
 
@@ -285,7 +285,7 @@ def test_transient_errors(exc, transient):
 def start_daemon(home: Path, **env: str) -> subprocess.Popen:
     full = subprocess_env(KB_SETTLE_S=SETTLE, **env)
     return subprocess.Popen(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "daemon"],
+        [sys.executable, "-m", "cli.main", "--home", str(home), "daemon"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -591,7 +591,7 @@ def test_a_daemon_starts_with_such_a_tree_in_the_inbox_and_kb_ingest_walks_it(tm
         other.mkdir()
         make_deep_tree(other, files={1: "the serval file one level down"})
         done = subprocess.run(
-            [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "ingest", str(other)],
+            [sys.executable, "-m", "cli.main", "--home", str(home), "ingest", str(other)],
             capture_output=True, text=True, env=subprocess_env(), timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr

@@ -6,8 +6,8 @@ import time
 
 from daemon.summaries import Summaries
 from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import ApproxCounter
+from knowledge.model.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM
 

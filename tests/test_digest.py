@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from knowledge.report.digest import Schedule, kind_of, last_due, make_digest, parse_schedule, parse_since
-from knowledge.retrieval.index import Index
+from knowledge.store.index import Index
 from knowledge.words.catalog import Words
 from knowledge.words.digest import digest_plain
 from tests.conftest import ingest_texts

@@ -19,7 +19,7 @@ import pytest
 from knowledge.answer.assistant import Reply, Said
 from knowledge.errors import IndexUnreadable
 from knowledge.ingest.lock import WriterLock
-from knowledge.retrieval.index import Index, index_problem
+from knowledge.store.index import Index, index_problem
 from knowledge.words.catalog import Words
 from tests.conftest import ingest_texts, make_settings, subprocess_env
 from tests.fake_llm import free_port
@@ -40,7 +40,7 @@ def limited(max_bytes: int):
 
 def kb(home, *args: str, max_bytes: int | None = None, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True, text=True, timeout=120, env=subprocess_env(**env),
         preexec_fn=limited(max_bytes) if max_bytes is not None else None,
     )  # fmt: skip
@@ -155,7 +155,7 @@ def test_the_writer_lock_holds_when_its_holder_line_cannot_be_written(tmp_path):
 
 def test_the_daemon_waits_for_room_instead_of_dying_and_stops_on_sigterm(home):
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "daemon"],
+        [sys.executable, "-m", "cli.main", "--home", str(home), "daemon"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=subprocess_env(KB_SETTLE_S="0.1"), preexec_fn=limited(16384),
     )  # fmt: skip
@@ -178,7 +178,7 @@ def test_the_daemon_waits_for_room_instead_of_dying_and_stops_on_sigterm(home):
 
 def test_kb_rm_says_the_disk_is_full_when_the_running_daemon_cannot_be_asked(home):
     from daemon.main import background
-    from knowledge.tokenizer import ApproxCounter
+    from knowledge.model.tokenizer import ApproxCounter
 
     [doc] = json.loads(kb(home, "ls", "--json").stdout)
     with background(make_settings(home), ApproxCounter()):
@@ -223,7 +223,7 @@ def test_a_fresh_index_without_its_tables_reads_as_empty_not_busy(tmp_path):
 def test_kb_doctor_warns_before_the_disk_fills_and_fails_when_it_has():
     from pathlib import Path
 
-    from knowledge.front.diagnose import disk_finding
+    from cli.diagnose import disk_finding
 
     home = Path("/kb")
     assert disk_finding(home, 50 * 2**30).is_ok

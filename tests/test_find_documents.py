@@ -4,9 +4,9 @@ import pytest
 
 from knowledge.retrieval.documents import match_documents, matching_line
 from knowledge.retrieval.embed import LocalEmbedder
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning
 from knowledge.retrieval.vectors import embed_missing
+from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 
 DOCS = {

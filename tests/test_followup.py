@@ -6,9 +6,9 @@ from datetime import date
 import aiohttp
 import pytest
 
-from knowledge.answer.llm import ModelClient
 from knowledge.conversation.followup import Rewriter, check, is_fragment, messages, plan, stands_alone
 from knowledge.conversation.store import Turn
+from knowledge.model.client import ModelClient
 from knowledge.retrieval import search
 from tests.fake_llm import FakeLLM, Step, answer, free_port, start
 

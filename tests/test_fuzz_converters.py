@@ -28,10 +28,10 @@ import structlog
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, SpeechError
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.speech.decode import SAMPLE_RATE
 from knowledge.speech.transcribe import Transcript, speech_runner, transcribe_audio
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests import audio_fixtures, ocr_images, pdfs
 from tests.conftest import make_settings
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from knowledge import hub as kb_hub
-from knowledge.hub import HubError, download
+from knowledge.model import hub as kb_hub
+from knowledge.model.hub import HubError, download
 from tests.audio_fixtures import voice_note
 from tests.bot_env import OWNER, drop_note, running_bot, wait_indexed
 from tests.fake_hub import Hub, self_signed

@@ -17,9 +17,9 @@ from knowledge.convert.sniff import sniff
 from knowledge.errors import ConversionError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests import ocr_images
 from tests.conftest import make_settings, subprocess_env
 from tests.ocr_stand_ins import ScriptedEngine
@@ -177,7 +177,7 @@ def test_with_ocr_off_an_image_is_refused_with_a_sentence_saying_so() -> None:
 
 def kb(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True,
         text=True,
         env=subprocess_env(**env),

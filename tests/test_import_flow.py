@@ -7,9 +7,9 @@ import pytest
 
 from daemon.main import background
 from knowledge.errors import FetchRefused
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from knowledge.websearch.importer import import_web_source
 from knowledge.wiring import candidate_store, make_fetcher
 from tests.conftest import make_settings

@@ -9,9 +9,9 @@ import pytest
 
 from daemon.main import background
 from knowledge.ingest.handoff import deliver
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.importer import (
     ImportRefused,

@@ -4,8 +4,8 @@ import threading
 import pytest
 
 from knowledge.errors import IndexError_
-from knowledge.retrieval import analysis
-from knowledge.retrieval.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.store import analysis
+from knowledge.store.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 
 
 def doc(n: int, chunks: int, *, word: str = "alpha") -> tuple[DocumentRecord, list[ChunkRecord]]:

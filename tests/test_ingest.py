@@ -10,9 +10,9 @@ from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import WriterLockHeld
 from knowledge.ingest.lock import WriterLock, holder
 from knowledge.ingest.pipeline import Ingestor, is_candidate_name, unique_name
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests import pdfs
 from tests.conftest import make_settings
 

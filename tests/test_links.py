@@ -8,9 +8,9 @@ from pathlib import Path
 
 from daemon.main import background
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests.conftest import make_settings, subprocess_env
 from tests.test_daemon import SETTLE, documents, idle, wait_for
 
@@ -77,7 +77,7 @@ def test_kb_ingest_of_a_folder_skips_linked_folders_and_says_so(tmp_path):
     pkg = package_with_links(tmp_path, keys)
     home = tmp_path / "kb"
     done = subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "ingest", str(pkg)],
+        [sys.executable, "-m", "cli.main", "--home", str(home), "ingest", str(pkg)],
         capture_output=True, text=True, env=subprocess_env(), timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

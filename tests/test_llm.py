@@ -6,7 +6,7 @@ import time
 import aiohttp
 import pytest
 
-from knowledge.answer.llm import ModelBadResponse, ModelClient, ModelUnavailable, strip_thinking
+from knowledge.model.client import ModelBadResponse, ModelClient, ModelUnavailable, strip_thinking
 from tests.fake_llm import FakeLLM, Step, answer, free_port, start
 
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -5,7 +5,7 @@ import time
 import aiohttp
 import pytest
 
-from knowledge.answer.llm import ModelBadResponse, ModelClient, ModelUnavailable
+from knowledge.model.client import ModelBadResponse, ModelClient, ModelUnavailable
 from tests import test_llm
 from tests.fake_llm import Step, free_port
 

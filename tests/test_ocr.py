@@ -26,8 +26,8 @@ from knowledge.convert.ocr_engines import (
 )
 from knowledge.errors import ConversionError
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import ApproxCounter
+from knowledge.model.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests import ocr_images
 from tests.conftest import make_settings, subprocess_env
 from tests.ocr_stand_ins import line, texts
@@ -179,7 +179,7 @@ def test_thai_asked_for_off_the_mac_is_said_at_start_and_by_kb_doctor(tmp_path) 
     [warning] = [entry for entry in logs if entry["event"] == "ocr.limited"]
     assert warning["log_level"] == "warning" and "no bundled Thai model" in warning["reason"]
     doctor = subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(settings.home), "doctor"],
+        [sys.executable, "-m", "cli.main", "--home", str(settings.home), "doctor"],
         capture_output=True,
         text=True,
         env=subprocess_env(

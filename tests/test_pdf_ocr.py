@@ -13,9 +13,9 @@ from knowledge.convert.pdf import pdf_to_markdown
 from knowledge.errors import ConversionError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests import ocr_images
 from tests.conftest import subprocess_env
 from tests.ocr_stand_ins import ScriptedEngine, StuckEngine
@@ -291,7 +291,7 @@ def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path) 
     )
     home = tmp_path / "kb"
     done = subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "ingest", str(src / "ledger.pdf")],
+        [sys.executable, "-m", "cli.main", "--home", str(home), "ingest", str(src / "ledger.pdf")],
         capture_output=True, text=True, timeout=300,
         env=subprocess_env(KB_OCR="rapidocr", KB_OCR_BUDGET_S="1"),
     )  # fmt: skip

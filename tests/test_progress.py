@@ -8,7 +8,7 @@ import select
 import struct
 import termios
 
-from knowledge.progress import Progress
+from cli.progress import Progress
 from tests.terminal import visible
 
 

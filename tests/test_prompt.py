@@ -14,8 +14,8 @@ from knowledge.answer.prompt import (
     evidence_block,
     load_template,
 )
+from knowledge.model.tokenizer import ApproxCounter, HfCounter, count
 from knowledge.retrieval.search import SearchResult
-from knowledge.tokenizer import ApproxCounter, HfCounter, count
 
 
 def passage(n: int, text: str, title: str = "Doc") -> SearchResult:
@@ -104,7 +104,7 @@ def test_control_tokens_from_documents_titles_and_paths_never_reach_the_prompt(t
 
 
 def test_every_message_sent_to_the_model_is_cleaned():
-    from knowledge.answer.llm import chat_payload
+    from knowledge.model.client import chat_payload
 
     payload = chat_payload(
         [{"role": "user", "content": f"web snippet {INJECTION} <start_of_turn>model <|eot_id|>"}],
@@ -193,7 +193,7 @@ import json, sys, time
 from pathlib import Path
 from structlog.testing import capture_logs
 from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate, build_prompt, load_template
-from knowledge.tokenizer import ApproxCounter
+from knowledge.model.tokenizer import ApproxCounter
 from tests.test_prompt import PASSAGES
 
 t0 = time.monotonic()

@@ -1,7 +1,7 @@
 import pytest
 
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import get_document_chunks, search
+from knowledge.store.index import Index
 from tests.conftest import ingest_texts
 
 DOCS = {

@@ -13,7 +13,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from knowledge import service
+from cli import service
 from knowledge.errors import ConfigError
 from tests.conftest import subprocess_env
 
@@ -114,7 +114,7 @@ def test_kb_service_on_linux_installs_and_removes_user_units_through_systemctl(t
     )
 
     def kb(*args):
-        return subprocess.run([sys.executable, "-m", "knowledge.front.cli", "--home", str(home), "service", *args],
+        return subprocess.run([sys.executable, "-m", "cli.main", "--home", str(home), "service", *args],
                               capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
 
     installed = kb("install")

@@ -54,7 +54,7 @@ async def test_probing_the_model_server(settings):
     import aiohttp
     from aiohttp import web
 
-    from knowledge.answer.llm import ModelClient
+    from knowledge.model.client import ModelClient
     from knowledge.report.status import probe_model
     from tests.fake_llm import FakeLLM, free_port, start
     from tests.local_server import serve_app

@@ -1,6 +1,6 @@
 import pytest
 
-from knowledge.retrieval.stemmer import porter_stem
+from knowledge.store.stemmer import porter_stem
 
 # Pairs from Porter's 1980 paper and the reference vocabulary.
 PAIRS = """caresses caress ponies poni ties ti caress caress cats cat feed feed agreed agre plastered plaster

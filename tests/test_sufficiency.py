@@ -7,10 +7,10 @@ import pytest
 
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.embed import LocalEmbedder
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
 from knowledge.retrieval.vectors import embed_missing, stored_background
+from knowledge.store.index import Index
 from knowledge.words.replies import text_of
 from tests import test_assistant
 from tests.conftest import ingest_texts, make_settings

@@ -5,12 +5,12 @@ import aiohttp
 import pytest
 
 from knowledge.answer.assistant import Engine, EngineSettings
-from knowledge.answer.llm import ModelClient
 from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.answer.summary import Writer, summarize
-from knowledge.retrieval.index import Index
+from knowledge.model.client import ModelClient
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import document_passages
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests.conftest import ingest_texts
 from tests.fake_llm import FakeLLM, Step, free_port, start
 

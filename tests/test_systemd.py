@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from knowledge import service
+from cli import service
 
 ROOT = Path(__file__).resolve().parents[1]
 UNITS = sorted((ROOT / "systemd").glob("*.service"))

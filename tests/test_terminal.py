@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from knowledge.terminal import neutralise
+from cli.terminal import neutralise
 from tests.test_cli import kb
 
 CONTROLS = ("\x1b", "\x07", "\x9b", "\x08", "\r", "\u202e")

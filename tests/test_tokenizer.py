@@ -6,7 +6,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from knowledge.errors import TokenizerError
-from knowledge.tokenizer import ApproxCounter, HfCounter, count, find_tokenizer_file, load_counter
+from knowledge.model.tokenizer import ApproxCounter, HfCounter, count, find_tokenizer_file, load_counter
 from tests.fake_hub import Hub
 
 
@@ -73,7 +73,7 @@ def kb_cli(home, *args, env):
     import sys
 
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
 
@@ -133,7 +133,7 @@ def test_an_unreachable_hub_costs_one_short_attempt_remembered_for_a_day(tmp_pat
 
 def test_a_bad_or_huge_tokenizer_from_the_hub_is_not_kept(tmp_path, tokenizer_json):
     from knowledge.errors import TokenizerError
-    from knowledge.tokenizer import fetch_from_hub
+    from knowledge.model.tokenizer import fetch_from_hub
     from tests.fake_llm import ThreadedServer
 
     for body, says in ((b"{not json", "cannot load tokenizer"), (tokenizer_json.read_bytes(), "larger than")):
@@ -160,7 +160,7 @@ def test_a_bad_or_huge_tokenizer_from_the_hub_is_not_kept(tmp_path, tokenizer_js
 
 
 def test_a_qwen3_model_counts_exactly_with_the_bundled_tokenizer_and_no_network(tmp_path):
-    from knowledge.tokenizer import QWEN3_TOKENIZER_SHA256, is_qwen3
+    from knowledge.model.tokenizer import QWEN3_TOKENIZER_SHA256, is_qwen3
 
     for model in (
         "mlx-community/Qwen3-4B-Instruct-2507-4bit",
@@ -196,7 +196,7 @@ def test_kb_starts_in_seconds_with_no_route_to_the_hub(tmp_path):
 
 
 def test_the_reference_qwen3_tokenizer_is_the_real_one(qwen_counter):
-    from knowledge.tokenizer import QWEN3_TOKENIZER_SHA256, reference_tokenizer
+    from knowledge.model.tokenizer import QWEN3_TOKENIZER_SHA256, reference_tokenizer
 
     path = reference_tokenizer()
     assert hashlib.sha256(path.read_bytes()).hexdigest() == QWEN3_TOKENIZER_SHA256

@@ -9,10 +9,9 @@ import aiohttp
 import pytest
 import structlog
 
-from knowledge.answer.llm import ModelClient
 from knowledge.config import load_settings
+from knowledge.model.client import ModelClient
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
 from knowledge.retrieval.translate import (
@@ -25,6 +24,7 @@ from knowledge.retrieval.translate import (
     translations_for,
 )
 from knowledge.retrieval.vectors import embed_missing
+from knowledge.store.index import Index
 from knowledge.wiring import translator
 from tests.conftest import ingest_texts, make_settings, subprocess_env
 from tests.fake_embeddings import FakeEmbeddings, threaded
@@ -176,7 +176,7 @@ def test_a_translation_brings_the_passage_in_another_language_first(tmp_path, qw
 
 def kb(home, *args, **env):
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True, text=True, env=subprocess_env(**env), timeout=300,
     )  # fmt: skip
 

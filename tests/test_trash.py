@@ -14,9 +14,9 @@ from structlog.testing import capture_logs
 from daemon.main import background
 from knowledge.ingest import requests, trash
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.retrieval.index import Index
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests.conftest import make_settings
 from tests.test_daemon import wait_for
 

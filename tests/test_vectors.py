@@ -11,9 +11,9 @@ import pytest
 import structlog
 
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.background import passages
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
-from knowledge.retrieval.index import ChunkRecord, DocumentRecord, Index
 from knowledge.retrieval.search import Meaning, search
 from knowledge.retrieval.vectors import (
     VectorCache,
@@ -24,7 +24,7 @@ from knowledge.retrieval.vectors import (
     hamming,
     sign_codes,
 )
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import ChunkRecord, DocumentRecord, Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import free_port

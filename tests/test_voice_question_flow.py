@@ -20,7 +20,7 @@ SPEC = "# 軟體規格\n\n這個軟體的記憶體有 16 GB，儲存空間有 51
 
 def kb(home, *args, **env):
     return subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(home), *args],
+        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True, text=True, env=subprocess_env(**env), timeout=180,
     )  # fmt: skip
 
@@ -125,7 +125,7 @@ def test_a_model_that_is_not_downloaded_while_offline_is_explained(tmp_path, not
 )
 def test_usage_mistakes_exit_2_with_a_sentence(tmp_path, note, args, says):
     out = subprocess.run(
-        [sys.executable, "-m", "knowledge.front.cli", "--home", str(tmp_path / "kb"), *args],
+        [sys.executable, "-m", "cli.main", "--home", str(tmp_path / "kb"), *args],
         capture_output=True, text=True, env=subprocess_env(), timeout=60, cwd=tmp_path,
     )  # fmt: skip
     assert out.returncode == 2 and out.stderr.strip() == says

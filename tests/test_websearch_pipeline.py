@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 import aiohttp
 import pytest
 
-from knowledge.answer.llm import ModelClient
+from knowledge.model.client import ModelClient
 from knowledge.websearch.providers import DuckDuckGoLite
 from knowledge.websearch.search import summary_lines, web_search
 from knowledge.websearch.store import CandidateStore

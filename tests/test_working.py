@@ -12,9 +12,9 @@ from daemon.main import background
 from knowledge.convert.ocr import OcrSpec
 from knowledge.ingest import working
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.report.status import activity_facts, status_report
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import ApproxCounter
+from knowledge.store.index import Index
 from tests import ocr_images
 from tests.conftest import make_settings
 from tests.ocr_stand_ins import ScriptedEngine

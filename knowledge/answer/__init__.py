@@ -1,1 +1,1 @@
-"""Answering: the model client, prompts within exact budgets, the assistant engine."""
+"""Answering: the assistant engine, prompts within exact budgets, the evidence pack, whole-document summaries."""

@@ -40,7 +40,6 @@ import structlog
 
 from knowledge.answer.evidence import pack
 from knowledge.answer.excerpt import excerpt
-from knowledge.answer.llm import Completion, ModelClient, ModelUnavailable
 from knowledge.answer.prompt import (
     QUESTION_LANGUAGE,
     ChatTemplate,
@@ -51,12 +50,13 @@ from knowledge.answer.prompt import (
 )
 from knowledge.answer.variants import NAMES, answer_language, for_reader
 from knowledge.errors import IndexMissing, IndexUnreadable, ModelError, SearchError
+from knowledge.model.client import Completion, ModelClient, ModelUnavailable
+from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval import sufficiency
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_document_chunks
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
 from knowledge.retrieval.translate import Translation, Translator, search_translated
-from knowledge.tokenizer import TokenCounter
+from knowledge.store.index import Index
 from knowledge.websearch.providers import SearchRateLimited
 from knowledge.websearch.search import WebAnswer
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from knowledge.ingest.raw import chunk_seq
-from knowledge.retrieval.index import ChunkRecord
 from knowledge.retrieval.search import SearchResult
+from knowledge.store.index import ChunkRecord
 
 # (result index, offset in its document) in the order chunks are offered to the pack.
 PRIORITY: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (0, 1), (0, -1))

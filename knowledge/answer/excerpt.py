@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from knowledge.retrieval import analysis
+from knowledge.store import analysis
 
 ELLIPSIS = "…"
 

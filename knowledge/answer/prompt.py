@@ -41,10 +41,10 @@ from jinja2.ext import loopcontrols
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from knowledge.answer.untrusted import safe_messages, strip_control_tokens
 from knowledge.errors import KbError, one_line
+from knowledge.model.tokenizer import TokenCounter
+from knowledge.model.untrusted import safe_messages, strip_control_tokens
 from knowledge.retrieval.search import SearchResult
-from knowledge.tokenizer import TokenCounter
 
 # A ChatML template (the Qwen family's shape), for a tokenizer folder without a template.
 FALLBACK_TEMPLATE = (

@@ -25,11 +25,11 @@ import structlog
 
 from knowledge.answer.assistant import Citation, Engine, citations_for
 from knowledge.answer.excerpt import excerpt
-from knowledge.answer.llm import ModelClient, ModelError, visible
 from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt
 from knowledge.answer.variants import NAMES, for_reader
+from knowledge.model.client import ModelClient, ModelError, visible
+from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.search import SearchResult
-from knowledge.tokenizer import TokenCounter
 
 log = structlog.get_logger()
 

@@ -41,7 +41,7 @@ from knowledge.backup.archive import (
 from knowledge.backup.snapshot import IndexFacts, check_problems, index_facts
 from knowledge.ingest.pipeline import sidecar_path, unique_name
 from knowledge.ingest.trash import with_snapshot
-from knowledge.retrieval.index import Index
+from knowledge.store.index import Index
 
 log = structlog.get_logger()
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from knowledge.errors import IndexError_
-from knowledge.retrieval.index import connect
+from knowledge.store.index import connect
 
 T = TypeVar("T")
 

@@ -32,8 +32,8 @@ from datetime import date
 
 import structlog
 
-from knowledge.answer.untrusted import strip_control_tokens
 from knowledge.conversation.store import Turn
+from knowledge.model.untrusted import strip_control_tokens
 from knowledge.retrieval import search
 from knowledge.retrieval.search import Also
 from knowledge.retrieval.translate import Chat

@@ -18,8 +18,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from knowledge.retrieval.analysis import SENTENCE_END
-from knowledge.tokenizer import TokenCounter
+from knowledge.model.tokenizer import TokenCounter
+from knowledge.store.analysis import SENTENCE_END
 
 
 @dataclass(frozen=True)

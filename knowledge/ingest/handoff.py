@@ -33,7 +33,7 @@ from knowledge.ingest.pipeline import (
     write_new,
 )
 from knowledge.ingest.raw import sha256_hex
-from knowledge.retrieval.index import Index
+from knowledge.store.index import Index
 
 
 def deliver(

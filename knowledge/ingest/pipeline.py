@@ -56,9 +56,9 @@ from knowledge.ingest.safepath import (
     parts_below,
     walk_files,
 )
-from knowledge.retrieval.analysis import ANALYZER_VERSION
-from knowledge.retrieval.index import ChunkRecord, DocumentRecord, Index, IngestRecord
-from knowledge.tokenizer import TokenCounter
+from knowledge.model.tokenizer import TokenCounter
+from knowledge.store.analysis import ANALYZER_VERSION
+from knowledge.store.index import ChunkRecord, DocumentRecord, Index, IngestRecord
 
 log = structlog.get_logger()
 

@@ -36,8 +36,8 @@ from knowledge.errors import NO_ROOM, KbError, WriterLockHeld
 from knowledge.ingest import trash
 from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.pipeline import Ingestor, read_regular, write_atomic
-from knowledge.retrieval.index import Index
-from knowledge.tokenizer import TokenCounter
+from knowledge.model.tokenizer import TokenCounter
+from knowledge.store.index import Index
 
 log = structlog.get_logger()
 

@@ -47,7 +47,7 @@ from knowledge.ingest.pipeline import (
     write_new,
 )
 from knowledge.ingest.safepath import LinkRefused, open_beneath
-from knowledge.retrieval.index import IngestRecord
+from knowledge.store.index import IngestRecord
 
 log = structlog.get_logger()
 

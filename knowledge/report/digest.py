@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from knowledge.errors import IndexMissing
-from knowledge.retrieval.index import DocumentRecord, Index
 from knowledge.retrieval.search import search
+from knowledge.store.index import DocumentRecord, Index
 
 GROUPS = ("files", "web", "notes", "voice")  # in the order a digest shows them
 FIRST_SINCE = timedelta(days=7)  # the first digest looks back this far

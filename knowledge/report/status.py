@@ -15,16 +15,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from knowledge.answer.llm import ModelBadResponse, ModelClient
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
 from knowledge.ingest import working
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import is_candidate_name
+from knowledge.model.client import ModelBadResponse, ModelClient
+from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter
 from knowledge.retrieval.embed import EmbedderError, make_embedder
-from knowledge.retrieval.index import Index
 from knowledge.retrieval.vectors import coverage
-from knowledge.tokenizer import TokenCounter, hf_cache_dir, load_counter
+from knowledge.store.index import Index
 from knowledge.words.catalog import ENGLISH, Words
 
 LoadedCounter = tuple[

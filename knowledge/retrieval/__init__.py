@@ -1,1 +1,1 @@
-"""The index and its ranking: analysis, the SQLite store, chunk vectors, embedders, hybrid search."""
+"""Ranking: hybrid search (the index's words fused with chunk vectors), embedders, the vector cache, the relevance gate."""

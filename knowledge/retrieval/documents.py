@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from knowledge.retrieval.index import DocumentRecord, Index
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import DEFAULT_THRESHOLD
+from knowledge.store.index import DocumentRecord, Index
 
 LINE_CHARS = 120
 PASSAGES = 40  # passages searched; their documents are listed in rank order

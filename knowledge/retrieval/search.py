@@ -34,9 +34,8 @@ from typing import NamedTuple
 
 import structlog
 
-from knowledge.retrieval import analysis, sufficiency
+from knowledge.retrieval import sufficiency
 from knowledge.retrieval.embed import Embedder, EmbedderError
-from knowledge.retrieval.index import Candidate, Index
 from knowledge.retrieval.sufficiency import Evidence, Verdict
 from knowledge.retrieval.vectors import (
     Background,
@@ -45,6 +44,8 @@ from knowledge.retrieval.vectors import (
     language_group,
     stored_background,
 )
+from knowledge.store import analysis
+from knowledge.store.index import Candidate, Index
 
 log = structlog.get_logger()
 

@@ -39,7 +39,7 @@ import structlog
 
 from knowledge.retrieval import background as background_passages
 from knowledge.retrieval.embed import Embedder, passage_text
-from knowledge.retrieval.index import Index, VectorRows
+from knowledge.store.index import Index, VectorRows
 
 log = structlog.get_logger()
 

@@ -10,7 +10,7 @@
 It finds the model (``KB_WHISPER_MODEL``: a local folder, or a Hugging Face hub id looked up in kb's
 own ``runs/models/`` and the hub cache, and otherwise downloaded on first use by kb itself into
 ``runs/models/`` unless ``HF_HUB_OFFLINE`` is set: streamed, size-capped, each file checked before
-it is put in place, no path taken from the answer; see knowledge/hub.py), then runs decoding and
+it is put in place, no path taken from the answer; see knowledge/model/hub.py), then runs decoding and
 transcription in the runner's worker process: spawned, memory-capped, killed when it takes longer
 than ``KB_TRANSCRIBE_TIMEOUT_S``. Hostile audio or a stuck model costs the worker, never the caller.
 The worker keeps the model loaded between calls (mlx-whisper's own per-process ``ModelHolder``).
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import structlog
 
-from knowledge import hub
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, ConversionInterrupted, SpeechError, one_line
-from knowledge.hub import is_hub_id, own_name
+from knowledge.model import hub
+from knowledge.model.hub import is_hub_id, own_name
 from knowledge.speech.decode import SAMPLE_RATE, check_size, decode_audio, describe_length, is_silent
 from knowledge.speech.filters import (
     ZH_PROMPT,

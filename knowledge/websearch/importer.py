@@ -22,7 +22,7 @@ from knowledge.errors import IndexError_, KbError
 from knowledge.ingest.handoff import deliver, failure_reason, ingest_record
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import slugify
-from knowledge.retrieval.index import Index
+from knowledge.store.index import Index
 from knowledge.websearch.store import Candidate, CandidateStore, SearchRecord
 
 SOURCE_ID = re.compile(r"^web-[1-5]$")

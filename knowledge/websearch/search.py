@@ -15,8 +15,8 @@ from datetime import date
 
 import structlog
 
-from knowledge.answer.llm import ModelClient
 from knowledge.errors import ModelError
+from knowledge.model.client import ModelClient
 from knowledge.websearch import filters
 from knowledge.websearch.plan import Plan, PlanError, heuristic_plan, parse_plan, planner_messages
 from knowledge.websearch.providers import Provider, SearchHit, search_all

@@ -31,7 +31,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-from knowledge.retrieval.stemmer import porter_stem
+from knowledge.store.stemmer import porter_stem
 
 ANALYZER_VERSION = "ml-3"
 

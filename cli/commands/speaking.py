@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from knowledge.config import Settings
 from knowledge.errors import IndexMissing, KbError
-from knowledge.retrieval.index import Index
+from knowledge.store.index import Index
 from knowledge.words.catalog import terminal_words
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

@@ -24,7 +24,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from knowledge.terminal import neutralise
+from cli.terminal import neutralise
 
 
 class Progress:

@@ -21,16 +21,18 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from cli.commands.speaking import add_commands as add_speaking_commands
+from cli.progress import Progress
+from cli.terminal import SafeStream, neutralise
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings, read_dotenv
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConfigError, KbError, WriterLockHeld
-from knowledge.front.speaking import add_commands as add_speaking_commands
 from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.names import readable_name
 from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
 from knowledge.logs import WarnOnce, configure_logging
-from knowledge.progress import Progress
+from knowledge.model.tokenizer import TokenCounter, configured_counter
 from knowledge.redact import redactor
 from knowledge.report.status import (
     activity_facts,
@@ -42,13 +44,11 @@ from knowledge.report.status import (
     summary_lines,
 )
 from knowledge.retrieval.embed import EmbedderError, make_embedder
-from knowledge.retrieval.index import DocumentRecord, Index
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
 from knowledge.retrieval.vectors import coverage, embed_missing
-from knowledge.terminal import SafeStream, neutralise
-from knowledge.tokenizer import TokenCounter, configured_counter
+from knowledge.store.index import DocumentRecord, Index
 from knowledge.words.catalog import ENGLISH, Words, terminal_words
 from knowledge.words.replies import plain, text_and_note
 
@@ -610,7 +610,7 @@ def _rel(path: Path | None) -> str:
 
 def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
     """Log when the index was built with another tokenizer or another version of kb's text analysis."""
-    from knowledge.retrieval.analysis import ANALYZER_VERSION
+    from knowledge.store.analysis import ANALYZER_VERSION
 
     built_with = index.meta("tokenizer")
     if built_with is not None and built_with != counter.name:
@@ -999,7 +999,7 @@ def chat_until_done(settings: Settings, language: Language | None = None) -> int
     """The terminal chat until /quit, end of input or Ctrl-C (each a normal end: exit 0)."""
     import signal
 
-    from knowledge.front.chat import holding_the_terminal
+    from cli.chat import holding_the_terminal
 
     if sys.stdin.isatty():  # a person at a terminal: Ctrl-C leaves, even if kb's parent ignored it (a job
         signal.signal(signal.SIGINT, signal.default_int_handler)  # started with & in a script inherits that)
@@ -1012,8 +1012,8 @@ def chat_until_done(settings: Settings, language: Language | None = None) -> int
 
 
 async def _chat(settings: Settings, language: Language | None = None) -> int:
+    from cli.chat import chat_loop
     from knowledge.errors import FetchRefused
-    from knowledge.front.chat import chat_loop
     from knowledge.websearch.importer import ImportRefused
     from knowledge.wiring import candidate_store, conversing, load_language, open_engine
 
@@ -1066,7 +1066,7 @@ def _sources_text(settings: Settings, words: Words) -> str:
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     """kb ask QUESTION  |  kb ask --audio FILE  |  kb ask --conversation NAME QUESTION"""
-    from knowledge.front.chat import FRESH, Printer
+    from cli.chat import FRESH, Printer
     from knowledge.wiring import conversing, open_engine
 
     words = terminal_words(settings)  # the reply's words; the rest of the command line stays English
@@ -1340,7 +1340,7 @@ def cmd_import_url(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     """kb doctor"""
-    from knowledge.front.diagnose import doctor
+    from cli.diagnose import doctor
 
     findings = asyncio.run(doctor(settings))
     for f in findings:
@@ -1353,7 +1353,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
     """kb checkpoint"""
-    from knowledge.front.diagnose import checkpoint
+    from cli.diagnose import checkpoint
 
     results = asyncio.run(checkpoint(settings))
     for r in results:
@@ -1376,7 +1376,7 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
     """kb service install|uninstall|status [--only NAMES] [--dry-run]"""
     import plistlib
 
-    from knowledge import service
+    from cli import service
 
     wanted = [n.strip() for n in (args.only or "").split(",") if n.strip()]
     known = {s.name: s for s in service.SERVICES}
@@ -1424,7 +1424,7 @@ def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
     """kb logs [-f] [-n N] [--event PREFIX]"""
-    from knowledge.logview import follow, format_line, last_lines
+    from cli.logview import follow, format_line, last_lines
 
     path = settings.log_path
     if not path.exists() and not args.follow:

@@ -30,8 +30,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from knowledge.answer.untrusted import safe_messages
 from knowledge.errors import ModelError, one_line
+from knowledge.model.untrusted import safe_messages
 
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
 

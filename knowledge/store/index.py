@@ -5,7 +5,7 @@ One writer at a time (the daemon or ``kb ingest``, serialised by the writer lock
 number of readers (the bot, ``kb search``), who never see half a document because every
 document is written in one ``BEGIN IMMEDIATE`` transaction.
 
-The FTS5 table holds the *analysed* text (see ``knowledge.retrieval.analysis``) under the ``ascii``
+The FTS5 table holds the *analysed* text (see ``knowledge.store.analysis``) under the ``ascii``
 tokenizer, so SQLite indexes exactly the terms kb's analyzer produced, for every language.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 import structlog
 
 from knowledge.errors import NO_ROOM, IndexError_, IndexMissing, IndexUnreadable
-from knowledge.retrieval import analysis
+from knowledge.store import analysis
 
 log = structlog.get_logger()
 

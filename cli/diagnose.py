@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.answer.assistant import Reply
-from knowledge.answer.llm import ModelUnavailable
 from knowledge.config import Settings, load_settings
 from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_langs
 from knowledge.errors import IndexUnreadable, KbError
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.model.client import ModelUnavailable
+from knowledge.model.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.report.status import count_files
-from knowledge.retrieval.analysis import ANALYZER_VERSION
-from knowledge.retrieval.index import LOW_DISK_BYTES, Index
-from knowledge.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
+from knowledge.store.analysis import ANALYZER_VERSION
+from knowledge.store.index import LOW_DISK_BYTES, Index
 from knowledge.wiring import build_engine, http_session, load_language, model_client
 
 

@@ -41,9 +41,9 @@ from typing import Protocol
 
 import structlog
 
-from knowledge import hub
 from knowledge.errors import TokenizerError
-from knowledge.hub import is_hub_id, is_offline, own_name
+from knowledge.model import hub
+from knowledge.model.hub import is_hub_id, is_offline, own_name
 
 log = structlog.get_logger()
 

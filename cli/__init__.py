@@ -1,0 +1,1 @@
+"""The ``kb`` command: parse, read the settings once, configure logging once, dispatch to a command."""
