@@ -28,12 +28,12 @@ from bot.deps import BotDeps, deps_of, words_of
 from bot.render import esc, italic, link
 from bot.send import edit, say, typing
 from bot.summarise import summarise_document
-from knowledge.convert.text import shorten
 from knowledge.errors import IndexMissing
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
 from knowledge.retrieval.documents import DocumentMatch, match_documents
 from knowledge.store.index import DocumentRecord
+from knowledge.text import shorten
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import N_, Words
 

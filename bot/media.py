@@ -29,7 +29,6 @@ from bot.render import esc, italic
 from bot.send import edit, say, typing
 from bot.summarise import EXCERPT_NOTE
 from knowledge.config import Settings
-from knowledge.convert.text import shorten
 from knowledge.errors import IndexError_, SpeechError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest import working
@@ -38,6 +37,7 @@ from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
 from knowledge.speech.transcribe import Transcript, model_notice
 from knowledge.store.index import Index, StoredSummary
+from knowledge.text import shorten
 from knowledge.websearch.importer import wait_for_ingest
 from knowledge.words.catalog import Words
 from knowledge.words.reasons import not_read, progress, unheard

@@ -22,14 +22,6 @@ from __future__ import annotations
 
 import errno
 
-
-def one_line(message: str, limit: int = 200) -> str:
-    """A foreign error's text as one line of at most ``limit`` characters, for a sentence to the owner
-    (one bad file or server cannot flood a reason file or a chat)."""
-    message = " ".join(message.split())
-    return message if len(message) <= limit else message[: limit - 1] + "…"
-
-
 # A write refused for want of room: the disk is full, the owner's quota is used up, or a file-size limit.
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 

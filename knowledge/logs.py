@@ -20,8 +20,8 @@ from typing import TextIO
 
 import structlog
 
-from knowledge.ingest.names import clean_text
 from knowledge.redact import redactor
+from knowledge.text import clean_text, one_line
 
 _SHARED = [
     structlog.contextvars.merge_contextvars,
@@ -303,8 +303,7 @@ def brief_line(event: Mapping[str, object], *, width: int) -> str:
     text = f"kb {event.get('level', 'warning')}: {event.get('event')}"
     text += f" {subject}" if subject else ""
     text += f": {detail}" if detail else ""
-    text = " ".join(text.split())  # one line, whatever the error message holds
-    return text if len(text) <= width else text[: max(width - 1, 20)] + "…"
+    return one_line(text, max(width, 21))  # one line, whatever the error message holds
 
 
 class WarnOnce(logging.Filter):

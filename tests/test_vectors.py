@@ -225,7 +225,8 @@ def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
 
 
 def test_language_groups_and_centring_remove_the_pull_of_a_shared_language():
-    from knowledge.retrieval.vectors import centred, language_group, language_shifts
+    from knowledge.retrieval.vectors import centred, language_shifts
+    from knowledge.text import language_group
 
     assert language_group("ข้าวหอมมะลิปลูกมาก in Thailand") == "thai"
     assert language_group("烏龍茶 Oolong tea 是一種半發酵的茶") == "cjk"

@@ -41,10 +41,11 @@ from jinja2.ext import loopcontrols
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from knowledge.errors import KbError, one_line
+from knowledge.errors import KbError
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.model.untrusted import safe_messages, strip_control_tokens
 from knowledge.retrieval.search import SearchResult
+from knowledge.text import one_line
 
 # A ChatML template (the Qwen family's shape), for a tokenizer folder without a template.
 FALLBACK_TEMPLATE = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from knowledge.retrieval.vectors import language_group
+from knowledge.text import language_group
 
 NAMES = {
     "en": "English",

@@ -37,7 +37,7 @@ from knowledge.model.untrusted import strip_control_tokens
 from knowledge.retrieval import search
 from knowledge.retrieval.search import Also
 from knowledge.retrieval.translate import Chat
-from knowledge.retrieval.vectors import language_group
+from knowledge.text import language_group, one_line
 
 log = structlog.get_logger()
 
@@ -166,14 +166,14 @@ def messages(
     )
     lines = ["<conversation>"]
     for turn in turns[-USER_MESSAGES:]:
-        lines.append(f"Owner: {_one_line(turn.message)}")
+        lines.append(f"Owner: {one_line(turn.message, None)}")
     last = turns[-1] if turns else None
     if last is not None and last.answer:
-        lines.append(f"kb answered: {_cut(_CITATION.sub('', last.answer), ANSWER_CHARS)}")
+        lines.append(f"kb answered: {one_line(_CITATION.sub('', last.answer), ANSWER_CHARS)}")
     if titles:
-        lines.append("Its sources: " + "; ".join(_one_line(t) for t in titles))
+        lines.append("Its sources: " + "; ".join(one_line(t, None) for t in titles))
     lines.append("</conversation>")
-    lines.append(f"Latest message: {_one_line(message)}")
+    lines.append(f"Latest message: {one_line(message, None)}")
     user = strip_control_tokens("\n".join(lines))
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -203,15 +203,6 @@ def _language_name(message: str) -> str:
     if group == "thai":
         return "Thai"
     return "the language of the message (English when unsure)"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _cut(text: str, limit: int) -> str:
-    text = _one_line(text)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import PurePath
 
-from knowledge.convert.base import Converted, Limits, OcrFacts
+from knowledge.convert.base import TITLE_MAX_CHARS, Converted, Limits, OcrFacts
 from knowledge.convert.html import convert_html_bytes
 from knowledge.convert.image import image_to_markdown
 from knowledge.convert.isolate import IsolatedRunner
@@ -27,8 +27,9 @@ from knowledge.convert.ocr import OcrSpec
 from knowledge.convert.pagestore import PageStore
 from knowledge.convert.pdf import pdf_to_markdown
 from knowledge.convert.sniff import sniff
-from knowledge.convert.text import shorten, text_to_markdown
+from knowledge.convert.text import text_to_markdown
 from knowledge.errors import ConversionError
+from knowledge.text import shorten
 
 __all__ = ["Converted", "Limits", "OcrFacts", "OcrSpec", "convert_source"]
 
@@ -99,5 +100,5 @@ def convert_source(
         converted = convert(data, progress=progress)
     else:
         converted = convert(data)
-    title = shorten(converted.title) if converted.title.strip() else PurePath(name).stem
+    title = shorten(converted.title, TITLE_MAX_CHARS) if converted.title.strip() else PurePath(name).stem
     return replace(converted, title=title)

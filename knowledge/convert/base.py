@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MIB = 1024 * 1024
+TITLE_MAX_CHARS = 120  # a title longer than this is cut at a word
 
 
 @dataclass(frozen=True)

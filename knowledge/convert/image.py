@@ -22,12 +22,12 @@ from collections.abc import Callable
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from knowledge.convert.base import Converted, OcrFacts
+from knowledge.convert.base import TITLE_MAX_CHARS, Converted, OcrFacts
 from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
 from knowledge.convert.ocr_text import is_readable, lines_markdown, mean_confidence
 from knowledge.convert.sniff import image_format
-from knowledge.convert.text import shorten
-from knowledge.errors import ConversionError, one_line
+from knowledge.errors import ConversionError
+from knowledge.text import one_line, shorten
 
 # Larger pictures are refused undecoded: a 50-megapixel phone photo passes, a bomb does not.
 IMAGE_MAX_PIXELS = 80_000_000
@@ -65,7 +65,7 @@ def image_to_markdown(
     if not is_readable(lines):
         raise ConversionError("ocr-unreadable", unreadable_message(name, engine.name, lines))
     return Converted(
-        title=shorten(lines[0].text),
+        title=shorten(lines[0].text, TITLE_MAX_CHARS),
         markdown=f"{SECTION}\n\n{lines_markdown(blocks)}\n",
         converter="image",
         ocr=OcrFacts(engine=engine.name, confidence=mean_confidence(lines)),

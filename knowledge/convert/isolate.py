@@ -31,7 +31,8 @@ from multiprocessing.process import BaseProcess
 from types import TracebackType
 from typing import Any, TypeVar
 
-from knowledge.errors import ConversionError, ConversionInterrupted, one_line
+from knowledge.errors import ConversionError, ConversionInterrupted
+from knowledge.text import one_line
 
 T = TypeVar("T")
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from knowledge.convert.ocr_text import OcrLine, mean_confidence
-from knowledge.errors import ConversionError, one_line
+from knowledge.errors import ConversionError
+from knowledge.text import one_line
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -36,19 +36,19 @@ from dataclasses import dataclass
 from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 
-from knowledge.convert.base import Converted, OcrFacts
+from knowledge.convert.base import TITLE_MAX_CHARS, Converted, OcrFacts
 from knowledge.convert.ocr import MAX_OCR_PIXELS, OcrSpec, engine_for, read_text
 from knowledge.convert.ocr_text import OcrLine, is_readable, lines_markdown, mean_confidence
 from knowledge.convert.pagestore import PageStore
 from knowledge.convert.pdf_text import drop_running_lines, reading_text
-from knowledge.errors import ConversionError, one_line
+from knowledge.errors import ConversionError
+from knowledge.text import one_line, shorten
 
 # pypdf logs a warning for every robustness fix on a broken file ("EOF marker not found", …) and an
 # error for fonts it cannot map; the outcome that matters reaches the user as a ConversionError, so
 # these would only spam the console (and the worker's inherited stderr, where nothing is configured).
 logging.getLogger("pypdf").setLevel(logging.CRITICAL)
 
-TITLE_MAX_CHARS = 120
 
 # Titles that authoring tools fill in for the user: "Untitled", "Microsoft Word - report.docx", a
 # bare file name, or the tool's own placeholder ("Enscript Output", "Document1", "Slide 1",
@@ -321,22 +321,12 @@ def choose_title(info_title: str | None, texts: list[str], *, tools: tuple[str, 
     )
     is_tool |= 0 < len(words) <= 4 and set(words) <= tool_words  # "LibreOffice Writer", by Writer/LibreOffice
     if title and not is_tool and not _JUNK_TITLE.fullmatch(title):
-        return _shorten(title)
+        return shorten(title, TITLE_MAX_CHARS)
     for text in texts:
         for line in text.split("\n"):
             if line.strip():
-                return _shorten(" ".join(line.split()))
+                return shorten(line, TITLE_MAX_CHARS)
     return ""
-
-
-def _shorten(text: str) -> str:
-    """Cut ``text`` to TITLE_MAX_CHARS at a word boundary where there is one."""
-    if len(text) <= TITLE_MAX_CHARS:
-        return text
-    cut = text[: TITLE_MAX_CHARS - 1]
-    if text[len(cut)] != " " and " " in cut:  # mid-word: drop the partial word
-        cut = cut.rsplit(" ", 1)[0]
-    return cut.rstrip() + "…"
 
 
 def _open(data: bytes) -> PdfReader:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import re
 
-from knowledge.convert.base import Converted
+from knowledge.convert.base import TITLE_MAX_CHARS, Converted
 from knowledge.convert.charset import decode_bytes
 from knowledge.errors import ConversionError
+from knowledge.text import shorten
 
 _FRONT_MATTER = re.compile(r"\A---\n(.*?)\n(?:---|\.\.\.)\n", re.DOTALL)
 # One line each, no two repeats that can trade characters: linear in the text however it is written.
 _FM_TITLE = re.compile(r"^title:[ \t]*+([^\n]*)", re.MULTILINE)
 _HEADING = re.compile(r"^#{1,6}[ \t]++([^\n]*\S)", re.MULTILINE)
-TITLE_MAX_CHARS = 120
 
 
 def normalize_newlines(text: str) -> str:
@@ -20,15 +20,6 @@ def normalize_newlines(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = [line.rstrip() for line in text.split("\n")]
     return "\n".join(lines).strip("\n") + "\n"
-
-
-def shorten(text: str, limit: int = TITLE_MAX_CHARS) -> str:
-    """Cut a title at a word boundary, with an ellipsis, when it is too long."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
-    return cut.rstrip(" ,;:-") + "…"
 
 
 def heading_text(line: str) -> str:
@@ -60,7 +51,7 @@ def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None
             else next(line for line in text.split("\n") if line.strip())
         )
     return Converted(
-        title=shorten(title),
+        title=shorten(title, TITLE_MAX_CHARS),
         markdown=text,
         converter="markdown" if markdown else "text",
         encoding=encoding,

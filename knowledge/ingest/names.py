@@ -8,9 +8,9 @@ the extension, so a name of any length and script works.
 
 from __future__ import annotations
 
-import re
-
 from charset_normalizer import from_bytes
+
+from knowledge.text import clean_text, has_surrogates
 
 NAME_MAX_BYTES = 255
 # The longest ending kb adds to a name it keeps (".source.json") and room for a counter ("-99999").
@@ -47,14 +47,13 @@ def shorten_name(name: str, max_bytes: int = BASE_MAX_BYTES) -> str:
 # File names from a Windows zip or an old disk arrive in the bytes of Big5, GBK, TIS-620 or
 # Shift_JIS, not UTF-8: Python hands them over with each undecodable byte as a lone surrogate.
 _NAME_CHARSETS = ("big5", "gb18030", "tis-620", "shift_jis", "euc-kr", "cp1252")
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def readable_name(name: str) -> str:
     """A file name as text that can be written anywhere (front matter, the index, logs, the
     terminal): a name that is not valid UTF-8 is read in the legacy charset its bytes make most
     sense in (``烏龍茶.txt`` from Big5 bytes), else its undecodable bytes become U+FFFD."""
-    if not _SURROGATES.search(name):
+    if not has_surrogates(name):
         return name
     raw = name.encode("utf-8", "surrogateescape")
     best = from_bytes(raw, cp_isolation=list(_NAME_CHARSETS)).best() if len(raw) >= 2 else None
@@ -63,12 +62,6 @@ def readable_name(name: str) -> str:
         if "\ufffd" not in decoded and decoded.isprintable():
             return decoded
     return raw.decode("utf-8", errors="replace")
-
-
-def clean_text(text: str) -> str:
-    """``text`` without lone surrogates (U+FFFD in their place): what a converter reads from a damaged
-    file (a PDF whose CMap maps a glyph to U+D800) can be written to UTF-8 files and the index."""
-    return _SURROGATES.sub("\ufffd", text) if _SURROGATES.search(text) else text
 
 
 def stored_path(path: object) -> str:

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from knowledge.convert.text import shorten
 from knowledge.ingest.raw import slugify
+from knowledge.text import shorten
 
 TITLE_CHARS = 80
 # Text that could start a Markdown construct wherever it stands / at the start of a line.

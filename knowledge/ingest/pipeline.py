@@ -47,7 +47,7 @@ from knowledge.convert.ocr import OcrSpec, ocr_spec, ocr_warnings, parse_langs
 from knowledge.errors import ConversionError, ConversionInterrupted, IndexVanished, KbError
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.chunking import chunk_lines
-from knowledge.ingest.names import clean_text, readable_name, shorten_name, split_ext, stored_path
+from knowledge.ingest.names import readable_name, shorten_name, split_ext, stored_path
 from knowledge.ingest.safepath import (
     LinkRefused,
     file_identity,
@@ -59,6 +59,7 @@ from knowledge.ingest.safepath import (
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.store.analysis import ANALYZER_VERSION
 from knowledge.store.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.text import clean_text
 
 log = structlog.get_logger()
 

@@ -30,8 +30,9 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from knowledge.errors import ModelError, one_line
+from knowledge.errors import ModelError
 from knowledge.model.untrusted import safe_messages
+from knowledge.text import one_line
 
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
 

@@ -9,12 +9,12 @@ first line holding one of the words (or its first line).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import DEFAULT_THRESHOLD
 from knowledge.store.index import DocumentRecord, Index
+from knowledge.text import one_line
 
 LINE_CHARS = 120
 PASSAGES = 40  # passages searched; their documents are listed in rank order
@@ -69,5 +69,4 @@ def matching_line(text: str, terms: list[str]) -> str:
     if not lines:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()] or [""]
     chosen = next((ln for ln in lines if any(t in ln.casefold() for t in terms)), lines[0])
-    chosen = re.sub(r"\s+", " ", chosen)
-    return chosen if len(chosen) <= LINE_CHARS else chosen[: LINE_CHARS - 1].rstrip() + "…"
+    return one_line(chosen, LINE_CHARS)

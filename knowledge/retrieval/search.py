@@ -37,15 +37,10 @@ import structlog
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.embed import Embedder, EmbedderError
 from knowledge.retrieval.sufficiency import Evidence, Verdict
-from knowledge.retrieval.vectors import (
-    Background,
-    VectorCache,
-    embed_background,
-    language_group,
-    stored_background,
-)
+from knowledge.retrieval.vectors import Background, VectorCache, embed_background, stored_background
 from knowledge.store import analysis
 from knowledge.store.index import Candidate, Index
+from knowledge.text import language_group
 
 log = structlog.get_logger()
 

@@ -33,7 +33,7 @@ from typing import Protocol, TypeVar
 import structlog
 
 from knowledge.retrieval.sufficiency import Evidence
-from knowledge.retrieval.vectors import language_group
+from knowledge.text import language_group
 
 log = structlog.get_logger()
 

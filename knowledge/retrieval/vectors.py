@@ -40,12 +40,12 @@ import structlog
 from knowledge.retrieval import background as background_passages
 from knowledge.retrieval.embed import Embedder, passage_text
 from knowledge.store.index import Index, VectorRows
+from knowledge.text import language_group
 
 log = structlog.get_logger()
 
 DTYPE = np.float16
 DTYPE_BYTES = np.dtype(DTYPE).itemsize
-LANGUAGE_SHARE = 0.3  # a text is Thai or CJK when that share of its letters is
 MIN_GROUP = 8  # chunks a language needs before its own mean vector is used
 TYPICAL_SAMPLE = 2000  # chunks sampled to estimate a question's typical (unrelated) cosine
 MIN_TYPICAL = 200  # fewer chunks than this: no estimate
@@ -566,29 +566,6 @@ def copy_rows(out: np.ndarray, at: np.ndarray, source: np.ndarray, rows: np.ndar
     for first, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(at)], strict=True):
         a, r = int(at[first]), int(rows[first])
         out[a : a + end - first] = source[r : r + end - first]
-
-
-def language_group(text: str) -> str:
-    """The script a text is mostly written in: ``thai``, ``cjk`` (Chinese, Japanese, Korean) or ``other``."""
-    letters = thai = cjk = 0
-    for ch in text[:2000]:
-        if ch.isalpha():
-            letters += 1
-            code = ord(ch)
-            if 0x0E00 <= code <= 0x0E7F:
-                thai += 1
-            elif (
-                0x3040 <= code <= 0x30FF
-                or 0x3400 <= code <= 0x9FFF
-                or 0xAC00 <= code <= 0xD7AF
-                or code >= 0x20000
-            ):
-                cjk += 1
-    if letters and thai >= LANGUAGE_SHARE * letters:
-        return "thai"
-    if letters and cjk >= LANGUAGE_SHARE * letters:
-        return "cjk"
-    return "other"
 
 
 def language_shifts(matrix: np.ndarray, groups: list[str]) -> tuple[list[str], np.ndarray]:

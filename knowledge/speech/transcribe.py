@@ -37,7 +37,7 @@ import numpy as np
 import structlog
 
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import ConversionError, ConversionInterrupted, SpeechError, one_line
+from knowledge.errors import ConversionError, ConversionInterrupted, SpeechError
 from knowledge.model import hub
 from knowledge.model.hub import is_hub_id, own_name
 from knowledge.speech.decode import SAMPLE_RATE, check_size, decode_audio, describe_length, is_silent
@@ -49,6 +49,7 @@ from knowledge.speech.filters import (
     pick_language,
     to_traditional,
 )
+from knowledge.text import one_line
 
 if TYPE_CHECKING:
     from knowledge.config import Settings

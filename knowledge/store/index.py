@@ -92,7 +92,7 @@ CREATE TABLE IF NOT EXISTS summaries (
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     rowid INTEGER PRIMARY KEY REFERENCES chunks (rowid) ON DELETE CASCADE,
     model TEXT NOT NULL,
-    lang TEXT NOT NULL,  -- the chunk's script group (see knowledge.retrieval.vectors.language_group)
+    lang TEXT NOT NULL,  -- the chunk's script group (see knowledge.text.language_group)
     vec BLOB NOT NULL,
     stamp INTEGER NOT NULL DEFAULT 0  -- set by the triggers below (see Index.vector_changes)
 );

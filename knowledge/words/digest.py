@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from knowledge.convert.text import shorten
+from knowledge.text import shorten
 from knowledge.words.catalog import N_, Words
 
 

@@ -1,0 +1,63 @@
+"""Plain text, on the ground floor: the script a text is written in, one line cut to a width, a title cut at
+a word, and text made safe to write (no lone surrogates). Pure functions of strings, used by every room."""
+
+from __future__ import annotations
+
+import re
+
+ELLIPSIS = "…"
+LANGUAGE_SHARE = 0.3  # a text is Thai or CJK when that share of its letters is
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def language_group(text: str) -> str:
+    """The script a text is mostly written in: ``thai``, ``cjk`` (Chinese, Japanese, Korean) or ``other``."""
+    letters = thai = cjk = 0
+    for ch in text[:2000]:
+        if ch.isalpha():
+            letters += 1
+            code = ord(ch)
+            if 0x0E00 <= code <= 0x0E7F:
+                thai += 1
+            elif (
+                0x3040 <= code <= 0x30FF
+                or 0x3400 <= code <= 0x9FFF
+                or 0xAC00 <= code <= 0xD7AF
+                or code >= 0x20000
+            ):
+                cjk += 1
+    if letters and thai >= LANGUAGE_SHARE * letters:
+        return "thai"
+    if letters and cjk >= LANGUAGE_SHARE * letters:
+        return "cjk"
+    return "other"
+
+
+def one_line(text: str, limit: int | None = 200) -> str:
+    """``text`` as one line (runs of white space folded) of at most ``limit`` characters (None: any), an
+    ellipsis marking a cut: a foreign error's message, a passage's line, a title in a list."""
+    text = " ".join(text.split())
+    return text if limit is None or len(text) <= limit else text[: limit - 1].rstrip() + ELLIPSIS
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` as one line of at most ``limit`` characters, cut at a word boundary (where there is one)
+    with an ellipsis when it is too long: a title, a summary's line."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if text[len(cut)] != " " and " " in cut:  # mid-word: drop the partial word
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:-") + ELLIPSIS
+
+
+def clean_text(text: str) -> str:
+    """``text`` without lone surrogates (U+FFFD in their place): what a converter reads from a damaged file
+    (a PDF whose CMap maps a glyph to U+D800) or a model writes can be written to UTF-8 files and the index."""
+    return _SURROGATES.sub("\ufffd", text) if _SURROGATES.search(text) else text
+
+
+def has_surrogates(text: str) -> bool:
+    """True when ``text`` holds a lone surrogate (a name read from undecodable bytes)."""
+    return _SURROGATES.search(text) is not None
