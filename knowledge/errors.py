@@ -1,6 +1,7 @@
 """One error tree for kb.
 
     KbError
+    ├── Refused              the base of every error that carries a stable ``reason`` code
     ├── ConfigError          a setting has a bad value (names the variable)
     ├── ConversionError      a source could not become Markdown (reason code + sentence)
     ├── ConversionInterrupted  a conversion was stopped because kb is shutting down
@@ -30,16 +31,21 @@ class KbError(Exception):
     """Base class of every error kb reports to a user."""
 
 
-class ConfigError(KbError):
-    """A setting has a bad value; the message names the variable."""
-
-
-class ConversionError(KbError):
-    """A source could not be converted; ``reason`` is a stable code such as ``pdf-encrypted``."""
+class Refused(KbError):
+    """An error with a stable ``reason`` code (what the logs, the tests and the words for people key on)
+    and a sentence that names the object and, where there is one, the fix."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class ConfigError(KbError):
+    """A setting has a bad value; the message names the variable."""
+
+
+class ConversionError(Refused):
+    """A source could not be converted; ``reason`` is a stable code such as ``pdf-encrypted``."""
 
 
 class ConversionInterrupted(KbError):
@@ -54,13 +60,9 @@ class IndexMissing(IndexError_):
     """There is no index yet: the knowledge base is empty."""
 
 
-class IndexUnreadable(IndexError_):
+class IndexUnreadable(Refused, IndexError_):
     """The index exists but cannot be read or written now; ``reason`` is ``disk-full``, ``damaged``,
     ``io-error`` or ``busy``. Never the same as an empty knowledge base."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 class WriterLockHeld(IndexError_):
@@ -79,19 +81,15 @@ class ModelError(KbError):
     """The model server failed or cannot be reached."""
 
 
-class FetchRefused(KbError):
+class FetchRefused(Refused):
     """The web-import guard refused a URL; ``reason`` is a stable code."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 class SearchError(KbError):
     """A web search provider failed."""
 
 
-class SpeechError(KbError):
+class SpeechError(Refused):
     """A voice note or audio file could not be turned into text; ``reason`` is a stable code.
 
     Reasons: ``audio-unreadable``, ``audio-too-large``, ``audio-too-long``, ``no-speech``,
@@ -99,7 +97,3 @@ class SpeechError(KbError):
     ``interrupted``.
     The message is one sentence that can be shown to the owner as it is.
     """
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from knowledge.errors import NO_ROOM, KbError
+from knowledge.errors import NO_ROOM, Refused
 from knowledge.ingest.safepath import open_beneath, walk_files
 
 MANIFEST_NAME = "kb-backup.json"
@@ -39,7 +39,7 @@ TAR_SUFFIXES = (".tar.gz", ".tgz")
 JUNK_NAMES = frozenset({".ds_store", "thumbs.db", "desktop.ini"})
 
 
-class BackupError(KbError):
+class BackupError(Refused):
     """A backup could not be written, or an archive is refused; ``reason`` is a stable code and
     ``member`` the archive file it is about, when there is one.
 
@@ -51,8 +51,7 @@ class BackupError(KbError):
     """
 
     def __init__(self, reason: str, message: str, *, member: str | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason
+        super().__init__(reason, message)
         self.member = member
 
 

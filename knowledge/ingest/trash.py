@@ -36,7 +36,7 @@ from pathlib import Path
 import structlog
 
 from knowledge.config import Settings
-from knowledge.errors import KbError
+from knowledge.errors import Refused
 from knowledge.ingest.pipeline import (
     Ingestor,
     is_regular,
@@ -63,13 +63,9 @@ SNAPSHOT_PREFIX = "inbox/processed/"
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,80}")
 
 
-class TrashError(KbError):
+class TrashError(Refused):
     """Removing or restoring a document failed; ``reason`` is a stable code (``tampered``: an entry
     that is not the real folders and files kb wrote, refused and left in place)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 class NotFound(TrashError):

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from knowledge.config import Settings
-from knowledge.errors import IndexError_, KbError
+from knowledge.errors import IndexError_, Refused
 from knowledge.ingest.handoff import deliver, failure_reason, ingest_record
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import slugify
@@ -29,12 +29,8 @@ SOURCE_ID = re.compile(r"^web-[1-5]$")
 EXTENSIONS = {"html": ".html", "pdf": ".pdf", "markdown": ".md", "text": ".txt"}
 
 
-class ImportRefused(KbError):
+class ImportRefused(Refused):
     """The selection was refused; ``reason`` is a stable code."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
