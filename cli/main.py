@@ -28,9 +28,10 @@ from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, describe, load_settings, read_dotenv
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConfigError, KbError, WriterLockHeld
+from knowledge.ingest.files import iter_sources
 from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.names import readable_name
-from knowledge.ingest.pipeline import Ingestor, Outcome, iter_sources
+from knowledge.ingest.pipeline import Ingestor, Outcome
 from knowledge.logs import WarnOnce, configure_logging
 from knowledge.model.tokenizer import TokenCounter, configured_counter
 from knowledge.redact import redactor

@@ -23,7 +23,6 @@ Rendering is pure (:func:`unit_text`, :func:`plist_dict`); :func:`install`, :fun
 
 from __future__ import annotations
 
-import os
 import plistlib
 import re
 import subprocess
@@ -34,6 +33,7 @@ from urllib.parse import quote
 
 from knowledge.config import SETTINGS, read_dotenv
 from knowledge.errors import ConfigError
+from knowledge.ingest.files import write_atomic
 
 LABEL_PREFIX = "local.kb."
 THINKING_OFF = '{"enable_thinking":false}'
@@ -378,11 +378,7 @@ def status(services: Sequence[Service], host: Host, *, run: Run = run) -> list[s
 
 def _write_private(path: Path, data: bytes) -> None:
     """Write a file readable by its owner only (it may carry the bot token), atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    os.replace(tmp, path)
+    write_atomic(path, data)  # its temporary file is made 0600 by mkstemp, and renamed with that mode
 
 
 def _first_line(done: subprocess.CompletedProcess) -> str:

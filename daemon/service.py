@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
 import os
 import queue
 import threading
@@ -42,14 +41,9 @@ from knowledge.config import Settings
 from knowledge.convert.pagestore import mark_waiting
 from knowledge.errors import ConversionInterrupted, IndexVanished
 from knowledge.ingest import requests, trash, working
-from knowledge.ingest.pipeline import (
-    ERROR_SUFFIX,
-    SIDECAR_SUFFIX,
-    Ingestor,
-    is_candidate_name,
-    unique_name,
-    write_atomic,
-)
+from knowledge.ingest.files import quarantine
+from knowledge.ingest.names import SIDECAR_SUFFIX, is_candidate_name
+from knowledge.ingest.pipeline import Ingestor, error_record
 from knowledge.ingest.safepath import file_identity, link_below, walk_files, warn_too_deep
 
 log = structlog.get_logger()
@@ -508,19 +502,17 @@ class Daemon:
         owner = side.with_name(side.name.removesuffix(SIDECAR_SUFFIX))
         if owner.exists() or not side.exists():
             return
-        name = unique_name(self.settings.failed, side.name)
-        record = {
-            "file": side.name,
-            "stage": "read",
-            "reason": "orphan-sidecar",
-            "message": f"the file {owner.name} this sidecar describes never arrived",
-            "exception": None,
-            "time": self.ingestor.clock().isoformat(timespec="seconds"),
-        }
-        data = json.dumps(record, indent=2).encode()
-        write_atomic(self.settings.failed / (name + ERROR_SUFFIX), data, staging=self.settings.staging)
-        os.replace(side, self.settings.failed / name)
+        record = error_record(side.name, "read", "orphan-sidecar",
+                              f"the file {owner.name} this sidecar describes never arrived", None,
+                              self.ingestor.clock().isoformat(timespec="seconds"))  # fmt: skip
+        quarantine(side, self.settings.failed, record, keep=_move, staging=self.settings.staging)
         log.warning("ingest.failed", file=side.name, stage="read", reason="orphan-sidecar")
+
+
+def _move(path: Path, folder: Path, name: str) -> Path:
+    """Move a file from the inbox into ``folder`` under ``name``."""
+    os.replace(path, folder / name)
+    return folder / name
 
 
 def _emitters_alive(observer: Observer) -> bool:

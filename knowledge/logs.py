@@ -7,7 +7,6 @@ go in fields. Long-running loops bind per-item context with ``structlog.contextv
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import stat
@@ -20,6 +19,7 @@ from typing import TextIO
 
 import structlog
 
+from knowledge.ingest.files import holding
 from knowledge.redact import redactor
 from knowledge.text import clean_text, one_line
 
@@ -217,14 +217,8 @@ class SharedRotatingFileHandler(RotatingFileHandler):
             self._lock_pid = os.getpid()
         return self._lock_fd
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        lock = self._lock()
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return holding(self._lock())
 
     def _close_stream(self) -> None:
         if self.stream is not None:

@@ -5,8 +5,8 @@ import json
 import threading
 
 from knowledge.ingest.handoff import deliver, withdraw
-from knowledge.ingest.pipeline import sidecar_path
 from knowledge.ingest.raw import sha256_hex
+from knowledge.ingest.sidecar import sidecar_path
 
 
 def test_a_burst_of_saves_with_one_name_keeps_every_one(tmp_path):

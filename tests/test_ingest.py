@@ -8,8 +8,10 @@ import pytest
 
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import WriterLockHeld
+from knowledge.ingest.files import unique_name
 from knowledge.ingest.lock import WriterLock, holder
-from knowledge.ingest.pipeline import Ingestor, is_candidate_name, unique_name
+from knowledge.ingest.names import is_candidate_name
+from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
 from knowledge.store.index import Index

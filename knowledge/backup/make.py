@@ -60,7 +60,7 @@ from knowledge.backup.snapshot import (
 )
 from knowledge.config import Settings
 from knowledge.errors import IndexError_
-from knowledge.ingest.pipeline import read_regular
+from knowledge.ingest.files import read_regular
 from knowledge.ingest.safepath import LinkRefused, open_beneath, walk_files
 
 log = structlog.get_logger()

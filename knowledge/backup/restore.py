@@ -39,7 +39,8 @@ from knowledge.backup.archive import (
     write_error,
 )
 from knowledge.backup.snapshot import IndexFacts, check_problems, index_facts
-from knowledge.ingest.pipeline import sidecar_path, unique_name
+from knowledge.ingest.files import unique_name
+from knowledge.ingest.sidecar import sidecar_path
 from knowledge.ingest.trash import with_snapshot
 from knowledge.store.index import Index
 

@@ -22,17 +22,11 @@ from pathlib import Path
 
 from knowledge.config import Settings
 from knowledge.errors import IndexError_
-from knowledge.ingest.names import readable_name, stored_path
-from knowledge.ingest.pipeline import (
-    ERROR_SUFFIX,
-    SIDECAR_SUFFIX,
-    Outcome,
-    inbox_name,
-    sidecar_path,
-    unique_name,
-    write_new,
-)
+from knowledge.ingest.files import unique_name, write_new
+from knowledge.ingest.names import ERROR_SUFFIX, SIDECAR_SUFFIX, inbox_name, readable_name, stored_path
+from knowledge.ingest.pipeline import Outcome
 from knowledge.ingest.raw import sha256_hex
+from knowledge.ingest.sidecar import sidecar_path
 from knowledge.store.index import Index
 
 

@@ -17,6 +17,8 @@ NAME_MAX_BYTES = 255
 ADDED_BYTES = len(".source.json") + len("-99999")
 BASE_MAX_BYTES = NAME_MAX_BYTES - ADDED_BYTES
 _EXT_MAX_BYTES = 24
+SIDECAR_SUFFIX = ".source.json"  # the sidecar kb writes beside a file it hands to the inbox
+ERROR_SUFFIX = ".error.json"  # the reason beside a file in failed/
 
 
 def split_ext(name: str) -> tuple[str, str]:
@@ -67,3 +69,36 @@ def readable_name(name: str) -> str:
 def stored_path(path: object) -> str:
     """A path as text for the index and the logs (a non-UTF-8 byte as U+FFFD)."""
     return clean_text(str(path))
+
+
+_TEMP_SUFFIXES = (
+    ".part",
+    ".crdownload",
+    ".tmp",
+    ".download",
+    ".filepart",
+    ".swp",
+    "~",
+    ERROR_SUFFIX,
+    SIDECAR_SUFFIX,
+)
+_JUNK_NAMES = frozenset({"thumbs.db", "desktop.ini", ".ds_store"})
+
+
+def inbox_name(name: str) -> str:
+    """A name the inbox takes, for a file kb hands off itself (an upload, an import).
+
+    The sender's name may be hidden (``.x.md``), a lock file's (``~$x.md``), carry control
+    characters or be too long: such a file would wait in the inbox forever or fail to be written.
+    """
+    name = "".join("_" if ch < " " or ch in "\x7f/\\" else ch for ch in name)
+    name = name.lstrip(".~$ ") or "upload"
+    if not is_candidate_name(name):
+        name = "upload-" + name
+    return shorten_name(name)
+
+
+def is_candidate_name(name: str) -> bool:
+    """False for hidden, temporary, lock and OS-junk names, and for kb's own sidecars."""
+    lower = name.lower()
+    return not (name.startswith((".", "~$", "~")) or lower.endswith(_TEMP_SUFFIXES) or lower in _JUNK_NAMES)

@@ -24,15 +24,11 @@ nothing the owner gave kb is ever deleted.
 from __future__ import annotations
 
 import errno
-import hashlib
-import json
 import os
-import shutil
 import sqlite3
 import stat
-import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,25 +42,33 @@ from knowledge.convert.isolate import InternalError, IsolatedRunner
 from knowledge.convert.ocr import OcrSpec, ocr_spec, ocr_warnings, parse_langs
 from knowledge.errors import ConversionError, ConversionInterrupted, IndexVanished, KbError
 from knowledge.ingest import raw as rawfile
-from knowledge.ingest.chunking import chunk_lines
-from knowledge.ingest.names import readable_name, shorten_name, split_ext, stored_path
+from knowledge.ingest.files import (
+    copy_no_follow,
+    hash_regular,
+    is_regular,
+    is_within,
+    quarantine,
+    read_regular,
+    unique_name,
+    write_atomic,
+    write_new,
+)
+from knowledge.ingest.names import SIDECAR_SUFFIX, readable_name, stored_path
+from knowledge.ingest.rawsync import RawSync
 from knowledge.ingest.safepath import (
     LinkRefused,
     file_identity,
     link_below,
-    open_beneath,
     parts_below,
-    walk_files,
 )
+from knowledge.ingest.sidecar import Sidecar, read_sidecar, sidecar_path
 from knowledge.model.tokenizer import TokenCounter
-from knowledge.store.analysis import ANALYZER_VERSION
-from knowledge.store.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.store.index import Index, IngestRecord
 from knowledge.text import clean_text
 
 log = structlog.get_logger()
 
-SIDECAR_SUFFIX = ".source.json"
-ERROR_SUFFIX = ".error.json"
+
 # A file refused as too large is hashed (for whoever waits for its record) only up to this size:
 # the bot and web imports send at most a few tens of MB; a sparse 16 TiB file would take hours.
 HASH_REFUSED_MAX_BYTES = 256 * 2**20
@@ -99,18 +103,6 @@ class IngestProgress(Protocol):
     def __call__(self, *, name: str, sha256: str, stage: str, done: int, total: int) -> None: ...
 
 
-@dataclass(frozen=True)
-class Sidecar:
-    """Trusted fields of a ``NAME.source.json`` written by kb (a web import, the bot)."""
-
-    source_url: str | None
-    charset: str | None
-    origin_type: str | None = None  # something kept from the chat: where it came from…
-    origin_name: str | None = None
-    origin_date: str | None = None
-    comment: str | None = None  # …and the comment or caption that came with it
-
-
 class _Failure(Exception):
     def __init__(self, stage: str, reason: str, message: str, exc: BaseException | None = None) -> None:
         super().__init__(message)
@@ -140,7 +132,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Ingestor:
+class Ingestor(RawSync):
     """Runs the pipeline for one knowledge base; the caller holds the writer lock.
 
     ``ocr`` overrides the OCR settings (KB_OCR, KB_OCR_LANGS, KB_OCR_DPI); ``progress`` hears how far
@@ -262,7 +254,7 @@ class Ingestor:
             if (
                 st.st_size <= HASH_REFUSED_MAX_BYTES
             ):  # so a waiter (the bot, a hand-off) can tell its own file;
-                failure.sha256 = _hash_regular(root, path.absolute())  # a huge one no waiter sent is not read
+                failure.sha256 = hash_regular(root, path.absolute())  # a huge one no waiter sent is not read
             raise failure
         try:
             data = read_regular(root, path.absolute(), self.limits.max_source_bytes)
@@ -445,24 +437,12 @@ class Ingestor:
     def _fail(self, path: Path, failure: _Failure, started: str) -> Outcome:
         kept: Path | None = None
         if path.exists() or path.is_symlink():
-            name = unique_name(self.settings.failed, readable_name(path.name))
-            record = {
-                "file": readable_name(path.name),
-                "stage": failure.stage,
-                "reason": failure.reason,
-                "message": failure.message,
-                "exception": failure.exc_type,
-                "time": self._now(),
-            }
+            record = error_record(readable_name(path.name), failure.stage, failure.reason, failure.message,
+                                  failure.exc_type, self._now())  # fmt: skip
             try:
-                # The record first: a crash between the two leaves the original in the inbox, to be
-                # tried again, rather than an original in failed/ without its reason.
-                write_atomic(
-                    self.settings.failed / (name + ERROR_SUFFIX),
-                    json.dumps(record, indent=2).encode(),
-                    staging=self.settings.staging,
+                kept = quarantine(
+                    path, self.settings.failed, record, keep=self._keep, staging=self.settings.staging
                 )
-                kept = self._keep(path, self.settings.failed, name=name)
             except OSError as exc:
                 log.error("ingest.quarantine_failed", file=readable_name(path.name), error=str(exc))
         self.record(
@@ -489,13 +469,13 @@ class Ingestor:
                 "ingest.record_failed", file=Path(record.path).name, status=record.status, error=str(exc)
             )
 
-    def _keep(self, path: Path, folder: Path, *, name: str | None = None) -> Path:
+    def _keep(self, path: Path, folder: Path, name: str | None = None) -> Path:
         """Move an inbox file (copy any other) and its sidecar into folder, never overwriting; a name
         that is not UTF-8 is kept under its readable form."""
         name = name or unique_name(folder, readable_name(path.name))
         dest = folder / name
-        is_inbox = _is_within(path, self._inbox)
-        transfer = os.replace if is_inbox else _copy_no_follow
+        is_inbox = is_within(path, self._inbox)
+        transfer = os.replace if is_inbox else copy_no_follow
         transfer(path, dest)
         side = sidecar_path(path)
         if is_regular(side):  # a linked sidecar is never copied: its target is not the owner's gift
@@ -513,95 +493,20 @@ class Ingestor:
                 "writing to it; nothing more is written — start kb again and it rebuilds the index from raw/"
             )
 
-    # -- raw files --------------------------------------------------------------------------
-
-    def index_raw(self, raw_rel: str, text: str | None = None) -> tuple[str, int]:
-        """Chunk a raw file and replace its document in the index; (doc_id, chunk count)."""
-        doc, chunks = self.prepare_raw(raw_rel, text)
-        self.index.upsert_document(doc, chunks)
-        return doc.id, len(chunks)
-
-    def prepare_raw(self, raw_rel: str, text: str | None = None) -> tuple[DocumentRecord, list[ChunkRecord]]:
-        """The rows a raw file becomes (no writing)."""
-        data = self.read_raw(raw_rel.removeprefix("raw/")) if text is None else text.encode("utf-8")
-        text = data.decode("utf-8", errors="replace").replace("\x00", "")
-        return build_rows(
-            raw_rel,
-            text,
-            raw_sha256=rawfile.sha256_hex(data),
-            counter=self.counter,
-            max_tokens=self.settings.chunk_max_tokens,
-            overlap_tokens=self.settings.chunk_overlap_tokens,
-            indexed_at=self._now(),
-        )
-
-    def raw_names(self) -> list[str]:
-        """The raw files, sorted: regular ``*.md`` files only; links are skipped and logged, never read."""
-        names = []
-        for path in sorted(self.settings.raw.glob("*.md")):
-            if not is_candidate_name(path.name):
-                continue
-            if is_regular(path):
-                names.append(path.name)
-            elif path.is_symlink():
-                log.warning("raw.skipped", file=path.name, reason="a symbolic link; kb does not follow links")
-        return names
-
-    def read_raw(self, name: str) -> bytes:
-        """A raw file's bytes, never through a link (LinkRefused) nor from a FIFO."""
-        fd = open_beneath(self.settings.raw, self.settings.raw / name, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise LinkRefused(self.settings.raw / name, name)
-            return fh.read()
-
-    def sync_raw(self, name: str) -> str:
-        """Bring one raw file's document in line with the file: 'indexed', 'deleted' or 'unchanged'.
-
-        Content decides, not events: a raw file kb itself just wrote hashes the same as its
-        document and is left alone.
-        """
-        self.check_index()
-        raw_rel = "raw/" + name
-        doc_id = rawfile.document_id(raw_rel)
-        try:
-            data = self.read_raw(name)
-        except (FileNotFoundError, LinkRefused):  # a link is no raw file: its target is not kb's
-            if self.index.delete_document(doc_id):
-                log.info("raw.deleted", file=name, doc_id=doc_id)
-                return "deleted"
-            return "unchanged"
-        doc = self.index.document(doc_id)
-        if doc is not None and doc.raw_sha256 == rawfile.sha256_hex(data):
-            return "unchanged"
-        doc_id, chunks = self.index_raw(raw_rel)
-        log.info("raw.changed", file=name, doc_id=doc_id, chunks=chunks)
-        return "indexed"
-
-    def reconcile_raw(self) -> dict[str, int]:
-        """Index new and changed raw files, drop documents whose raw file is gone; counts by outcome."""
-        on_disk = set(self.raw_names())
-        indexed = {d.raw_path.removeprefix("raw/") for d in self.index.documents()}
-        counts = {"indexed": 0, "deleted": 0, "unchanged": 0}
-        for name in sorted(on_disk | indexed):
-            counts[self.sync_raw(name)] += 1
-        return counts
-
-    def reindex(self, progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
-        """Rebuild every document from raw/ inside the live database, in one transaction."""
-        names = self.raw_names()
-        rows = []
-        for n, name in enumerate(names, 1):
-            rows.append(self.prepare_raw("raw/" + name))
-            if progress:
-                progress(n, len(names))
-        self.index.replace_all(rows)
-        self.index.set_meta("tokenizer", self.counter.name)
-        self.index.set_meta("analyzer", ANALYZER_VERSION)  # every term is now this analyzer's
-        return len(rows), sum(len(c) for _, c in rows)
-
     def _now(self) -> str:
         return self.clock().isoformat(timespec="seconds")
+
+
+def error_record(file: str, stage: str, reason: str, message: str, exception: str | None, when: str) -> dict:
+    """What ``NAME.error.json`` in failed/ says: the file, the stage and reason, the sentence, the time."""
+    return {
+        "file": file,
+        "stage": stage,
+        "reason": reason,
+        "message": message,
+        "exception": exception,
+        "time": when,
+    }
 
 
 def _internal_message(exc: BaseException) -> str:
@@ -642,275 +547,7 @@ def _log_outcome(o: Outcome) -> None:
         emit(_PROBLEM_EVENTS[o.status], file=o.source.name, stage=o.stage, reason=o.reason, error=o.message)
 
 
-def build_rows(
-    raw_rel: str,
-    text: str,
-    *,
-    raw_sha256: str,
-    counter: TokenCounter,
-    max_tokens: int,
-    overlap_tokens: int,
-    indexed_at: str,
-) -> tuple[DocumentRecord, list[ChunkRecord]]:
-    """Document and chunk rows of a raw file's text (a pure function of its inputs)."""
-    parsed = rawfile.parse(text, fallback_name=Path(raw_rel).stem, sha256=raw_sha256)
-    doc_id = rawfile.document_id(raw_rel)
-    chunks = chunk_lines(
-        parsed.body_lines,
-        counter,
-        max_tokens=max_tokens,
-        overlap_tokens=overlap_tokens,
-        first_line=parsed.first_body_line,
-    )
-    records = [
-        ChunkRecord(
-            id=rawfile.chunk_id(doc_id, c.seq),
-            document_id=doc_id,
-            seq=c.seq,
-            start_line=c.start_line,
-            end_line=c.end_line,
-            token_count=c.token_count,
-            text=c.text,
-            text_sha256=rawfile.sha256_hex(c.text.encode("utf-8")),
-        )
-        for c in chunks
-    ]
-    m = parsed.meta
-    doc = DocumentRecord(
-        id=doc_id,
-        raw_path=raw_rel,
-        title=m.title,
-        source_name=m.source_name,
-        source_url=m.source_url,
-        source_snapshot=m.source_snapshot,
-        source_sha256=m.source_sha256,
-        converter=m.converter,
-        raw_sha256=raw_sha256,
-        chunk_count=len(records),
-        indexed_at=indexed_at,
-    )
-    return doc, records
-
-
-def sidecar_path(path: Path) -> Path:
-    """``NAME.source.json`` beside ``NAME``."""
-    return path.with_name(path.name + SIDECAR_SUFFIX)
-
-
-def read_sidecar(path: Path, *, root: Path | None = None) -> Sidecar:
-    """The trusted fields of a sidecar; a missing, linked or malformed one gives no metadata (logged)."""
-    if not is_regular(path):
-        if _is_link(path):
-            log.warning("ingest.sidecar_ignored", sidecar=path.name, reason="a symbolic link")
-        return Sidecar(None, None)
-    try:
-        fd = open_beneath(root or path.parent.absolute(), path.absolute(), os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            data = json.loads(fh.read(65536).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        log.warning("ingest.sidecar_ignored", sidecar=path.name, reason=f"unreadable: {exc}")
-        return Sidecar(None, None)
-    if not isinstance(data, dict):
-        log.warning("ingest.sidecar_ignored", sidecar=path.name, reason="not a JSON object")
-        return Sidecar(None, None)
-    url = data.get("source_url")
-    if not (isinstance(url, str) and url.startswith(("http://", "https://")) and len(url) <= 4096):
-        if url is not None:
-            log.warning(
-                "ingest.sidecar_ignored", sidecar=path.name, reason="source_url is not an http(s) URL"
-            )
-        url = None
-    charset = data.get("charset")
-    if not (isinstance(charset, str) and 0 < len(charset) <= 40):
-        charset = None
-    kept = {key: _sidecar_text(data.get(key), limit) for key, limit in _KEPT_FIELDS.items()}
-    return Sidecar(url, charset, **kept)
-
-
-_KEPT_FIELDS = {"origin_type": 100, "origin_name": 500, "origin_date": 40, "comment": 4000}
-
-
-def _sidecar_text(value: object, limit: int) -> str | None:
-    """A sidecar's string field as written to the raw front matter: text, cut to ``limit``, or None."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    return clean_text(value.strip())[:limit]
-
-
-def unique_name(folder: Path, name: str) -> str:
-    """``name``, or ``stem-2.ext``, ``stem-3.ext``… whichever is free in folder (with its sidecar).
-
-    An error record without its original does not hold a name: it is the trace of an attempt
-    that was interrupted, and the next attempt writes over it.
-    """
-    name = shorten_name(name)  # room for "-N" and ".source.json" within the 255-byte limit
-    stem, ext = split_ext(name)
-    n = 1
-    candidate = name
-    while any(os.path.lexists(folder / (candidate + s)) for s in ("", SIDECAR_SUFFIX)):
-        n += 1
-        candidate = f"{stem}-{n}{ext}"
-    return candidate
-
-
-def write_atomic(path: Path, data: bytes, *, staging: Path | None = None) -> None:
-    """Write through a temporary file and rename, so readers see the old or the new file.
-
-    ``staging`` (same file system) keeps the temporary file out of a watched folder.
-    """
-    tmp = _write_temporary(path, data, staging)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_new(path: Path, data: bytes, *, staging: Path | None = None) -> bool:
-    """Write a file that must not exist yet, atomically; False (nothing written) when the name is taken."""
-    tmp = _write_temporary(path, data, staging)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    finally:
-        tmp.unlink(missing_ok=True)
-    return True
-
-
-def _write_temporary(path: Path, data: bytes, staging: Path | None) -> Path:
-    """data in a synced temporary file beside path (or in staging), ready to be renamed or linked.
-
-    Its name is made by mkstemp (created with O_EXCL): two writers of the same name, threads of one
-    process or two processes, never share a temporary file. Hidden and ``.tmp``: never taken as a source.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if staging is not None:
-        staging.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(
-        prefix=f".{shorten_name(path.name, 160)}.", suffix=".tmp", dir=staging or path.parent
-    )
-    tmp = Path(name)
-    try:
-        with open(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
-def iter_sources(paths: Iterable[Path], *, skip: Iterable[Path] = ()) -> Iterator[Path]:
-    """Files named or found under folders, sorted, without sidecars, hidden or temporary names."""
-    skipped = [p.resolve() for p in skip]
-    for path in paths:
-        if path.is_dir() and not path.is_symlink():
-            for here, dirs, files in walk_files(path):
-                links = sorted(d for d in dirs if os.path.islink(here / d))
-                yield from (here / d for d in links)  # reported as skipped, never entered
-                dirs[:] = sorted(
-                    d
-                    for d in dirs
-                    if d not in links and not d.startswith(".") and (here / d).resolve() not in skipped
-                )
-                for name in sorted(files):
-                    if is_candidate_name(name):
-                        yield here / name
-        else:
-            yield path
-
-
-_TEMP_SUFFIXES = (
-    ".part",
-    ".crdownload",
-    ".tmp",
-    ".download",
-    ".filepart",
-    ".swp",
-    "~",
-    ERROR_SUFFIX,
-    SIDECAR_SUFFIX,
-)
-_JUNK_NAMES = frozenset({"thumbs.db", "desktop.ini", ".ds_store"})
-
-
-def inbox_name(name: str) -> str:
-    """A name the inbox takes, for a file kb hands off itself (an upload, an import).
-
-    The sender's name may be hidden (``.x.md``), a lock file's (``~$x.md``), carry control
-    characters or be too long: such a file would wait in the inbox forever or fail to be written.
-    """
-    name = "".join("_" if ch < " " or ch in "\x7f/\\" else ch for ch in name)
-    name = name.lstrip(".~$ ") or "upload"
-    if not is_candidate_name(name):
-        name = "upload-" + name
-    return shorten_name(name)
-
-
-def is_candidate_name(name: str) -> bool:
-    """False for hidden, temporary, lock and OS-junk names, and for kb's own sidecars."""
-    lower = name.lower()
-    return not (name.startswith((".", "~$", "~")) or lower.endswith(_TEMP_SUFFIXES) or lower in _JUNK_NAMES)
-
-
 def _link_skipped(path: Path, part: str) -> Outcome:
     return Outcome(
         path, "skipped", reason="link", message=f"{part} is a symbolic link; kb does not follow links"
     )
-
-
-def is_regular(path: Path) -> bool:
-    """A regular file itself, not a link to one."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _is_link(path: Path) -> bool:
-    try:
-        return stat.S_ISLNK(os.lstat(path).st_mode)
-    except OSError:  # gone, or a name too long to exist
-        return False
-
-
-def _copy_no_follow(src: Path, dest: Path) -> None:
-    shutil.copy2(src, dest, follow_symlinks=False)
-
-
-def _hash_regular(root: Path, path: Path) -> str | None:
-    """SHA-256 of a file read in pieces through real folders only; None when it cannot be read."""
-    try:
-        fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            digest = hashlib.sha256()
-            while piece := fh.read(1 << 20):
-                digest.update(piece)
-    except OSError:
-        return None
-    return digest.hexdigest()
-
-
-def read_regular(root: Path, path: Path, limit: int) -> bytes:
-    """Read a regular file through real folders only, without blocking on a FIFO swapped in."""
-    fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise OSError(f"{path.name} is not a regular file")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(
-            f"{path.name} is over the size limit ({limit:,} bytes; it may have grown while being read)"
-        )
-    return data
-
-
-def _is_within(path: Path, folder: Path) -> bool:
-    """Is path inside folder (an already resolved path)?"""
-    try:
-        path.resolve().relative_to(folder)
-    except ValueError:
-        return False
-    return True

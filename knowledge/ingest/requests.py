@@ -34,8 +34,9 @@ from knowledge.config import Settings
 from knowledge.convert.ocr import OcrSpec
 from knowledge.errors import NO_ROOM, KbError, WriterLockHeld
 from knowledge.ingest import trash
+from knowledge.ingest.files import read_regular, write_atomic
 from knowledge.ingest.lock import WriterLock, daemon_holder
-from knowledge.ingest.pipeline import Ingestor, read_regular, write_atomic
+from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.store.index import Index
 

@@ -37,16 +37,10 @@ import structlog
 
 from knowledge.config import Settings
 from knowledge.errors import Refused
-from knowledge.ingest.pipeline import (
-    Ingestor,
-    is_regular,
-    read_regular,
-    sidecar_path,
-    unique_name,
-    write_atomic,
-    write_new,
-)
+from knowledge.ingest.files import is_regular, read_regular, unique_name, write_atomic, write_new
+from knowledge.ingest.pipeline import Ingestor
 from knowledge.ingest.safepath import LinkRefused, open_beneath
+from knowledge.ingest.sidecar import sidecar_path
 from knowledge.store.index import IngestRecord
 
 log = structlog.get_logger()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -24,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from knowledge.config import Settings
+from knowledge.ingest.files import write_atomic
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -154,14 +154,7 @@ def read_pace(folder: Path, *, clock: Callable[[], datetime] = lambda: datetime.
 
 def _write_json(path: Path, record: dict[str, object]) -> None:
     """Write a small JSON file through a temporary one and a rename: readers see the old or the new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(record, ensure_ascii=False).encode("utf-8"))
 
 
 def _path(folder: Path, sha256: str) -> Path:

@@ -19,7 +19,7 @@ from knowledge.config import Settings
 from knowledge.errors import IndexError_, KbError
 from knowledge.ingest import working
 from knowledge.ingest.lock import holder
-from knowledge.ingest.pipeline import is_candidate_name
+from knowledge.ingest.names import is_candidate_name
 from knowledge.model.client import ModelBadResponse, ModelClient
 from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter
 from knowledge.retrieval.embed import EmbedderError, make_embedder

@@ -8,16 +8,16 @@ Records older than their time-to-live are dropped on the next write. Writes are 
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import secrets
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from knowledge.ingest.files import locked, write_atomic
 
 DEFAULT_TTL = timedelta(hours=24)
 
@@ -157,17 +157,7 @@ class CandidateStore:
         return data if isinstance(data, dict) else {}
 
     def _write(self, data: dict[str, object]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _locked(self) -> AbstractContextManager[None]:
+        return locked(self.path.with_name(self.path.name + ".lock"))
