@@ -39,10 +39,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from knowledge.answer.evidence import pack
-from knowledge.answer.prompt import ChatTemplate, build_prompt, evidence_fits, load_template
+from knowledge.answer.prompt import build_prompt, evidence_fits
 from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
+from knowledge.model.template import ChatTemplate, load_template
 from knowledge.model.tokenizer import HfCounter, TokenCounter, hf_cache_dir, load_counter, reference_tokenizer
 from knowledge.retrieval.embed import Embedder, Side, make_embedder
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find, search

@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from knowledge.answer.assistant import Engine, EngineSettings  # noqa: E402
-from knowledge.answer.prompt import load_template  # noqa: E402
 from knowledge.answer.summary import Writer, summarize  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.model.client import ModelClient  # noqa: E402
+from knowledge.model.template import load_template  # noqa: E402
 from knowledge.model.tokenizer import HfCounter, reference_tokenizer  # noqa: E402
 from knowledge.retrieval.search import document_passages  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402

@@ -13,14 +13,14 @@ import structlog
 from daemon.backfill import Backfill
 from daemon.service import Daemon
 from daemon.summaries import Summaries
-from knowledge.answer.prompt import ChatTemplate, load_template
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import IndexUnreadable
 from knowledge.ingest import working
 from knowledge.ingest.lock import DAEMON_ROLE, WriterLock
 from knowledge.ingest.pipeline import Ingestor
-from knowledge.model.tokenizer import HfCounter, TokenCounter
+from knowledge.model.template import ChatTemplate, template_for
+from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.store.index import Index
 
@@ -56,7 +56,7 @@ def open_daemon(
                 backfill.start()
             if settings.summaries == "on":
                 if template is None:  # the caller's, when it has loaded it for the chat or the bot
-                    template = load_template(counter.path if isinstance(counter, HfCounter) else None)
+                    template = template_for(counter)
                 summaries = Summaries(settings, counter, template)
                 summaries.start()
             progress = working.publisher(working.folder(settings))

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 import structlog
 
 from daemon.worker import Worker
-from knowledge.answer.prompt import ChatTemplate
 from knowledge.answer.summary import Writer, opening, summarize, without_citations
 from knowledge.config import Settings
+from knowledge.model.template import ChatTemplate
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.search import document_passages
 from knowledge.store.index import Index

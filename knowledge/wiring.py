@@ -12,13 +12,13 @@ import aiohttp
 import structlog
 
 from knowledge.answer.assistant import Engine, EngineSettings, WebSearcher
-from knowledge.answer.prompt import ChatTemplate, load_template
 from knowledge.config import Settings
 from knowledge.conversation.followup import Rewriter
 from knowledge.conversation.session import Conversing
 from knowledge.conversation.store import Conversations
 from knowledge.model.client import ModelClient
-from knowledge.model.tokenizer import HfCounter, TokenCounter, configured_counter
+from knowledge.model.template import ChatTemplate, template_for
+from knowledge.model.tokenizer import TokenCounter, configured_counter
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.search import Meaning
 from knowledge.retrieval.translate import Chat, Translator
@@ -41,7 +41,7 @@ def load_language(settings: Settings, *, background: bool = True) -> Language:
     (``background``: a process someone is waiting on) or now (a measurement that needs it).
     """
     counter, why = configured_counter(settings.tokenizer_spec, settings.tokenizer_dir, background=background)
-    template = load_template(counter.path if isinstance(counter, HfCounter) else None)
+    template = template_for(counter)
     return counter, template, why
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from daemon.main import background
 from knowledge.answer.assistant import Engine, EngineSettings
-from knowledge.answer.prompt import load_template
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.client import ModelClient
+from knowledge.model.template import load_template
 from knowledge.model.tokenizer import ApproxCounter, HfCounter
 from knowledge.store.index import Index
 from knowledge.words.replies import note_of

@@ -6,8 +6,8 @@ import aiohttp
 import pytest
 
 from knowledge.answer.assistant import Engine, EngineSettings, citations_for
-from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.model.client import ModelClient
+from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.store.index import Index
 from knowledge.words.catalog import ENGLISH

@@ -7,11 +7,11 @@ import aiohttp
 import pytest
 
 from knowledge.answer.assistant import Engine, EngineSettings, holds_back
-from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.conversation.followup import Rewriter
 from knowledge.conversation.session import Conversing
 from knowledge.conversation.store import Anchor, Conversations
 from knowledge.model.client import ModelClient
+from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.store.index import Index
 from knowledge.words.catalog import ENGLISH

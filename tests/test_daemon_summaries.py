@@ -5,7 +5,7 @@ gone with it."""
 import time
 
 from daemon.summaries import Summaries
-from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
+from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings

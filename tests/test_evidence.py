@@ -6,8 +6,9 @@ import secrets
 from dataclasses import replace
 
 from knowledge.answer.evidence import join_overlapping, pack, priority
-from knowledge.answer.prompt import build_prompt, evidence_block, evidence_fits, load_template
+from knowledge.answer.prompt import build_prompt, evidence_block, evidence_fits
 from knowledge.ingest.raw import chunk_id
+from knowledge.model.template import load_template
 from knowledge.retrieval.search import SearchResult, search
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings

@@ -7,13 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.answer.prompt import (
-    FALLBACK_TEMPLATE,
-    ChatTemplate,
-    build_prompt,
-    evidence_block,
-    load_template,
-)
+from knowledge.answer.prompt import build_prompt, evidence_block
+from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate, load_template
 from knowledge.model.tokenizer import ApproxCounter, HfCounter, count
 from knowledge.retrieval.search import SearchResult
 
@@ -192,7 +187,8 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 from structlog.testing import capture_logs
-from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate, build_prompt, load_template
+from knowledge.answer.prompt import build_prompt
+from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate, load_template
 from knowledge.model.tokenizer import ApproxCounter
 from tests.test_prompt import PASSAGES
 

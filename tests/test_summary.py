@@ -5,9 +5,9 @@ import aiohttp
 import pytest
 
 from knowledge.answer.assistant import Engine, EngineSettings
-from knowledge.answer.prompt import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.answer.summary import Writer, summarize
 from knowledge.model.client import ModelClient
+from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import document_passages
 from knowledge.store.index import Index

@@ -40,17 +40,11 @@ import structlog
 
 from knowledge.answer.evidence import pack
 from knowledge.answer.excerpt import excerpt
-from knowledge.answer.prompt import (
-    QUESTION_LANGUAGE,
-    ChatTemplate,
-    Exchange,
-    Prompt,
-    build_prompt,
-    evidence_fits,
-)
+from knowledge.answer.prompt import QUESTION_LANGUAGE, Exchange, Prompt, build_prompt, evidence_fits
 from knowledge.answer.variants import NAMES, answer_language, for_reader
 from knowledge.errors import IndexMissing, IndexUnreadable, ModelError, SearchError
 from knowledge.model.client import Completion, ModelClient, ModelUnavailable
+from knowledge.model.template import ChatTemplate
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_document_chunks

@@ -25,9 +25,10 @@ import structlog
 
 from knowledge.answer.assistant import Citation, Engine, citations_for
 from knowledge.answer.excerpt import excerpt
-from knowledge.answer.prompt import ChatTemplate, Prompt, build_prompt
+from knowledge.answer.prompt import Prompt, build_prompt
 from knowledge.answer.variants import NAMES, for_reader
 from knowledge.model.client import ModelClient, ModelError, visible
+from knowledge.model.template import ChatTemplate
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.search import SearchResult
 
