@@ -1,0 +1,34 @@
+"""A local stand-in for the Telegram Bot API, served over HTTP for python-telegram-bot (see FakeTelegram)."""
+
+from tests.fake_telegram.errors import ApiError
+from tests.fake_telegram.records import (
+    Call,
+    CallbackQuery,
+    ChatAction,
+    StoredDraft,
+    StoredFile,
+    StoredMessage,
+)
+from tests.fake_telegram.server import CLIENT_GONE, serve
+from tests.fake_telegram.stand_in import FakeTelegram, start_fake_telegram, threaded_fake_telegram
+from tests.fake_telegram.text import HtmlParseError, format_text, parse_html, trim_text, utf16_len
+
+__all__ = [
+    "CLIENT_GONE",
+    "ApiError",
+    "Call",
+    "CallbackQuery",
+    "ChatAction",
+    "FakeTelegram",
+    "HtmlParseError",
+    "StoredDraft",
+    "StoredFile",
+    "StoredMessage",
+    "format_text",
+    "parse_html",
+    "serve",
+    "start_fake_telegram",
+    "threaded_fake_telegram",
+    "trim_text",
+    "utf16_len",
+]
