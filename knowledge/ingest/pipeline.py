@@ -58,7 +58,8 @@ from knowledge.ingest.safepath import (
 )
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.store.analysis import ANALYZER_VERSION
-from knowledge.store.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.store.index import Index
+from knowledge.store.records import ChunkRecord, DocumentRecord, IngestRecord
 from knowledge.text import clean_text
 
 log = structlog.get_logger()

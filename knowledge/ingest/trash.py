@@ -47,7 +47,7 @@ from knowledge.ingest.pipeline import (
     write_new,
 )
 from knowledge.ingest.safepath import LinkRefused, open_beneath
-from knowledge.store.index import IngestRecord
+from knowledge.store.records import IngestRecord
 
 log = structlog.get_logger()
 
