@@ -55,6 +55,7 @@ from knowledge.retrieval.embed import Embedder, LocalEmbedder, Side
 from knowledge.retrieval.search import Meaning, search
 from knowledge.store.analysis import SENTENCE_END
 from knowledge.store.index import Index
+from knowledge.store.vectors import DTYPE, encode
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "xquad"
 LANGS = ("en", "zh", "th")
@@ -187,7 +188,7 @@ def store_synthetic_vectors(index: Index, model: str, dim: int, *, seed: int = 7
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         stored += index.store_vectors(
             model,
-            [(rowid, sha, "other", vectors.encode(v)) for (rowid, sha), v in zip(part, vecs, strict=True)],
+            [(rowid, sha, "other", encode(v)) for (rowid, sha), v in zip(part, vecs, strict=True)],
         )
     return stored
 
@@ -232,7 +233,7 @@ def bench_vectors(
     ).fetchone()[0]
     per_100k = table_bytes / n_vectors * 100_000 / 1e6
     print(
-        f"vectors: {n_vectors} SYNTHETIC random unit vectors ({dim}-dim, {vectors.DTYPE.__name__},"
+        f"vectors: {n_vectors} SYNTHETIC random unit vectors ({dim}-dim, {DTYPE.__name__},"
         f" model {embedder.name}; {added} stored now) for {n_chunks} chunks: only size and search cost"
         f" are measured, not ranking"
     )

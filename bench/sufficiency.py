@@ -413,8 +413,9 @@ def choose(same: list[Asked], cross: list[Asked], *, words_only: bool) -> tuple[
 def decision_cost(dim: int = 384, rows: int = 100_000) -> tuple[float, float]:
     """Median and p95 ms of the decision's own work at ``rows`` vectors: the question's reference
     cosines (sample and background), 80 candidates' evidence and relevance, and the verdict."""
-    from knowledge.retrieval.vectors import Background, VectorCache, encode, load
-    from knowledge.store.index import VectorRows
+    from knowledge.retrieval.vectors import Background, VectorCache, load
+    from knowledge.store.records import VectorRows
+    from knowledge.store.vectors import encode
 
     rng = np.random.default_rng(7)
     raw = rng.standard_normal((rows, dim)).astype(np.float32)

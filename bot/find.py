@@ -32,7 +32,7 @@ from knowledge.errors import IndexMissing
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
 from knowledge.retrieval.documents import DocumentMatch, match_documents
-from knowledge.store.index import DocumentRecord
+from knowledge.store.records import DocumentRecord
 from knowledge.text import shorten
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import N_, Words

@@ -36,7 +36,8 @@ from knowledge.ingest.handoff import deliver, failure_reason
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import sha256_hex
 from knowledge.speech.transcribe import Transcript, model_notice
-from knowledge.store.index import Index, StoredSummary
+from knowledge.store.index import Index
+from knowledge.store.records import StoredSummary
 from knowledge.text import shorten
 from knowledge.websearch.importer import wait_for_ingest
 from knowledge.words.catalog import Words

@@ -20,7 +20,7 @@ from bot.send import edit, say
 from knowledge.answer.summary import Writer, summarize
 from knowledge.errors import IndexMissing
 from knowledge.retrieval.search import SearchResult, document_passages
-from knowledge.store.index import DocumentRecord
+from knowledge.store.records import DocumentRecord
 from knowledge.words.catalog import N_
 
 log = structlog.get_logger()

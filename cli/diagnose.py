@@ -19,7 +19,8 @@ from knowledge.model.client import ModelUnavailable
 from knowledge.model.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.report.status import count_files
 from knowledge.store.analysis import ANALYZER_VERSION
-from knowledge.store.index import LOW_DISK_BYTES, Index
+from knowledge.store.connection import LOW_DISK_BYTES
+from knowledge.store.index import Index
 from knowledge.wiring import build_engine, http_session, load_language, model_client
 
 

@@ -49,7 +49,8 @@ from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
 from knowledge.retrieval.vectors import coverage, embed_missing
-from knowledge.store.index import DocumentRecord, Index
+from knowledge.store.index import Index
+from knowledge.store.records import DocumentRecord
 from knowledge.words.catalog import ENGLISH, Words, terminal_words
 from knowledge.words.replies import plain, text_and_note
 

@@ -19,7 +19,8 @@ import pytest
 from knowledge.answer.assistant import Reply, Said
 from knowledge.errors import IndexUnreadable
 from knowledge.ingest.lock import WriterLock
-from knowledge.store.index import Index, index_problem
+from knowledge.store.connection import index_problem
+from knowledge.store.index import Index
 from knowledge.words.catalog import Words
 from tests.conftest import ingest_texts, make_settings, subprocess_env
 from tests.fake_llm import free_port

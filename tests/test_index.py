@@ -5,7 +5,8 @@ import pytest
 
 from knowledge.errors import IndexError_
 from knowledge.store import analysis
-from knowledge.store.index import ChunkRecord, DocumentRecord, Index, IngestRecord
+from knowledge.store.index import Index
+from knowledge.store.records import ChunkRecord, DocumentRecord, IngestRecord
 
 
 def doc(n: int, chunks: int, *, word: str = "alpha") -> tuple[DocumentRecord, list[ChunkRecord]]:

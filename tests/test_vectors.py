@@ -18,13 +18,13 @@ from knowledge.retrieval.search import Meaning, search
 from knowledge.retrieval.vectors import (
     VectorCache,
     coverage,
-    decode,
     embed_missing,
-    encode,
     hamming,
     sign_codes,
 )
-from knowledge.store.index import ChunkRecord, DocumentRecord, Index
+from knowledge.store.index import Index
+from knowledge.store.records import ChunkRecord, DocumentRecord
+from knowledge.store.vectors import decode, encode
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import free_port
@@ -502,7 +502,7 @@ def test_an_index_made_before_vector_stamps_is_read_then_upgraded_in_place(corpu
         conn.executescript(
             "DROP TRIGGER chunk_vectors_stamp_insert; DROP TRIGGER chunk_vectors_stamp_update;"
             " DROP INDEX chunk_vectors_stamp; ALTER TABLE chunk_vectors DROP COLUMN stamp;"
-            " DELETE FROM meta WHERE key = 'index_id';"
+            " DELETE FROM meta WHERE key = 'index_id'; DROP TABLE migrations;"  # nor did kb record migrations
         )
         assert [c[1] for c in conn.execute("PRAGMA table_info(chunk_vectors)")] == [
             "rowid",

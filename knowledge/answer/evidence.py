@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from knowledge.ingest.raw import chunk_seq
 from knowledge.retrieval.search import SearchResult
-from knowledge.store.index import ChunkRecord
+from knowledge.store.records import ChunkRecord
 
 # (result index, offset in its document) in the order chunks are offered to the pack.
 PRIORITY: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (0, 1), (0, -1))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from knowledge.errors import IndexError_
-from knowledge.store.index import connect
+from knowledge.store.connection import connect
 
 T = TypeVar("T")
 

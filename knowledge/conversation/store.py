@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.errors import KbError
+from knowledge.store.migrations import Migration, migrate, statements
 
 MAX_TURNS = 20
 FORGET_S = 30 * 86400.0
@@ -80,7 +81,7 @@ class Anchor:
 
 
 def _m001_start(db: sqlite3.Connection) -> None:
-    _statements(
+    statements(
         db,
         """
         CREATE TABLE conversations (
@@ -121,21 +122,14 @@ def _m001_start(db: sqlite3.Connection) -> None:
     )
 
 
-def _statements(db: sqlite3.Connection, script: str) -> None:
-    """Run a migration's statements inside the caller's transaction (executescript would commit it)."""
-    for statement in script.split(";"):
-        if statement.strip():
-            db.execute(statement)
-
-
 def _m002_chat_languages(db: sqlite3.Connection) -> None:
-    _statements(
+    statements(
         db, "CREATE TABLE chat_languages (key TEXT PRIMARY KEY, language TEXT NOT NULL, at REAL NOT NULL)"
     )
 
 
 def _m003_forwards(db: sqlite3.Connection) -> None:
-    _statements(
+    statements(
         db,
         """
         CREATE TABLE forwards (
@@ -152,10 +146,10 @@ def _m003_forwards(db: sqlite3.Connection) -> None:
 
 
 def _m004_digests(db: sqlite3.Connection) -> None:
-    _statements(db, "CREATE TABLE digests (key TEXT PRIMARY KEY, sent_at REAL NOT NULL)")
+    statements(db, "CREATE TABLE digests (key TEXT PRIMARY KEY, sent_at REAL NOT NULL)")
 
 
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+MIGRATIONS: tuple[Migration, ...] = (
     _m001_start,
     _m002_chat_languages,
     _m003_forwards,
@@ -193,7 +187,7 @@ class Conversations:
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA busy_timeout = 10000")
             if not self._ready:
-                _migrate(db)
+                migrate(db, MIGRATIONS)
                 self._ready = True
             return db
         except (OSError, sqlite3.Error) as exc:
@@ -458,26 +452,3 @@ def _forget(db: sqlite3.Connection, now: float) -> None:
     cutoff = now - FORGET_S
     db.execute("DELETE FROM conversations WHERE last_at < ?", (cutoff,))
     db.execute("DELETE FROM anchors WHERE at < ?", (cutoff,))
-
-
-def _migrate(db: sqlite3.Connection) -> None:
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (n INTEGER PRIMARY KEY, name TEXT NOT NULL, at REAL NOT NULL)"
-    )
-    done = {n for (n,) in db.execute("SELECT n FROM migrations")}
-    for n, migration in enumerate(MIGRATIONS, 1):
-        if n in done:
-            continue
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            if db.execute("SELECT 1 FROM migrations WHERE n = ?", (n,)).fetchone() is not None:
-                db.execute("COMMIT")  # another connection applied it while this one waited for the lock
-                continue
-            migration(db)
-            db.execute(
-                "INSERT INTO migrations (n, name, at) VALUES (?, ?, ?)", (n, migration.__name__, time.time())
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise

@@ -63,7 +63,8 @@ from knowledge.ingest.safepath import (
 )
 from knowledge.ingest.sidecar import Sidecar, read_sidecar, sidecar_path
 from knowledge.model.tokenizer import TokenCounter
-from knowledge.store.index import Index, IngestRecord
+from knowledge.store.index import Index
+from knowledge.store.records import IngestRecord
 from knowledge.text import clean_text
 
 log = structlog.get_logger()

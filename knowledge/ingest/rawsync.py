@@ -22,7 +22,7 @@ from knowledge.ingest.names import is_candidate_name
 from knowledge.ingest.safepath import LinkRefused, open_beneath
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.store.analysis import ANALYZER_VERSION
-from knowledge.store.index import ChunkRecord, DocumentRecord
+from knowledge.store.records import ChunkRecord, DocumentRecord
 
 if TYPE_CHECKING:
     from knowledge.config import Settings

@@ -41,7 +41,7 @@ from knowledge.ingest.files import is_regular, read_regular, unique_name, write_
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.ingest.safepath import LinkRefused, open_beneath
 from knowledge.ingest.sidecar import sidecar_path
-from knowledge.store.index import IngestRecord
+from knowledge.store.records import IngestRecord
 
 log = structlog.get_logger()
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from knowledge.errors import IndexMissing
 from knowledge.retrieval.search import search
-from knowledge.store.index import DocumentRecord, Index
+from knowledge.store.index import Index
+from knowledge.store.records import DocumentRecord
 
 GROUPS = ("files", "web", "notes", "voice")  # in the order a digest shows them
 FIRST_SINCE = timedelta(days=7)  # the first digest looks back this far

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import DEFAULT_THRESHOLD
-from knowledge.store.index import DocumentRecord, Index
+from knowledge.store.index import Index
+from knowledge.store.records import DocumentRecord
 from knowledge.text import one_line
 
 LINE_CHARS = 120

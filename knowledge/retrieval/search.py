@@ -39,7 +39,8 @@ from knowledge.retrieval.embed import Embedder, EmbedderError
 from knowledge.retrieval.sufficiency import Evidence, Verdict
 from knowledge.retrieval.vectors import Background, VectorCache, embed_background, stored_background
 from knowledge.store import analysis
-from knowledge.store.index import Candidate, Index
+from knowledge.store.index import Index
+from knowledge.store.records import Candidate
 from knowledge.text import language_group
 
 log = structlog.get_logger()

@@ -39,13 +39,13 @@ import structlog
 
 from knowledge.retrieval import background as background_passages
 from knowledge.retrieval.embed import Embedder, passage_text
-from knowledge.store.index import Index, VectorRows
+from knowledge.store.index import Index
+from knowledge.store.records import VectorRows
+from knowledge.store.vectors import DTYPE, DTYPE_BYTES, decode, encode, stored
 from knowledge.text import language_group
 
 log = structlog.get_logger()
 
-DTYPE = np.float16
-DTYPE_BYTES = np.dtype(DTYPE).itemsize
 MIN_GROUP = 8  # chunks a language needs before its own mean vector is used
 TYPICAL_SAMPLE = 2000  # chunks sampled to estimate a question's typical (unrelated) cosine
 MIN_TYPICAL = 200  # fewer chunks than this: no estimate
@@ -118,23 +118,6 @@ def embed_background(embedder: Embedder) -> Background:
     vectors = embedder.embed([text for _, text in found], "passage")
     groups = np.array([group for group, _ in found], dtype=object)
     return Background(background_passages.VERSION, groups, np.asarray(vectors, dtype=np.float32))  # unit rows
-
-
-def encode(vector: np.ndarray) -> bytes:
-    """A vector as stored."""
-    return np.asarray(vector, dtype=DTYPE).tobytes()
-
-
-def stored(blobs: list[bytes]) -> np.ndarray:
-    """Stored vectors as they are stored (float16, one row each), without a float32 copy."""
-    if not blobs:
-        return np.zeros((0, 0), dtype=DTYPE)
-    return np.frombuffer(b"".join(blobs), dtype=DTYPE).reshape(len(blobs), -1).copy()
-
-
-def decode(blobs: list[bytes]) -> np.ndarray:
-    """Stored vectors as a float32 matrix (one row each)."""
-    return stored(blobs).astype(np.float32)
 
 
 @dataclass(frozen=True)
