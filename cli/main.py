@@ -43,11 +43,11 @@ from knowledge.report.status import (
     summary_facts,
     summary_lines,
 )
+from knowledge.retrieval.backfill import coverage, embed_missing
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
-from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.store.index import DocumentRecord, Index
 from knowledge.words.catalog import ENGLISH, Words, terminal_words
 from knowledge.words.replies import plain, text_and_note

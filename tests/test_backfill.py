@@ -11,8 +11,8 @@ import sys
 from daemon.main import background
 from knowledge.errors import IndexError_
 from knowledge.model.tokenizer import ApproxCounter
+from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.search import search
-from knowledge.retrieval.vectors import coverage
 from knowledge.store.index import Index
 from tests.conftest import make_settings, subprocess_env
 from tests.fake_embeddings import FakeEmbeddings, threaded

@@ -12,18 +12,11 @@ import structlog
 
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.tokenizer import ApproxCounter
+from knowledge.retrieval.backfill import coverage, embed_missing
 from knowledge.retrieval.background import passages
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
 from knowledge.retrieval.search import Meaning, search
-from knowledge.retrieval.vectors import (
-    VectorCache,
-    coverage,
-    decode,
-    embed_missing,
-    encode,
-    hamming,
-    sign_codes,
-)
+from knowledge.retrieval.vectors import VectorCache, decode, encode, hamming, sign_codes
 from knowledge.store.index import ChunkRecord, DocumentRecord, Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
@@ -225,7 +218,7 @@ def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
 
 
 def test_language_groups_and_centring_remove_the_pull_of_a_shared_language():
-    from knowledge.retrieval.vectors import centred, language_shifts
+    from knowledge.retrieval.centring import centred, language_shifts
     from knowledge.text import language_group
 
     assert language_group("ข้าวหอมมะลิปลูกมาก in Thailand") == "thai"
@@ -534,7 +527,7 @@ def test_an_index_made_before_vector_stamps_is_read_then_upgraded_in_place(corpu
 
 
 def test_centring_rows_a_block_at_a_time_gives_what_centring_each_row_gives():
-    from knowledge.retrieval.vectors import centre_rows, centred
+    from knowledge.retrieval.centring import centre_rows, centred
 
     rng = np.random.default_rng(2)
     raw = decode([encode(v) for v in rng.standard_normal((10_000, 24))])

@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS summaries (
     made_at TEXT NOT NULL
 );
 -- One vector per chunk for search by meaning, written after the chunk's lexical commit by
--- whoever embeds (see knowledge.retrieval.vectors); the model name says which vector space it is in.
+-- whoever embeds (see knowledge.retrieval.backfill); the model name says which vector space it is in.
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     rowid INTEGER PRIMARY KEY REFERENCES chunks (rowid) ON DELETE CASCADE,
     model TEXT NOT NULL,
