@@ -16,7 +16,7 @@ from knowledge.retrieval.backfill import coverage, embed_missing
 from knowledge.retrieval.background import passages
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
 from knowledge.retrieval.search import Meaning, search
-from knowledge.retrieval.vectors import VectorCache, decode, encode, hamming, sign_codes
+from knowledge.retrieval.vectors import VectorCache, decode, encode, hamming, sign_codes, stored_background
 from knowledge.store.index import ChunkRecord, DocumentRecord, Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
@@ -201,6 +201,25 @@ def test_a_dead_embedder_leaves_lexical_results_and_one_warning(settings, fake):
         lexical = search(index, "How deep is Lake Quillan?", k=3)
     assert [r.chunk_id for r in first] == [r.chunk_id for r in second] == [r.chunk_id for r in lexical]
     assert [e["event"] for e in logs].count("search.lexical_only") == 1
+
+
+@pytest.mark.parametrize("interrupted", [True, False], ids=["background-stored", "nothing-embedded"])
+def test_a_search_before_any_chunk_has_a_vector_finds_by_words_then_by_meaning(settings, fake, interrupted):
+    ingest_texts(settings, DOCS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    question = "How deep is Lake Quillan?"
+    with Index(settings.index_path) as index:
+        if interrupted:  # the backfill stopped before its first batch: background passages, no chunk
+            assert embed_missing(index, embedder, should_stop=lambda: True) == 0
+            assert stored_background(index, embedder.name) is not None
+        meaning = Meaning.of(embedder)
+        before = search(index, question, k=3, meaning=meaning)
+        lexical = search(index, question, k=3)
+        embed_missing(index, embedder)
+        after = search(index, question, k=3, meaning=meaning)
+    assert before and [r.chunk_id for r in before] == [r.chunk_id for r in lexical]
+    assert before[0].title == "Lake Quillan"
+    assert meaning.cache.size == len(DOCS) and after[0].title == "Lake Quillan"  # by meaning once there
 
 
 def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):

@@ -369,6 +369,8 @@ def built(
     with each of its rows, and centring 140,000 rows takes about 100 ms, a tenth of reading them.
     The reference is the sample with the centred background passages: what a question's cosine
     with text of each language is when the text does not answer it.
+    No rows (none embedded yet, after an interrupted backfill or a change of model) is a state like
+    any other: nothing to search, no language means to centre the passages on, an empty reference.
     """
     if background is not None and len(raw) and background.raw.shape[1] != raw.shape[1]:
         background = None  # of another dimension: the embedder changed under the same name
@@ -378,12 +380,13 @@ def built(
     step = max(1, len(matrix) // TYPICAL_SAMPLE)
     sample = np.ascontiguousarray(matrix[::step])
     reference, reference_groups, noise = sample, groups[::step], DEFAULT_NOISE
-    if background is not None:
+    if background is not None and languages:  # languages: the means of the rows, none without rows
         own = {g: n for g, n in zip(*np.unique(groups[::step].astype(str), return_counts=True), strict=True)}
         needed = np.array([own.get(g, 0) < MIN_REFERENCE for g in background.groups], dtype=bool)
         bg, _ = centred(background.raw[needed], shifts[shift_indices(languages, background.groups[needed])])
         reference = np.concatenate([sample, bg]) if len(sample) else bg
         reference_groups = np.concatenate([groups[::step], background.groups[needed]])
+    if background is not None:
         noise = background.noise
     centre, codes = None, None
     if len(matrix) > exact_max:
