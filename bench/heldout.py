@@ -77,8 +77,8 @@ from bench.retrieval import (  # noqa: E402
 )
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
+from knowledge.retrieval.backfill import embed_missing  # noqa: E402
 from knowledge.retrieval.search import Meaning, search  # noqa: E402
-from knowledge.retrieval.vectors import embed_missing  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
 
 DATA = Path("/tmp/heldout")

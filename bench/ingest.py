@@ -50,7 +50,7 @@ from knowledge.config import Settings, load_settings
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
 from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter, reference_tokenizer
-from knowledge.retrieval import vectors
+from knowledge.retrieval import backfill, vectors
 from knowledge.retrieval.embed import Embedder, LocalEmbedder, Side
 from knowledge.retrieval.search import Meaning, search
 from knowledge.store.analysis import SENTENCE_END
@@ -294,9 +294,9 @@ def bench_page_embedding(paragraphs: list[str], counter: TokenCounter) -> None:
             outcome = ingestor.ingest(path)
             lexical = time.perf_counter() - t0
             assert outcome.status == "indexed", outcome
-            done = vectors.embed_missing(index, embedder)
+            done = backfill.embed_missing(index, embedder)
             total = time.perf_counter() - t0
-            assert vectors.coverage(index, embedder.name).is_complete
+            assert backfill.coverage(index, embedder.name).is_complete
     embed_s = total - lexical
     print(
         f"170 KB page fully embedded (real local embedder, {embedder.name}): {total:.1f} s from the inbox"

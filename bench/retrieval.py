@@ -45,10 +45,10 @@ from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
 from knowledge.model.template import ChatTemplate, load_template
 from knowledge.model.tokenizer import HfCounter, TokenCounter, hf_cache_dir, load_counter, reference_tokenizer
+from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import Embedder, Side, make_embedder
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find, search
 from knowledge.retrieval.translate import LANGUAGES, Translate, Translation, Translator, search_translated
-from knowledge.retrieval.vectors import embed_missing
 from knowledge.store.index import Index
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -71,10 +71,10 @@ from bench.retrieval import (  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.retrieval import sufficiency  # noqa: E402
+from knowledge.retrieval.backfill import embed_missing  # noqa: E402
 from knowledge.retrieval.search import Meaning, rank  # noqa: E402
 from knowledge.retrieval.sufficiency import Evidence  # noqa: E402
 from knowledge.retrieval.translate import LANGUAGES, Translation, search_translated  # noqa: E402
-from knowledge.retrieval.vectors import embed_missing  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
 
 HELDOUT_CACHE = ROOT / "runs" / "bench" / "heldout-vectors.npz"
@@ -413,7 +413,8 @@ def choose(same: list[Asked], cross: list[Asked], *, words_only: bool) -> tuple[
 def decision_cost(dim: int = 384, rows: int = 100_000) -> tuple[float, float]:
     """Median and p95 ms of the decision's own work at ``rows`` vectors: the question's reference
     cosines (sample and background), 80 candidates' evidence and relevance, and the verdict."""
-    from knowledge.retrieval.vectors import Background, VectorCache, load
+    from knowledge.retrieval.centring import Background
+    from knowledge.retrieval.vectors import VectorCache, load
     from knowledge.store.records import VectorRows
     from knowledge.store.vectors import encode
 

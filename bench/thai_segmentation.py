@@ -58,9 +58,9 @@ from bench.retrieval import (  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.model.tokenizer import hf_cache_dir, load_counter, reference_tokenizer  # noqa: E402
+from knowledge.retrieval.backfill import embed_missing  # noqa: E402
 from knowledge.retrieval.embed import make_embedder  # noqa: E402
 from knowledge.retrieval.search import Meaning, search  # noqa: E402
-from knowledge.retrieval.vectors import embed_missing  # noqa: E402
 from knowledge.store import analysis  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
 from knowledge.store.stemmer import porter_stem  # noqa: E402

@@ -44,11 +44,11 @@ from knowledge.report.status import (
     summary_facts,
     summary_lines,
 )
+from knowledge.retrieval.backfill import coverage, embed_missing
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
-from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
 from knowledge.words.catalog import ENGLISH, Words, terminal_words

@@ -20,8 +20,8 @@ import structlog
 from daemon.worker import Worker
 from knowledge.config import Settings
 from knowledge.ingest import working
+from knowledge.retrieval.backfill import coverage, embed_missing
 from knowledge.retrieval.embed import Embedder, EmbedderError
-from knowledge.retrieval.vectors import coverage, embed_missing
 from knowledge.store.index import Index
 
 log = structlog.get_logger()

@@ -11,8 +11,8 @@ import sys
 from daemon.main import background
 from knowledge.errors import IndexError_
 from knowledge.model.tokenizer import ApproxCounter
+from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.search import search
-from knowledge.retrieval.vectors import coverage
 from knowledge.store.index import Index
 from tests.conftest import make_settings, subprocess_env
 from tests.fake_embeddings import FakeEmbeddings, threaded
@@ -149,3 +149,24 @@ def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path, qwen_cou
     assert "ข้าวหอมมะลิปลูกมาก" in evidence  # the Thai passage reached the model
     raw = (settings.home / "knowledge" / citation["raw_path"]).read_text().split("\n")
     assert "ภาคตะวันออกเฉียงเหนือ" in "\n".join(raw[citation["start_line"] - 1 : citation["end_line"]])
+
+
+def test_a_search_after_an_ingest_without_vectors_finds_by_words_with_an_embedder_configured(tmp_path):
+    home = tmp_path / "kb"
+    settings = make_settings(home)
+    drop(settings, {"heron.md": NOTES["note-5.md"]})
+    kb = [sys.executable, "-m", "cli.main", "--home", str(home)]
+    off = subprocess_env(KB_EMBED="off")
+    ingest = subprocess.run(
+        [*kb, "ingest", str(settings.inbox)], capture_output=True, text=True, env=off, timeout=120
+    )
+    assert ingest.returncode == 0, ingest.stderr
+    fake = FakeEmbeddings()
+    with threaded(fake):
+        env = subprocess_env(KB_EMBED="url", KB_EMBED_URL=fake.base_url, KB_EMBED_MODEL="bow")
+        found = subprocess.run(
+            [*kb, "search", "--json", "heron count"], capture_output=True, text=True, env=env, timeout=60
+        )
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)[0]["title"] == "Note 5"
+    assert "0 of 1 passages have vectors" in found.stderr and "Traceback" not in found.stderr

@@ -2,10 +2,10 @@
 
 import pytest
 
+from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.documents import match_documents, matching_line
 from knowledge.retrieval.embed import LocalEmbedder
 from knowledge.retrieval.search import Meaning
-from knowledge.retrieval.vectors import embed_missing
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import UrlEmbedder
 from knowledge.retrieval.search import Meaning, search
-from knowledge.retrieval.vectors import embed_missing
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded

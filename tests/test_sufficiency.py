@@ -6,10 +6,11 @@ from statistics import NormalDist
 import pytest
 
 from knowledge.retrieval import sufficiency
+from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import LocalEmbedder
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
-from knowledge.retrieval.vectors import embed_missing, stored_background
+from knowledge.retrieval.vectors import stored_background
 from knowledge.store.index import Index
 from knowledge.words.replies import text_of
 from tests import test_assistant

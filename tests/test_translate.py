@@ -11,6 +11,7 @@ import structlog
 
 from knowledge.config import load_settings
 from knowledge.model.client import ModelClient
+from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
@@ -23,7 +24,6 @@ from knowledge.retrieval.translate import (
     targets,
     translations_for,
 )
-from knowledge.retrieval.vectors import embed_missing
 from knowledge.store.index import Index
 from knowledge.wiring import translator
 from tests.conftest import ingest_texts, make_settings, subprocess_env

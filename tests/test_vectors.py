@@ -12,16 +12,11 @@ import structlog
 
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.tokenizer import ApproxCounter
+from knowledge.retrieval.backfill import coverage, embed_missing
 from knowledge.retrieval.background import passages
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
 from knowledge.retrieval.search import Meaning, search
-from knowledge.retrieval.vectors import (
-    VectorCache,
-    coverage,
-    embed_missing,
-    hamming,
-    sign_codes,
-)
+from knowledge.retrieval.vectors import VectorCache, hamming, sign_codes, stored_background
 from knowledge.store.index import Index
 from knowledge.store.records import ChunkRecord, DocumentRecord
 from knowledge.store.vectors import decode, encode
@@ -210,6 +205,25 @@ def test_a_dead_embedder_leaves_lexical_results_and_one_warning(settings, fake):
     assert [e["event"] for e in logs].count("search.lexical_only") == 1
 
 
+@pytest.mark.parametrize("interrupted", [True, False], ids=["background-stored", "nothing-embedded"])
+def test_a_search_before_any_chunk_has_a_vector_finds_by_words_then_by_meaning(settings, fake, interrupted):
+    ingest_texts(settings, DOCS)
+    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    question = "How deep is Lake Quillan?"
+    with Index(settings.index_path) as index:
+        if interrupted:  # the backfill stopped before its first batch: background passages, no chunk
+            assert embed_missing(index, embedder, should_stop=lambda: True) == 0
+            assert stored_background(index, embedder.name) is not None
+        meaning = Meaning.of(embedder)
+        before = search(index, question, k=3, meaning=meaning)
+        lexical = search(index, question, k=3)
+        embed_missing(index, embedder)
+        after = search(index, question, k=3, meaning=meaning)
+    assert before and [r.chunk_id for r in before] == [r.chunk_id for r in lexical]
+    assert before[0].title == "Lake Quillan"
+    assert meaning.cache.size == len(DOCS) and after[0].title == "Lake Quillan"  # by meaning once there
+
+
 def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
     settings = make_settings(tmp_path / "kb")
     ingest_texts(settings, DOCS)
@@ -225,7 +239,7 @@ def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
 
 
 def test_language_groups_and_centring_remove_the_pull_of_a_shared_language():
-    from knowledge.retrieval.vectors import centred, language_shifts
+    from knowledge.retrieval.centring import centred, language_shifts
     from knowledge.text import language_group
 
     assert language_group("ข้าวหอมมะลิปลูกมาก in Thailand") == "thai"
@@ -534,7 +548,7 @@ def test_an_index_made_before_vector_stamps_is_read_then_upgraded_in_place(corpu
 
 
 def test_centring_rows_a_block_at_a_time_gives_what_centring_each_row_gives():
-    from knowledge.retrieval.vectors import centre_rows, centred
+    from knowledge.retrieval.centring import centre_rows, centred
 
     rng = np.random.default_rng(2)
     raw = decode([encode(v) for v in rng.standard_normal((10_000, 24))])

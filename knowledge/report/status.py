@@ -22,8 +22,8 @@ from knowledge.ingest.lock import holder
 from knowledge.ingest.names import is_candidate_name
 from knowledge.model.client import ModelBadResponse, ModelClient
 from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter
+from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.embed import EmbedderError, make_embedder
-from knowledge.retrieval.vectors import coverage
 from knowledge.store.index import Index
 from knowledge.words.catalog import ENGLISH, Words
 

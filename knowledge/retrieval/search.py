@@ -35,9 +35,11 @@ from typing import NamedTuple
 import structlog
 
 from knowledge.retrieval import sufficiency
+from knowledge.retrieval.backfill import embed_background
+from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
 from knowledge.retrieval.sufficiency import Evidence, Verdict
-from knowledge.retrieval.vectors import Background, VectorCache, embed_background, stored_background
+from knowledge.retrieval.vectors import VectorCache, stored_background
 from knowledge.store import analysis
 from knowledge.store.index import Index
 from knowledge.store.records import Candidate

@@ -1,15 +1,9 @@
-"""Chunk vectors: how they are stored, filled in, and searched.
+"""Chunk vectors in memory: the cache a reader keeps of the index's vectors, and the search over it.
 
 * Stored beside their chunks in the index file (``chunk_vectors``: rowid, model, the chunk's
   script group, vector), as float16: half the bytes of float32 (82 MB per 100,000 chunks).
-* Filled in after the lexical commit by :func:`embed_missing`, in small batches taken in turns
-  (each document's next few chunks a turn, the newest document first: a note added after a big
-  file is not kept waiting behind it); a kill loses at most the batch in hand, and the next call
-  carries on.
-  Chunks whose vector belongs to another model count as missing, so changing the model
-  re-embeds everything in the background while the old vectors are simply not used.
-* Centred by language: each script group's mean vector is removed from its chunks and from
-  questions in that script (see :func:`centred`), so no language pulls its own passages up.
+  Filled in after the lexical commit (knowledge.retrieval.backfill); centred by language
+  before they are compared (knowledge.retrieval.centring).
 * Searched exhaustively: a reader keeps the matrix of the current model in memory
   (:class:`VectorCache`) and, when the index's vector epoch changes, reads only the rows
   written since (each row is stamped with the epoch that wrote it) and drops the rows
@@ -30,23 +24,31 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 import structlog
 
 from knowledge.retrieval import background as background_passages
-from knowledge.retrieval.embed import Embedder, passage_text
+from knowledge.retrieval.centring import (
+    DEFAULT_NOISE,
+    Background,
+    centre_rows,
+    centred,
+    group_sums,
+    moved_sums,
+    same,
+    shift_index,
+    shift_indices,
+    shifts_from_sums,
+)
 from knowledge.store.index import Index
 from knowledge.store.records import VectorRows
-from knowledge.store.vectors import DTYPE, DTYPE_BYTES, decode, encode, stored
+from knowledge.store.vectors import DTYPE, decode, stored
 from knowledge.text import language_group
 
 log = structlog.get_logger()
 
-MIN_GROUP = 8  # chunks a language needs before its own mean vector is used
 TYPICAL_SAMPLE = 2000  # chunks sampled to estimate a question's typical (unrelated) cosine
 MIN_TYPICAL = 200  # fewer chunks than this: no estimate
 
@@ -58,149 +60,17 @@ EXACT_MAX = 20_000
 PREFILTER = 2048
 # A refresh that finds more than this share of the rows changed loads them all instead.
 FULL_RELOAD_SHARE = 0.5
-CENTRE_BLOCK = 4096  # rows centred at a time (temporaries of a few MB)
-# A language with fewer passages than this in the index is centred on its passages and the
-# background passages of its script, weighted to make up this many.
-TOPUP_ROWS = 64
 # A language with fewer rows than this in the sample is judged against the background passages
 # of its script too (a few rows of one document say little about unrelated text).
 MIN_REFERENCE = 32
-# A question's cosines with text that does not answer it spread (robust standard deviation) by
-# this share of the spread among the background passages themselves: 0.072 against 0.092 for
-# multilingual-e5 (XQuAD questions, centred vectors). Measured on the model kb ships; another
-# embedder's scale follows from its own background spread.
-QUERY_NOISE_SHARE = 0.78
-DEFAULT_NOISE = 0.072  # the scale when no background vectors are at hand (multilingual-e5's)
-
-
-@dataclass(frozen=True, eq=False)
-class Background:
-    """One model's vectors of the background passages: their version, script groups and vectors."""
-
-    version: str
-    groups: np.ndarray  # object array of language groups
-    raw: np.ndarray  # float32, one row each
-
-    @classmethod
-    def of(cls, version: str | None, rows: list[tuple[str, bytes]]) -> Background | None:
-        """From stored rows (None when there are none)."""
-        if version is None or not rows:
-            return None
-        return cls(version, np.array([g for g, _ in rows], dtype=object), decode([v for _, v in rows]))
-
-    @cached_property
-    def sums(self) -> dict[str, tuple[int, np.ndarray]]:
-        """Per language group: how many passages and their sum (as group_sums); computed once."""
-        return group_sums(self.raw, self.groups)
-
-    @cached_property
-    def noise(self) -> float:
-        """The model's spread of cosines with unrelated text (noise_scale); computed once."""
-        return noise_scale(self)
-
-
-def same(a: Background | None, b: Background | None) -> bool:
-    """Whether two backgrounds are the same vectors (or both absent)."""
-    if a is None or b is None:
-        return a is b
-    return a is b or (a.version == b.version and np.array_equal(a.raw, b.raw))
 
 
 def stored_background(index: Index, model: str) -> Background | None:
     """The background vectors stored in the index for this model, when they are of the current passages."""
     version, rows = index.background(model)
-    return Background.of(version, rows) if version == background_passages.VERSION else None
-
-
-def embed_background(embedder: Embedder) -> Background:
-    """The background passages embedded by this embedder (EmbedderError when it fails)."""
-    found = background_passages.passages()
-    vectors = embedder.embed([text for _, text in found], "passage")
-    groups = np.array([group for group, _ in found], dtype=object)
-    return Background(background_passages.VERSION, groups, np.asarray(vectors, dtype=np.float32))  # unit rows
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """How many chunks have a vector of the current model."""
-
-    model: str | None
-    vectors: int
-    chunks: int
-
-    @property
-    def is_complete(self) -> bool:
-        return self.model is not None and self.vectors >= self.chunks
-
-    def to_json(self) -> dict[str, object]:
-        return {"model": self.model, "vectors": self.vectors, "chunks": self.chunks}
-
-
-def coverage(index: Index, model: str | None) -> Coverage:
-    """Vectors of ``model`` against chunks in the index."""
-    chunks = index.chunk_total()
-    return Coverage(model, index.vector_count(model) if model else 0, chunks)
-
-
-# Batches of missing chunks read per query (embed_missing): the query sorts every missing chunk
-# (260 ms at 100,000), while a batch of 16 takes ~2 s to embed on a CPU; a note added meanwhile
-# waits for at most this many batches.
-READ_AHEAD = 8
-
-
-def embed_missing(
-    index: Index,
-    embedder: Embedder,
-    *,
-    batch: int = 16,
-    limit: int | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
-    progress: Callable[[int], None] | None = None,
-) -> int:
-    """Embed chunks that have no vector of the embedder's model, batch by batch; how many were stored.
-
-    Stops when nothing is missing, after ``limit`` chunks, or when ``should_stop()`` says so
-    between batches. Raises EmbedderError when the embedder fails (nothing of that batch is stored).
-    """
-    if not index.chunk_total():
-        return 0
-    dimension = None  # a server may change its model's size under the same name: asked each time
-    if not getattr(embedder, "has_fixed_dimension", False):
-        dimension = len(embedder.embed(["dimension"], "passage")[0])
-    stored = stored_background(index, embedder.name)
-    if stored is None or (dimension is not None and stored.raw.shape[1] != dimension):
-        made = embed_background(embedder)
-        index.store_background(
-            embedder.name, made.version, [(g, encode(v)) for g, v in zip(made.groups, made.raw, strict=True)]
-        )
-        log.debug("embed.background", model=embedder.name, passages=len(made.raw))
-    done = 0
-    ahead: list[tuple[int, str, str, str]] = []  # chunks read, not embedded yet
-    while not should_stop() and (limit is None or done < limit):
-        size = batch if limit is None else min(batch, limit - done)
-        if not ahead:  # the query ranks every missing chunk: read several batches at once
-            ahead = index.chunks_without_vectors(
-                embedder.name,
-                limit=size * READ_AHEAD if limit is None else min(size * READ_AHEAD, limit - done),
-                vector_bytes=dimension * DTYPE_BYTES if dimension else None,
-            )
-            if not ahead:
-                break
-        rows, ahead = ahead[:size], ahead[size:]
-        t0 = time.perf_counter()
-        vectors = embedder.embed([passage_text(title, text) for _, _, title, text in rows], "passage")
-        stored = index.store_vectors(
-            embedder.name,
-            [
-                (rowid, sha, language_group(text), encode(v))
-                for (rowid, sha, _, text), v in zip(rows, vectors, strict=True)
-            ],
-        )
-        done += len(rows)
-        log.debug("embed.batch", chunks=len(rows), stored=stored, ms=round((time.perf_counter() - t0) * 1000))
-        if progress:
-            progress(len(rows))
-    return done
+    if version != background_passages.VERSION or not rows:
+        return None
+    return Background(version, np.array([g for g, _ in rows], dtype=object), decode([v for _, v in rows]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -482,6 +352,8 @@ def built(
     with each of its rows, and centring 140,000 rows takes about 100 ms, a tenth of reading them.
     The reference is the sample with the centred background passages: what a question's cosine
     with text of each language is when the text does not answer it.
+    No rows (none embedded yet, after an interrupted backfill or a change of model) is a state like
+    any other: nothing to search, no language means to centre the passages on, an empty reference.
     """
     if background is not None and len(raw) and background.raw.shape[1] != raw.shape[1]:
         background = None  # of another dimension: the embedder changed under the same name
@@ -491,12 +363,13 @@ def built(
     step = max(1, len(matrix) // TYPICAL_SAMPLE)
     sample = np.ascontiguousarray(matrix[::step])
     reference, reference_groups, noise = sample, groups[::step], DEFAULT_NOISE
-    if background is not None:
+    if background is not None and languages:  # languages: the means of the rows, none without rows
         own = {g: n for g, n in zip(*np.unique(groups[::step].astype(str), return_counts=True), strict=True)}
         needed = np.array([own.get(g, 0) < MIN_REFERENCE for g in background.groups], dtype=bool)
         bg, _ = centred(background.raw[needed], shifts[shift_indices(languages, background.groups[needed])])
         reference = np.concatenate([sample, bg]) if len(sample) else bg
         reference_groups = np.concatenate([groups[::step], background.groups[needed]])
+    if background is not None:
         noise = background.noise
     centre, codes = None, None
     if len(matrix) > exact_max:
@@ -507,23 +380,6 @@ def built(
         sample, centre, codes, background, np.ascontiguousarray(reference, dtype=np.float32),
         {str(g): np.flatnonzero(reference_groups == g) for g in set(reference_groups.tolist())}, noise,
     )  # fmt: skip
-
-
-def noise_scale(background: Background) -> float:
-    """How far a question's cosines with unrelated text spread, for this model: the median spread
-    (1.4826 MADs) of each background passage's cosines with the others, each centred on its own
-    language's background mean (so the figure is the model's, whatever the index holds), times
-    QUERY_NOISE_SHARE."""
-    if len(background.raw) < 8:
-        return DEFAULT_NOISE
-    languages, shifts = shifts_from_sums(background.sums)
-    rows, _ = centred(background.raw, shifts[shift_indices(languages, background.groups)])
-    cos = rows @ rows.T  # 72 x 72: small
-    spreads = []
-    for i, row in enumerate(cos):
-        others = np.delete(row, i)
-        spreads.append(np.median(np.abs(others - np.median(others))) * 1.4826)
-    return float(QUERY_NOISE_SHARE * np.median(spreads))
 
 
 def rows_of(rowids: np.ndarray, wanted: list[int]) -> tuple[list[int], np.ndarray]:
@@ -549,112 +405,6 @@ def copy_rows(out: np.ndarray, at: np.ndarray, source: np.ndarray, rows: np.ndar
     for first, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(at)], strict=True):
         a, r = int(at[first]), int(rows[first])
         out[a : a + end - first] = source[r : r + end - first]
-
-
-def language_shifts(matrix: np.ndarray, groups: list[str]) -> tuple[list[str], np.ndarray]:
-    """The overall mean vector (group "") and the mean of each language group with enough chunks."""
-    return shifts_from_sums(group_sums(matrix, np.array(groups, dtype=object)))
-
-
-def group_sums(raw: np.ndarray, groups: np.ndarray) -> dict[str, tuple[int, np.ndarray]]:
-    """For each language group: how many rows, and their sum in float64.
-
-    Exact for stored vectors, so the same however it is reached: float16 values are multiples of
-    2^-24, and float64 holds every sum of them below 2^29 (for unit vectors: up to 2^29 rows)
-    without rounding. A refresh subtracts the rows gone and adds the new ones, and gets the means
-    a full load gets.
-    """
-    sums = {}
-    for group in sorted(set(groups.tolist())):
-        mask = groups == group
-        sums[group] = (int(np.count_nonzero(mask)), raw[mask].sum(axis=0, dtype=np.float64))
-    return sums
-
-
-def moved_sums(
-    sums: dict[str, tuple[int, np.ndarray]],
-    *,
-    gone: dict[str, tuple[int, np.ndarray]],
-    come: dict[str, tuple[int, np.ndarray]],
-) -> dict[str, tuple[int, np.ndarray]]:
-    """Group sums with the rows ``gone`` taken out and the rows ``come`` added (groups left empty dropped)."""
-    out = dict(sums)
-    for sign, part in ((-1, gone), (1, come)):
-        for group, (n, total) in part.items():
-            have_n, have = out.get(group, (0, np.zeros_like(total)))
-            out[group] = (have_n + sign * n, have + sign * total)
-    return {g: v for g, v in out.items() if v[0] > 0}
-
-
-def shifts_from_sums(
-    sums: dict[str, tuple[int, np.ndarray]], background: dict[str, tuple[int, np.ndarray]] | None = None
-) -> tuple[list[str], np.ndarray]:
-    """The overall mean (group "") and the mean of each group of at least ``MIN_GROUP`` rows.
-
-    With ``background`` (its group sums), every group it has gets a mean, and a group with fewer
-    than ``TOPUP_ROWS`` rows is topped up: its rows plus the background's mean of that group,
-    weighted as the rows missing.
-    """
-    if not sums:
-        return [], np.zeros((0, 0), dtype=np.float32)
-    background = background or {}
-    names = [""] + sorted({g for g, (n, _) in sums.items() if n >= MIN_GROUP} | set(background))
-    count = sum(n for n, _ in sums.values())
-    total = np.add.reduce([s for _, s in sums.values()])
-    means = [total / count]
-    for group in names[1:]:
-        n, own = sums.get(group, (0, np.zeros_like(total)))
-        if group in background and n < TOPUP_ROWS:
-            bg_n, bg_sum = background[group]
-            weight = TOPUP_ROWS - n
-            means.append((own + weight * bg_sum / bg_n) / (n + weight))
-        else:
-            means.append(own / n)
-    return names, np.stack(means).astype(np.float32)
-
-
-def shift_index(languages: list[str], group: str) -> int:
-    """Which mean a text of this group is shifted by: its own, or the overall one (first) for a small group."""
-    return languages.index(group) if group in languages else 0
-
-
-def shift_indices(languages: list[str], groups: np.ndarray) -> np.ndarray:
-    """Each row's mean, as ``shift_index`` of its group."""
-    out = np.zeros(len(groups), dtype=np.int16)
-    for n, group in enumerate(languages[1:], 1):
-        out[groups == group] = n
-    return out
-
-
-def centred(matrix: np.ndarray, shifts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row minus its shift (its language's mean vector), at unit length; and the lengths before.
-
-    A multilingual embedder places every text of one language near a shared direction, so a
-    question scores higher with any passage in its own language than with the right passage
-    in another. Removing each language's mean removes most of that bias (on XQuAD, recall@5
-    of the nearest chunks across languages rose from .03–.51 to .72–.84) and keeps the meaning.
-    """
-    if not len(matrix):
-        return matrix, np.zeros(0, dtype=np.float32)
-    diff = matrix - shifts
-    norms = np.linalg.norm(diff, axis=1)
-    return diff / np.where(norms == 0, 1.0, norms)[:, None], norms
-
-
-def centre_rows(raw: np.ndarray, shifts: np.ndarray, shift_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """What ``centred`` gives for every row, each by its own shift, computed in place a block at a
-    time: small temporaries, and 2-3 times faster than whole-matrix ones on a busy machine."""
-    matrix = np.empty(raw.shape, dtype=np.float32)
-    norms = np.empty(len(raw), dtype=np.float32)
-    for start in range(0, len(raw), CENTRE_BLOCK):
-        at = slice(start, start + CENTRE_BLOCK)
-        block = matrix[at]
-        block[:] = raw[at]  # float16 to float32: exact, and a fast conversion on its own
-        block -= shifts[shift_of[at]]
-        length = np.linalg.norm(block, axis=1)
-        norms[at] = length
-        block /= np.where(length == 0, 1.0, length)[:, None]
-    return matrix, norms
 
 
 def dot(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -1,0 +1,118 @@
+"""Backfill: chunk vectors filled in after the lexical commit, and the background passages embedded.
+
+:func:`embed_missing` works in small batches taken in turns (each document's next few chunks a
+turn, the newest document first: a note added after a big file is not kept waiting behind it);
+a kill loses at most the batch in hand, and the next call carries on. Chunks whose vector
+belongs to another model count as missing, so changing the model re-embeds everything in the
+background while the old vectors are simply not used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import structlog
+
+from knowledge.retrieval import background as background_passages
+from knowledge.retrieval.centring import Background
+from knowledge.retrieval.embed import Embedder, passage_text
+from knowledge.retrieval.vectors import stored_background
+from knowledge.store.index import Index
+from knowledge.store.vectors import DTYPE_BYTES, encode
+from knowledge.text import language_group
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many chunks have a vector of the current model."""
+
+    model: str | None
+    vectors: int
+    chunks: int
+
+    @property
+    def is_complete(self) -> bool:
+        return self.model is not None and self.vectors >= self.chunks
+
+    def to_json(self) -> dict[str, object]:
+        return {"model": self.model, "vectors": self.vectors, "chunks": self.chunks}
+
+
+def coverage(index: Index, model: str | None) -> Coverage:
+    """Vectors of ``model`` against chunks in the index."""
+    chunks = index.chunk_total()
+    return Coverage(model, index.vector_count(model) if model else 0, chunks)
+
+
+# Batches of missing chunks read per query (embed_missing): the query sorts every missing chunk
+# (260 ms at 100,000), while a batch of 16 takes ~2 s to embed on a CPU; a note added meanwhile
+# waits for at most this many batches.
+READ_AHEAD = 8
+
+
+def embed_missing(
+    index: Index,
+    embedder: Embedder,
+    *,
+    batch: int = 16,
+    limit: int | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Embed chunks that have no vector of the embedder's model, batch by batch; how many were stored.
+
+    Stops when nothing is missing, after ``limit`` chunks, or when ``should_stop()`` says so
+    between batches. Raises EmbedderError when the embedder fails (nothing of that batch is stored).
+    """
+    if not index.chunk_total():
+        return 0
+    dimension = None  # a server may change its model's size under the same name: asked each time
+    if not getattr(embedder, "has_fixed_dimension", False):
+        dimension = len(embedder.embed(["dimension"], "passage")[0])
+    stored = stored_background(index, embedder.name)
+    if stored is None or (dimension is not None and stored.raw.shape[1] != dimension):
+        made = embed_background(embedder)
+        index.store_background(
+            embedder.name, made.version, [(g, encode(v)) for g, v in zip(made.groups, made.raw, strict=True)]
+        )
+        log.debug("embed.background", model=embedder.name, passages=len(made.raw))
+    done = 0
+    ahead: list[tuple[int, str, str, str]] = []  # chunks read, not embedded yet
+    while not should_stop() and (limit is None or done < limit):
+        size = batch if limit is None else min(batch, limit - done)
+        if not ahead:  # the query ranks every missing chunk: read several batches at once
+            ahead = index.chunks_without_vectors(
+                embedder.name,
+                limit=size * READ_AHEAD if limit is None else min(size * READ_AHEAD, limit - done),
+                vector_bytes=dimension * DTYPE_BYTES if dimension else None,
+            )
+            if not ahead:
+                break
+        rows, ahead = ahead[:size], ahead[size:]
+        t0 = time.perf_counter()
+        vectors = embedder.embed([passage_text(title, text) for _, _, title, text in rows], "passage")
+        stored = index.store_vectors(
+            embedder.name,
+            [
+                (rowid, sha, language_group(text), encode(v))
+                for (rowid, sha, _, text), v in zip(rows, vectors, strict=True)
+            ],
+        )
+        done += len(rows)
+        log.debug("embed.batch", chunks=len(rows), stored=stored, ms=round((time.perf_counter() - t0) * 1000))
+        if progress:
+            progress(len(rows))
+    return done
+
+
+def embed_background(embedder: Embedder) -> Background:
+    """The background passages embedded by this embedder (EmbedderError when it fails)."""
+    found = background_passages.passages()
+    vectors = embedder.embed([text for _, text in found], "passage")
+    groups = np.array([group for group, _ in found], dtype=object)
+    return Background(background_passages.VERSION, groups, np.asarray(vectors, dtype=np.float32))  # unit rows
