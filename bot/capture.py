@@ -1,11 +1,12 @@
 """Keeping things from the chat: forwards, albums, /note, a link with a comment.
 
 A forwarded message is saved, not answered. Messages forwarded together (Telegram sends one update
-each, a moment apart) are gathered per chat until the chat is quiet: their text becomes one Markdown
-note, their photos one document (a multi-page PDF for an album), each file kept with its caption.
-Everything goes into the inbox with a sidecar (the daemon stays the only writer) before the reply
-says "Saved"; the reply is edited once the daemon has indexed it, and carries "Ask about it" and
-"Undo" buttons. The same bytes kept before are "Already kept".
+each, a moment apart) are gathered per chat until the chat is quiet (bot.forwards reads them):
+their text becomes one Markdown note, their photos one document (a multi-page PDF for an album),
+each file kept with its caption. Everything goes into the inbox with a sidecar (the daemon stays the
+only writer) before the reply says "Saved"; the reply is edited once the daemon has indexed it
+(bot.follow waits for it), and carries "Ask about it" and "Undo" buttons. The same bytes kept
+before are "Already kept".
 """
 
 from __future__ import annotations
@@ -13,57 +14,39 @@ from __future__ import annotations
 import asyncio
 import errno
 import re
-import time
-from collections.abc import Awaitable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 import structlog
-from telegram import InlineKeyboardMarkup, Message, MessageOrigin, Update
-from telegram.error import TelegramError
+from telegram import InlineKeyboardMarkup, Message, Update
 from telegram.ext import ContextTypes, filters
 
 from bot.answer import answer
 from bot.converse import key_of, remember_document
 from bot.deps import BotDeps, deps_of, words_of
+from bot.follow import follow_ingest
+from bot.forwards import entities_of, gather, piece_of, shifted, still_kept
 from bot.kept import ASK, Kept, buttons
-from bot.media import DOCUMENTS, IMAGES, MAX_UPLOAD_BYTES, add_summary, download, read_back, reading_text
+from bot.media import add_summary, read_back, reading_text
 from bot.render import esc, italic
 from bot.send import edit, say
 from knowledge.conversation.store import KeptForward
-from knowledge.errors import FetchRefused, IndexError_, SpeechError
-from knowledge.ingest.handoff import deliver, failure_reason, ingest_record, ingest_records, withdraw
+from knowledge.errors import FetchRefused, IndexError_
+from knowledge.ingest.handoff import deliver, failure_reason, ingest_record, withdraw
 from knowledge.ingest.lock import holder
-from knowledge.ingest.note import (
-    Entity,
-    Origin,
-    Piece,
-    album_pdf,
-    forward_key,
-    iso,
-    link_and_comment,
-    note_file,
-    origin_fields,
-    origin_group,
-    title_of,
-)
+from knowledge.ingest.note import Piece, forward_key, iso, link_and_comment, note_file
 from knowledge.ingest.raw import sha256_hex
 from knowledge.ingest.requests import ask_daemon
 from knowledge.store.index import Index
-from knowledge.websearch.importer import ImportRefused, import_web_source, wait_for_ingest
+from knowledge.websearch.importer import ImportRefused, import_web_source
 from knowledge.words.catalog import N_
-from knowledge.words.reasons import not_read, progress, refused, unheard
+from knowledge.words.reasons import not_read, progress, refused
 
 log = structlog.get_logger()
 
 WAITING = N_("Waiting for the daemon: it will be indexed when it starts (kb daemon).")
-UNSENT = N_("Not kept: {what} — Telegram did not send it; forward it again.")
-FOLLOW_MAX_S = 24 * 3600.0  # a note waits in the inbox for the daemon at most this long in the chat
-FAST_POLL_S, SLOW_POLL_S, FAST_FOR_S = 0.3, 5.0, 120.0
 _COMMAND = re.compile(r"/\S+\s*")
-T = TypeVar("T")
 
 
 class _InAlbum(filters.MessageFilter):
@@ -201,90 +184,15 @@ async def on_kept_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> 
 
 
 async def keep_batch(context: ContextTypes.DEFAULT_TYPE, chat_id: int, user_id: int, batch: list) -> None:
-    """Messages forwarded together: text (and voice transcripts) as one note, photos as one document,
-    each file on its own."""
-    deps = deps_of(context)
-    w = words_of(deps, chat_id)
-    messages: list[Message] = sorted(batch, key=lambda m: m.message_id)
-    photos = [m for m in messages if m.photo]
-    files = [m for m in messages if m.document and not m.photo]
-    voices = [m for m in messages if (m.voice or m.audio) and not m.document]
-    log.info(
-        "capture.batch", messages=len(messages), photos=len(photos), files=len(files), voices=len(voices)
-    )
-    pieces: list[Piece] = []
-    async with deps.locks[chat_id]:
-        for message in messages:
-            if message in voices:
-                piece = await _sent(
-                    context, chat_id, w.tr("the voice note"), heard(context, deps, chat_id, message)
-                )
-            elif message in photos or message in files:
-                continue
-            else:
-                piece = piece_of(message)
-            if piece is not None and (piece.text.strip() or piece.kind == "voice"):
-                pieces.append(piece)
-            elif piece is not None:
-                await say(
-                    context, chat_id, esc(w.tr("Not kept: kb keeps text, photos, files and voice notes."))
-                )
-        albums = []
-        if photos and deps.settings.ocr == "off":
-            await say(
-                context, chat_id, esc(w.tr("Not kept: kb cannot read photos while OCR is off (KB_OCR=off)."))
-            )
-        elif photos:
-            for shots in _albums(photos):  # one document per album; a photo alone is one of its own
-                what = w.ntr("{n} photo", "{n} photos", len(shots))
-                albums.append(await _sent(context, chat_id, what, album_of(deps, shots)))
-        downloads = [
-            await _sent(context, chat_id, m.document.file_name or "file", file_of(context, deps, chat_id, m))
-            for m in files
-        ]
-    for group in grouped(pieces):
+    """Messages forwarded together: text (and voice transcripts) as one note per sender, photos as one
+    document per album, each file on its own."""
+    got = await gather(context, chat_id, batch)
+    for group in got.notes:
         await keep_forwards(context, chat_id, user_id, group)
-    for album in albums:
-        if album is not None:
-            name, payload, title, fields = album
-            await keep(
-                context, chat_id, name, payload, _sidecar("telegram album", name, user_id, fields), title
-            )
-    for got in downloads:
-        if got is not None:
-            name, payload, fields = got
-            await keep(
-                context, chat_id, name, payload, _sidecar("telegram forward", name, user_id, fields), name
-            )
-
-
-async def _sent(
-    context: ContextTypes.DEFAULT_TYPE, chat_id: int, what: str, fetched: Awaitable[T]
-) -> T | None:
-    """What a download from Telegram gave; None, said as "Not kept: …", when it failed (a 502, a
-    timeout): the rest of the batch is kept all the same."""
-    try:
-        return await fetched
-    except (TelegramError, OSError) as exc:
-        log.warning("capture.download_failed", what=what, error=repr(exc))
-        await say(context, chat_id, esc(words_of(deps_of(context), chat_id).tr(UNSENT, what=what)))
-        return None
-
-
-def _albums(photos: list[Message]) -> list[list[Message]]:
-    """The photos of a batch by album (media_group_id), in the order they came."""
-    albums: dict[str, list[Message]] = {}
-    for m in photos:
-        albums.setdefault(m.media_group_id or f"alone:{m.message_id}", []).append(m)
-    return list(albums.values())
-
-
-def grouped(pieces: list[Piece]) -> list[list[Piece]]:
-    """Forwards sent together, one note per sender (in the order they came), not one for the burst."""
-    groups: dict[str, list[Piece]] = {}
-    for piece in pieces:
-        groups.setdefault(origin_group(piece), []).append(piece)
-    return list(groups.values())
+    for name, payload, title, fields in got.albums:
+        await keep(context, chat_id, name, payload, _sidecar("telegram album", name, user_id, fields), title)
+    for name, payload, fields in got.files:
+        await keep(context, chat_id, name, payload, _sidecar("telegram forward", name, user_id, fields), name)
 
 
 async def keep_forwards(
@@ -294,7 +202,7 @@ async def keep_forwards(
     note: known by their origin); "Already kept" when all of them were."""
     deps = deps_of(context)
     keyed = [(forward_key(p), p) for p in pieces]
-    earlier = await asyncio.to_thread(_still_kept, deps, chat_id, [key for key, _ in keyed])
+    earlier = await asyncio.to_thread(still_kept, deps, chat_id, [key for key, _ in keyed])
     fresh = [(key, p) for key, p in keyed if key not in earlier]
     if not fresh:
         doc_id, title = next(iter(earlier.values()))
@@ -308,96 +216,6 @@ async def keep_forwards(
         kept = KeptForward(str(item.path), item.sha256 or "", note.title)
         keys = [key for key, _ in fresh]
         await asyncio.to_thread(deps.conversing.store.keep_forwards, key_of(chat_id), keys, kept)
-
-
-def _still_kept(deps: BotDeps, chat_id: int, keys: list[str]) -> dict[str, tuple[str | None, str]]:
-    """Of these forwarded messages, those kept before whose note is still kept: (doc id, title) each;
-    a note removed since (Delete, kb rm) or refused by the daemon keeps nothing."""
-    if deps.conversing is None:
-        return {}
-    found = deps.conversing.store.kept_forwards(key_of(chat_id), keys)
-    records = ingest_records(deps.settings.index_path, {(k.path, k.sha256) for k in found.values()})
-    still: dict[str, tuple[str | None, str]] = {}
-    for key, kept in found.items():
-        record = records.get((kept.path, kept.sha256))
-        if record is None:  # not indexed yet: kept if it is still waiting in the inbox
-            if Path(kept.path).is_file():
-                still[key] = (None, kept.title)
-        elif (
-            record["status"] in ("indexed", "duplicate") and record["title"] is not None
-        ):  # its document is there
-            still[key] = (record["doc_id"], record["title"])
-    return still
-
-
-async def heard(
-    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, chat_id: int, message: Message
-) -> Piece | None:
-    """A forwarded voice note as a piece of the note: its transcript (not answered)."""
-    audio = message.voice or message.audio
-    w = words_of(deps, chat_id)
-    if deps.transcribe is None:
-        text = w.tr("Not kept: voice notes cannot be transcribed here (mlx-whisper is not installed).")
-        await say(context, chat_id, esc(text))
-        return None
-    seconds = audio.to_dict().get("duration")
-    if (seconds and seconds > deps.settings.voice_max_s) or (audio.file_size or 0) > MAX_UPLOAD_BYTES:
-        text = w.tr(
-            "Not kept: that recording is over {seconds} s or 20 MB.", seconds=f"{deps.settings.voice_max_s:g}"
-        )
-        await say(context, chat_id, esc(text))
-        return None
-    payload = await download(audio)
-    try:
-        transcript = await asyncio.to_thread(deps.transcribe, payload)
-    except SpeechError as exc:
-        log.warning("capture.voice_failed", reason=exc.reason, error=str(exc))
-        await say(context, chat_id, esc(w.tr("Not kept: {why}", why=unheard(exc.reason, w))))
-        return None
-    return Piece(transcript.text.strip(), (), origin_of(message.forward_origin), "voice", seconds)
-
-
-async def album_of(deps: BotDeps, photos: list[Message]) -> tuple[str, bytes, str, dict]:
-    """The photos as one file: the photo itself, or a PDF of them all; (name, bytes, title, sidecar fields)."""
-    images = []
-    for message in photos:
-        size = max(message.photo, key=lambda s: s.width * s.height)
-        images.append(await download(size))
-    first = photos[0]
-    caption = next((m.caption for m in photos if m.caption), None)
-    origin = origin_of(first.forward_origin)
-    when = (origin.date if origin and origin.date else first.date or datetime.now(UTC)).astimezone(UTC)
-    fields = dict(origin_fields([Piece("", (), origin)])) if origin else {}
-    if caption:
-        fields["comment"] = caption
-    if len(images) == 1:
-        title = title_of([Piece(caption or "", (), origin)]) if caption or origin else "Photo"
-        return f"photo-{when:%Y%m%d-%H%M%S}.jpg", images[0], title, fields
-    title = title_of([Piece(caption, ())]) if caption else f"Album of {len(images)} photos, {when:%Y-%m-%d}"
-    pdf = await asyncio.to_thread(album_pdf, images, title=title, when=when)
-    return f"album-{when:%Y%m%d-%H%M%S}.pdf", pdf, title, fields
-
-
-async def file_of(
-    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, chat_id: int, message: Message
-) -> tuple[str, bytes, dict] | None:
-    """A forwarded file the pipeline can read, with its origin and caption; None (said why) otherwise."""
-    document = message.document
-    name = Path(document.file_name or "file").name
-    accepted = {**DOCUMENTS, **(IMAGES if deps.settings.ocr != "off" else {})}
-    if Path(name).suffix.lower() not in accepted or (document.file_size or 0) > MAX_UPLOAD_BYTES:
-        kinds = ", ".join(sorted(accepted))
-        text = words_of(deps, chat_id).tr(
-            "Not kept: {title} — kb keeps {kinds} files up to 20 MB.", title=name, kinds=kinds
-        )
-        await say(context, chat_id, esc(text))
-        return None
-    payload = await download(document)
-    origin = origin_of(message.forward_origin)
-    fields = dict(origin_fields([Piece("", (), origin)])) if origin else {}
-    if message.caption:
-        fields["comment"] = message.caption
-    return name, payload, fields
 
 
 # -- saving and following -------------------------------------------------------------------
@@ -444,16 +262,8 @@ async def follow(
     context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, item: Kept, token: str, status: Message
 ) -> None:
     """Wait for the daemon's record of a saved thing and edit its reply to say what became of it."""
-    started = time.monotonic()
-    record = None
-    while item.state == "inbox" and time.monotonic() - started < FOLLOW_MAX_S:
-        fast = time.monotonic() - started < FAST_FOR_S
-        record = await wait_for_ingest(
-            deps.settings, item.path, item.sha256, timeout_s=1.0 if fast else SLOW_POLL_S,
-            poll_s=FAST_POLL_S if fast else SLOW_POLL_S,
-        )  # fmt: skip
-        if record is not None:
-            break
+    still = lambda: item.state == "inbox"  # noqa: E731 - undone meanwhile: nothing to say
+    record = await follow_ingest(deps.settings, item.path, item.sha256, is_wanted=still)
     if record is None or item.state != "inbox":
         return  # undone meanwhile, or still waiting after a day: /status tells
     await settle(context, deps, item, token, status, record)
@@ -567,8 +377,8 @@ async def undo(
             await _show(context, item.chat_id, status, text)
             return
         if record is None and item.path is not None:  # the daemon has it in hand: its record comes soon
-            record = await wait_for_ingest(
-                deps.settings, item.path, item.sha256 or "", timeout_s=deps.settings.import_wait_s
+            record = await follow_ingest(
+                deps.settings, item.path, item.sha256 or "", wait_s=deps.settings.import_wait_s
             )
         if record is None:
             text = esc(
@@ -617,50 +427,6 @@ async def _show(
         await edit(context, status, text, reply_markup=markup)
         return status.message_id
     return (await say(context, chat_id, text, reply_markup=markup)).message_id
-
-
-# -- Telegram messages as note pieces -------------------------------------------------------
-
-
-def piece_of(message: Message) -> Piece:
-    """A message's text (or caption) with its entities, and where it was forwarded from."""
-    if message.text is not None:
-        text, entities = message.text, message.entities
-    else:
-        text, entities = message.caption or "", message.caption_entities
-    return Piece(text, entities_of(entities), origin_of(message.forward_origin))
-
-
-def entities_of(entities) -> tuple[Entity, ...]:
-    return tuple(Entity(str(e.type), e.offset, e.length, e.url, e.language) for e in entities or ())
-
-
-def shifted(entities: tuple[Entity, ...], cut: int) -> tuple[Entity, ...]:
-    """Entities of a text with its first ``cut`` characters (ASCII: a command) removed."""
-    return tuple(
-        Entity(e.type, e.offset - cut, e.length, e.url, e.language) for e in entities if e.offset >= cut
-    )
-
-
-def origin_of(origin: MessageOrigin | None) -> Origin | None:
-    """forward_origin as an Origin: user, hidden user, chat or channel."""
-    if origin is None:
-        return None
-    kind, date = origin.type, origin.date
-    if kind == MessageOrigin.USER:
-        user = origin.sender_user
-        return Origin("user", user.full_name, date, user.username, sender_id=user.id)
-    if kind == MessageOrigin.HIDDEN_USER:
-        return Origin("hidden_user", origin.sender_user_name, date)
-    if kind == MessageOrigin.CHAT:
-        chat = origin.sender_chat
-        return Origin(
-            "chat", chat.title or chat.full_name or "a chat", date, chat.username, sender_id=chat.id
-        )
-    if kind == MessageOrigin.CHANNEL:
-        chat = origin.chat
-        return Origin("channel", chat.title or "a channel", date, chat.username, origin.message_id, chat.id)
-    return Origin(str(kind), "unknown", date)
 
 
 def _sidecar(source: str, name: str, user_id: int, fields: dict) -> dict:

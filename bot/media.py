@@ -24,6 +24,7 @@ from telegram.ext import ContextTypes
 from bot.answer import answer
 from bot.converse import remember_document
 from bot.deps import BotDeps, deps_of, words_of
+from bot.follow import follow_ingest
 from bot.kept import Kept, buttons
 from bot.render import esc, italic
 from bot.send import edit, say, typing
@@ -39,7 +40,6 @@ from knowledge.speech.transcribe import Transcript, model_notice
 from knowledge.store.index import Index
 from knowledge.store.records import StoredSummary
 from knowledge.text import shorten
-from knowledge.websearch.importer import wait_for_ingest
 from knowledge.words.catalog import Words
 from knowledge.words.reasons import not_read, progress, unheard
 
@@ -49,8 +49,6 @@ DOCUMENTS = {".pdf": "PDF", ".html": "HTML", ".htm": "HTML", ".txt": "text", ".m
              ".markdown": "Markdown"}  # fmt: skip
 IMAGES = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WebP", ".heic": "HEIC", ".heif": "HEIC"}
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the Bot API's getFile limit
-PROGRESS_EVERY_S = 1.0
-FOLLOW_MAX_S = 900.0  # a scan still being read after this is left to /status
 FIRST_LINE_CHARS = 120
 
 
@@ -141,7 +139,7 @@ async def receive(
             name = w.tr("{name} (saved as {saved})", name=name, saved=path.name)
         await edit(context, status, f"<i>{esc(name)}: {esc(progress('converting', w))}…</i>")
     sha = sha256_hex(data)
-    record = await follow_ingest(context, deps, status, name, path, sha)
+    record = await follow_pages(context, deps, status, name, path, sha)
     kept = record is not None and record["status"] in ("indexed", "duplicate") and record.get("doc_id")
     markup = None
     if kept:  # the conversation is about it now: a follow-up asks it; so does a reply to either message
@@ -158,30 +156,28 @@ async def receive(
         await answer(context, chat_id, question, question=update.effective_message, document=record["doc_id"])
 
 
-async def follow_ingest(
+async def follow_pages(
     context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, status: Message, name: str, path: Path, sha: str
 ) -> dict | None:
     """The daemon's ingest record for these bytes; pages read so far are shown on the way, and each
     new page gives the daemon another KB_IMPORT_WAIT_S (a 20-page scan takes longer than a note),
-    up to FOLLOW_MAX_S in all (then /status tells how far it is)."""
+    up to bot.follow's FOLLOW_MAX_S in all (then /status tells how far it is)."""
     settings = deps.settings
     folder = working.folder(settings)
-    started = time.monotonic()
-    deadline = started + settings.import_wait_s
     shown: tuple[int, int] | None = None
-    while True:
-        record = await wait_for_ingest(
-            settings, path, sha, timeout_s=min(PROGRESS_EVERY_S, settings.import_wait_s)
-        )
-        if record is not None or time.monotonic() >= min(deadline, started + FOLLOW_MAX_S):
-            return record
+
+    async def pages() -> bool:
+        nonlocal shown
         now = await asyncio.to_thread(working.read, folder, sha)
-        if now is not None and now.total > 1 and (now.done, now.total) != shown:
-            shown = (now.done, now.total)
-            deadline = time.monotonic() + settings.import_wait_s
-            page = words_of(deps, status.chat_id).tr("{name}: reading page {done} of {total}…", name=name,
-                                                      done=now.done, total=now.total)  # fmt: skip
-            await edit(context, status, f"<i>{esc(page)}</i>")
+        if now is None or now.total <= 1 or (now.done, now.total) == shown:
+            return False
+        shown = (now.done, now.total)
+        page = words_of(deps, status.chat_id).tr("{name}: reading page {done} of {total}…", name=name,
+                                                  done=now.done, total=now.total)  # fmt: skip
+        await edit(context, status, f"<i>{esc(page)}</i>")
+        return True
+
+    return await follow_ingest(settings, path, sha, wait_s=settings.import_wait_s, news=pages)
 
 
 SUMMARY_WAIT_S = 300.0  # how long a reply waits for the daemon's summary of what it kept
@@ -397,9 +393,7 @@ async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     log.info("voice.note_saved", file=path.name)
     message = query.message if isinstance(query.message, Message) else None
     head = message.text_html if message is not None and message.text else ""
-    record = await wait_for_ingest(
-        deps.settings, path, sha256_hex(body), timeout_s=deps.settings.import_wait_s
-    )
+    record = await follow_ingest(deps.settings, path, sha256_hex(body), wait_s=deps.settings.import_wait_s)
     state = outcome_text(deps.settings, path.name, record, w, file=path.name)
     saved = italic(w.tr("Saved as a note:")) + f" <i>{state}</i>"
     if message is not None:
