@@ -13,12 +13,12 @@ import sys
 import time
 from datetime import UTC, datetime
 
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from knowledge.config import Settings
 from knowledge.errors import IndexMissing, KbError
 from knowledge.store.index import Index
 from knowledge.words.catalog import terminal_words
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CLI_KEY = "cli"  # the command line's own "last digest", beside each chat's
 
 
