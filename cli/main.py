@@ -4,10 +4,13 @@ run and its failures turned into exit statuses. The commands live in ``cli/comma
 from __future__ import annotations
 
 import argparse
+import contextvars
+import functools
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import IO, Any, TextIO
 
 import structlog
 
@@ -16,7 +19,7 @@ from cli.terminal import SafeStream, neutralise
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, load_settings
 from knowledge.errors import ConfigError, KbError
-from knowledge.logs import WarnOnce, configure_logging
+from knowledge.logs import WarnOnce, configure_logging, kept_logging
 from knowledge.redact import redactor
 
 log = structlog.get_logger()
@@ -26,9 +29,25 @@ _EPILOG = "settings (environment, KB_HOME/.env or KB_HOME/kb.toml):\n" + "\n".jo
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser, with one sub-command per job."""
-    parser = argparse.ArgumentParser(
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, writing its help, usage and errors to the streams it is given (when given)."""
+
+    def __init__(
+        self, *args: Any, out: TextIO | None = None, err: TextIO | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.out, self.err = out, err
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        # argparse names the stream itself: sys.stdout for help and --version, sys.stderr for errors
+        super()._print_message(message, (self.out if file is sys.stdout else self.err) or file)
+
+
+def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> argparse.ArgumentParser:
+    """The argument parser, with one sub-command per job (help and errors on ``out`` and ``err``)."""
+    parser = Parser(
+        out=out,
+        err=err,
         prog="kb",
         description="A self-hosted knowledge base: drop files into knowledge/inbox/, ask questions, get cited answers.",
         epilog=_EPILOG,
@@ -38,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--home", metavar="DIR", help="knowledge base folder (default: $KB_HOME or the current folder)"
     )
     parser.add_argument("--version", action="version", version=f"kb {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=functools.partial(Parser, out=out, err=err)
+    )
     # Each module adds its own commands; kb --help lists them in this order.
     admin.add_commands(sub, "run", "daemon", "service")
     ask.add_commands(sub, "ask", "chat", "measure")
@@ -54,55 +75,67 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kb`` console script."""
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Entry point of the ``kb`` console script; run in process (tests), the output goes to ``stdout`` and
+    ``stderr`` and the settings come from ``env`` (defaults: the process's streams and environment)."""
+    stdout = sys.stdout if stdout is None else stdout
+    stderr = sys.stderr if stderr is None else stderr
     # The hub library logs its retries on its own handler, past kb's logging: errors only (the
     # reasons reach the owner as kb's own sentences). Set before anything imports it.
     os.environ.setdefault("HF_HUB_VERBOSITY", "error")
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    parser = build_parser(out=stdout, err=stderr)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version or a usage error: argparse has said it on the streams
+        return int(exc.code or 0)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
     try:
-        settings = load_settings(home=args.home)
+        settings = load_settings(os.environ if env is None else env, home=args.home)
     except ConfigError as exc:
-        print(f"kb: configuration error: {neutralise(str(exc))}", file=sys.stderr)
+        print(f"kb: configuration error: {neutralise(str(exc))}", file=stderr)
         return EXIT_USAGE
     # Everything printed from here on: no terminal control characters, no secrets.
     secrets = (settings.telegram_token, settings.brave_api_key)
-    out, err = sys.stdout, sys.stderr
-    sys.stdout = SafeStream(out, redactor(secrets))  # type: ignore[assignment]
-    sys.stderr = SafeStream(err, redactor(secrets))  # type: ignore[assignment]
-    try:
+    out, err = SafeStream(stdout, redactor(secrets)), SafeStream(stderr, redactor(secrets))
+    with kept_logging():  # this call's logging ends with it: nothing reaches the next call in this process
         if args.command != "config":
             is_quiet = is_quiet_console(args.command, settings)
             configure_logging(
                 settings.log_path,
                 console_level="warning" if is_quiet else settings.log_level,
+                console=err,
                 once=WarnOnce() if is_quiet else None,  # this run's memory of the warnings it has shown
                 secrets=secrets,
             )
-        return _run(args, settings)
-    finally:
-        sys.stdout, sys.stderr = out, err
+        # A context of its own: what the command binds to its log lines (the file being ingested) stays in it.
+        return contextvars.copy_context().run(_run, args, settings, out, err)
 
 
-def _run(args: argparse.Namespace, settings: Settings) -> int:
+def _run(args: argparse.Namespace, settings: Settings, out: SafeStream, err: SafeStream) -> int:
+    structlog.contextvars.clear_contextvars()  # as in a new process: no fields bound by the caller
     try:
-        return args.func(args, settings)
+        return args.func(args, settings, out=out, err=err)
     except KbError as exc:
-        print(f"kb: {exc}", file=sys.stderr)
+        print(f"kb: {exc}", file=err)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("kb: interrupted", file=sys.stderr)
+        print("kb: interrupted", file=err)
         return 130
-    except BrokenPipeError:
-        sys.stderr.close()  # `kb search … | head`: the reader left; not an error
+    except BrokenPipeError:  # `kb search … | head`: the reader left; not an error
+        if err.raw_stream is sys.stderr:
+            sys.stderr.close()  # so Python's last flush of the broken stdout says nothing either
         return EXIT_OK
     except Exception:  # a bug or a library's error: shown and logged, through the redacting streams
         log.exception("kb.crashed", command=args.command)
-        traceback.print_exc(file=sys.stderr)
+        traceback.print_exc(file=err)
         return EXIT_FAILED
 
 

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TextIO
 from urllib.parse import urlsplit
 
 from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -135,7 +136,7 @@ def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
         PARSERS[name](sub)
 
 
-def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_run(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb run: the daemon in the background and the terminal chat in the foreground."""
     from daemon.main import background
     from knowledge.wiring import load_language
@@ -148,20 +149,22 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             report = status_report(
                 settings, model=asyncio.run(check_model(settings)), counter=(language[0], language[2])
             )
-            print("\n".join(summary_lines(report)), flush=True)
-            print("KB_TELEGRAM_TOKEN is set: serving the Telegram bot (Ctrl-C stops it).", flush=True)
+            print("\n".join(summary_lines(report)), file=out, flush=True)
+            print(
+                "KB_TELEGRAM_TOKEN is set: serving the Telegram bot (Ctrl-C stops it).", file=out, flush=True
+            )
             return serve(settings, language=language)
-        return chat_until_done(settings, language)
+        return chat_until_done(settings, language, out=out)
 
 
-def cmd_daemon(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_daemon(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb daemon"""
     from daemon.main import serve
 
     return serve(settings, load_tokenizer(settings, background=True))
 
 
-def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_service(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb service install|uninstall|status [--only NAMES] [--dry-run]"""
     import plistlib
 
@@ -170,13 +173,14 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
     wanted = [n.strip() for n in (args.only or "").split(",") if n.strip()]
     known = {s.name: s for s in service.SERVICES}
     if unknown := [n for n in wanted if n not in known]:
-        print(f"kb: unknown service {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
+        print(f"kb: unknown service {', '.join(unknown)}; known: {', '.join(known)}", file=err)
         return EXIT_USAGE
     chosen = [known[n] for n in wanted] or list(service.SERVICES)
     if args.action == "install" and not wanted and not settings.telegram_token:
         chosen = [s for s in chosen if s.name != "bot"]
         print(
-            "bot     skipped: KB_TELEGRAM_TOKEN is not set (put it in ~/.config/kb/env, then install again)"
+            "bot     skipped: KB_TELEGRAM_TOKEN is not set (put it in ~/.config/kb/env, then install again)",
+            file=out,
         )
     place = service.Place(
         home=str(settings.home.resolve()), bin=str(Path(sys.executable).parent),
@@ -187,88 +191,91 @@ def cmd_service(args: argparse.Namespace, settings: Settings) -> int:
     if args.dry_run:
         environment = read_dotenv(Path(place.env_file), lenient=True)
         for one in chosen:
-            print(f"# {host.file_of(one)}")
+            print(f"# {host.file_of(one)}", file=out)
             if host.platform == "darwin":
-                print(plistlib.dumps(service.plist_dict(one, place, environment)).decode())
+                print(plistlib.dumps(service.plist_dict(one, place, environment)).decode(), file=out)
             else:
-                print(service.unit_text(one, place))
+                print(service.unit_text(one, place), file=out)
         return EXIT_OK
     act = {"install": lambda: service.install(chosen, place, host), "uninstall": lambda: service.uninstall(chosen, host),
            "status": lambda: service.status(chosen, host)}[args.action]  # fmt: skip
     try:
         lines = act()
     except (OSError, subprocess.SubprocessError) as exc:
-        print(f"kb: {args.action} failed: {exc}", file=sys.stderr)
+        print(f"kb: {args.action} failed: {exc}", file=err)
         return EXIT_FAILED
-    print("\n".join(lines))
+    print("\n".join(lines), file=out)
     return EXIT_FAILED if any("not started" in line for line in lines) else EXIT_OK
 
 
-def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_doctor(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb doctor"""
     from cli.diagnose import doctor
 
     findings = asyncio.run(doctor(settings))
     for f in findings:
         mark = "ok  " if f.is_ok else ("warn" if f.is_warning else "FAIL")
-        print(f"{mark}  {f.name:<14} {f.detail}")
+        print(f"{mark}  {f.name:<14} {f.detail}", file=out)
         if f.fix:
-            print(f"      {'':<14} fix: {f.fix}")
+            print(f"      {'':<14} fix: {f.fix}", file=out)
     return EXIT_FAILED if any(not f.is_ok and not f.is_warning for f in findings) else EXIT_OK
 
 
-def cmd_checkpoint(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_checkpoint(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb checkpoint"""
     from cli.diagnose import checkpoint
 
     results = asyncio.run(checkpoint(settings))
     for r in results:
-        print(f"{'pass' if r.is_pass else 'FAIL'}  {r.case.name:<44} {r.ms:>7.0f} ms  [{r.reply.mode}]")
+        print(
+            f"{'pass' if r.is_pass else 'FAIL'}  {r.case.name:<44} {r.ms:>7.0f} ms  [{r.reply.mode}]",
+            file=out,
+        )
         if not r.is_pass:
-            print("      got: " + " ".join(plain(r.reply, ENGLISH).split())[:200])
+            print("      got: " + " ".join(plain(r.reply, ENGLISH).split())[:200], file=out)
     passed = sum(r.is_pass for r in results)
-    print(f"{passed}/{len(results)} cases passed")
+    print(f"{passed}/{len(results)} cases passed", file=out)
     return EXIT_OK if passed == len(results) else EXIT_FAILED
 
 
-def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_bot(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb bot"""
     from bot.main import serve
 
     return serve(settings)
 
 
-def cmd_logs(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_logs(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb logs [-f] [-n N] [--event PREFIX]"""
     from cli.logview import follow, format_line, last_lines
 
     path = settings.log_path
     if not path.exists() and not args.follow:
-        print(f"no log yet at {path}")
+        print(f"no log yet at {path}", file=out)
         return EXIT_OK
     wanted = args.event or ""
     lines = last_lines(path, args.n, event_prefix=wanted) if path.exists() else []
     for line in lines:
-        print(format_line(line))
+        print(format_line(line), file=out)
     if args.follow:
         for line in follow(path, event_prefix=wanted):
-            print(format_line(line), flush=True)
+            print(format_line(line), file=out, flush=True)
     return EXIT_OK
 
 
-def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_status(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb status [--json]"""
     report = status_report(settings, model=asyncio.run(check_model(settings)))
     if args.json:
-        print(json.dumps(report, ensure_ascii=False, indent=2))
+        print(json.dumps(report, ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
-    print("\n".join(aligned(summary_facts(report) + activity_facts(report))))
+    print("\n".join(aligned(summary_facts(report) + activity_facts(report))), file=out)
     ingests = report["last_ingests"]
     if ingests:
-        print("last ingests")
+        print("last ingests", file=out)
         for rec in ingests:  # type: ignore[union-attr]
             detail = rec.get("doc_id") or rec.get("error", "")
-            print(f"  {rec['finished_at']}  {rec['status']:<9} {Path(rec['path']).name}  {detail}")
+            print(f"  {rec['finished_at']}  {rec['status']:<9} {Path(rec['path']).name}  {detail}", file=out)
     return EXIT_OK
 
 
@@ -280,8 +287,8 @@ async def check_model(settings: Settings) -> dict[str, object]:
         return await probe_model(model_client(settings, session))
 
 
-def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_config(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb config"""
     for env, value, origin, help_text in describe(settings):
-        print(f"{env:<26} {value!s:<44} [{origin}]  {help_text}")
+        print(f"{env:<26} {value!s:<44} [{origin}]  {help_text}", file=out)
     return EXIT_OK

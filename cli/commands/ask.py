@@ -9,7 +9,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from cli.commands import EXIT_OK, EXIT_USAGE
 from cli.commands.search import search_meaning
@@ -94,12 +94,12 @@ def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
         PARSERS[name](sub)
 
 
-def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_chat(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb chat"""
-    return chat_until_done(settings)
+    return chat_until_done(settings, out=out)
 
 
-def chat_until_done(settings: Settings, language: Language | None = None) -> int:
+def chat_until_done(settings: Settings, language: Language | None = None, *, out: TextIO) -> int:
     """The terminal chat until /quit, end of input or Ctrl-C (each a normal end: exit 0)."""
     import signal
 
@@ -109,13 +109,13 @@ def chat_until_done(settings: Settings, language: Language | None = None) -> int
         signal.signal(signal.SIGINT, signal.default_int_handler)  # started with & in a script inherits that)
     try:
         with holding_the_terminal():
-            return asyncio.run(_chat(settings, language))
+            return asyncio.run(_chat(settings, language, out=out))
     except KeyboardInterrupt:
-        print(flush=True)  # leave the shell's prompt on a line of its own
+        print(file=out, flush=True)  # leave the shell's prompt on a line of its own
         return EXIT_OK
 
 
-async def _chat(settings: Settings, language: Language | None = None) -> int:
+async def _chat(settings: Settings, language: Language | None = None, *, out: TextIO) -> int:
     from cli.chat import chat_loop
     from knowledge.errors import FetchRefused
     from knowledge.websearch.importer import ImportRefused
@@ -144,12 +144,12 @@ async def _chat(settings: Settings, language: Language | None = None) -> int:
     async with open_engine(settings, language) as engine:
         model = await probe_model(engine.llm)
         report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
-        print("\n".join(summary_lines(report, words)), flush=True)
+        print("\n".join(summary_lines(report, words)), file=out, flush=True)
         await chat_loop(
             conversing(settings, engine),
             sources=lambda: _sources_text(settings, words),
             status=status_text,
-            out=sys.stdout,
+            out=out,
             history_file=settings.runs / "chat_history",
             on_import=do_import,
             on_url=keep_url,
@@ -168,7 +168,7 @@ def _sources_text(settings: Settings, words: Words) -> str:
     return "\n".join(lines) or words.tr("No documents yet: drop a file into the inbox or run kb ingest PATH.")
 
 
-def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb ask QUESTION  |  kb ask --audio FILE  |  kb ask --conversation NAME QUESTION"""
     from cli.chat import FRESH, Printer
     from knowledge.wiring import conversing, open_engine
@@ -177,23 +177,23 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     heard = None
     if args.audio is not None:
         if args.question:
-            print("kb: ask takes a QUESTION or --audio FILE, not both", file=sys.stderr)
+            print("kb: ask takes a QUESTION or --audio FILE, not both", file=err)
             return EXIT_USAGE
         if not args.audio.is_file():
-            print(f"kb: no such file: {args.audio}", file=sys.stderr)
+            print(f"kb: no such file: {args.audio}", file=err)
             return EXIT_USAGE
-        heard = hear(args.audio, settings)
+        heard = hear(args.audio, settings, err=err)
         if not args.json:
-            print(words.tr("I heard: {text}", text=heard.text) + "\n", flush=True)
+            print(words.tr("I heard: {text}", text=heard.text) + "\n", file=out, flush=True)
     elif not args.question:
-        print("kb: ask needs a QUESTION or --audio FILE", file=sys.stderr)
+        print("kb: ask needs a QUESTION or --audio FILE", file=err)
         return EXIT_USAGE
     if args.new and not args.conversation:
-        print("kb: --new goes with --conversation NAME", file=sys.stderr)
+        print("kb: --new goes with --conversation NAME", file=err)
         return EXIT_USAGE
     question = heard.text if heard is not None else " ".join(args.question)
     # a person at a terminal sees the answer as it is written; --json and pipes get it whole
-    printer = Printer(sys.stdout, words) if not args.json and sys.stdout.isatty() else None
+    printer = Printer(out, words) if not args.json and out.isatty() else None
 
     async def ask() -> object:
         async with open_engine(settings) as engine:
@@ -207,7 +207,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     if settings.index_path.exists():
         with contextlib.suppress(KbError), Index(settings.index_path, readonly=True) as index:
-            search_meaning(settings, index)  # says on stderr when search by meaning is partial
+            search_meaning(settings, index, err=err)  # says when search by meaning is partial
     answered = asyncio.run(ask())
     reply = answered.reply
     if args.json:
@@ -231,13 +231,16 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
                 "language": heard.language,
                 "duration_s": heard.duration_s,
             }
-        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        print(json.dumps(payload, ensure_ascii=False, indent=2), file=out)
     else:
         if answered.fresh:
-            print(words.tr(FRESH))
-        print(printer.finish(reply) if printer is not None else plain(reply, words))
+            print(words.tr(FRESH), file=out)
+        print(printer.finish(reply) if printer is not None else plain(reply, words), file=out)
         if reply.candidates:
-            print("\n" + words.tr("Import one with: kb import web-N (nothing is imported until you do)"))
+            print(
+                "\n" + words.tr("Import one with: kb import web-N (nothing is imported until you do)"),
+                file=out,
+            )
     return EXIT_OK
 
 
@@ -249,7 +252,7 @@ def passage_json(p: SearchResult) -> dict[str, object]:
     }  # fmt: skip
 
 
-def hear(path: Path, settings: Settings) -> Transcript:
+def hear(path: Path, settings: Settings, *, err: TextIO) -> Transcript:
     """The question spoken in an audio file; SpeechError (a KbError: exit 1 with its sentence) otherwise."""
     from knowledge.speech.decode import MAX_AUDIO_BYTES, too_large
     from knowledge.speech.transcribe import model_notice, speech_runner, transcribe_audio
@@ -258,12 +261,12 @@ def hear(path: Path, settings: Settings) -> Transcript:
         raise too_large(size)
     data = path.read_bytes()
     if notice := model_notice(settings.whisper_model, own_dir=settings.model_dir):
-        print(f"kb: {notice}", file=sys.stderr, flush=True)
+        print(f"kb: {notice}", file=err, flush=True)
     with speech_runner() as runner:
         return transcribe_audio(data, settings=settings, runner=runner)
 
 
-def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_measure(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb measure [--dry-run] --evidence-tokens N... QUESTION"""
     from knowledge.wiring import build_engine, http_session, load_language
 
@@ -274,12 +277,12 @@ def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
     ]
     words = args.evidence_tokens[len(budgets) :] + args.question
     if not budgets or not words:
-        print("kb: measure needs --evidence-tokens N [N...] and a QUESTION", file=sys.stderr)
+        print("kb: measure needs --evidence-tokens N [N...] and a QUESTION", file=err)
         return EXIT_USAGE
     question = " ".join(words)
     counter, template, why = load_language(settings, background=False)
     if why:
-        print(f"note: {why}; counts use {counter.name}", file=sys.stderr)
+        print(f"note: {why}; counts use {counter.name}", file=err)
 
     async def measure() -> int:
         async with http_session() as session:
@@ -288,10 +291,11 @@ def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
             print(
                 f"context {settings.context_tokens} tokens: {settings.max_output_tokens} kept for the answer "
                 f"(KB_MAX_OUTPUT_TOKENS), at most {settings.history_tokens} for the conversation so far "
-                "(KB_HISTORY_TOKENS; none here), the evidence at most its budget"
+                "(KB_HISTORY_TOKENS; none here), the evidence at most its budget",
+                file=out,
             )
             header = f"{'budget':>8} {'evidence':>9} {'input':>7} {'passages':>9}"
-            print(header + ("" if args.dry_run else f" {'server':>7} {'output':>7} {'ms':>8}"))
+            print(header + ("" if args.dry_run else f" {'server':>7} {'output':>7} {'ms':>8}"), file=out)
             for budget in budgets:
                 engine.settings = replace(engine.settings, evidence_tokens=budget)
                 prompt = engine.prompt(question, passages)
@@ -299,7 +303,7 @@ def cmd_measure(args: argparse.Namespace, settings: Settings) -> int:
                 if not args.dry_run:
                     done = await engine.llm.chat(prompt.messages, max_tokens=settings.max_output_tokens)
                     row += f" {done.prompt_tokens!s:>7} {done.completion_tokens!s:>7} {done.elapsed_ms:>8.0f}"
-                print(row, flush=True)
+                print(row, file=out, flush=True)
         return EXIT_OK
 
     return asyncio.run(measure())

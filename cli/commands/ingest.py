@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -67,19 +66,19 @@ def load_tokenizer(settings: Settings, *, background: bool = False) -> TokenCoun
     return configured_counter(settings.tokenizer_spec, settings.tokenizer_dir, background=background)[0]
 
 
-def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_ingest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb ingest PATH..."""
     missing = [p for p in args.paths if not p.exists() and not p.is_symlink()]
     if missing:
         for p in missing:
-            print(f"kb: no such file or folder: {p}", file=sys.stderr)
+            print(f"kb: no such file or folder: {p}", file=err)
         return EXIT_USAGE
     paths = list(iter_sources(args.paths, skip=[settings.processed, settings.failed]))
-    outcomes = run_ingest(settings, paths, out=sys.stdout)
+    outcomes = run_ingest(settings, paths, out=out, err=err)
     return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
 
 
-def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Outcome]:
+def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextIO) -> list[Outcome]:
     """Ingest files under the writer lock: a progress bar on a terminal, a line per file, a summary.
 
     With the bar up and ``out`` a terminal too, files indexed without trouble get no line of their
@@ -92,7 +91,7 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
     except WriterLockHeld:
         running = daemon_holder(settings.lock_path)
         if running is not None:  # the daemon is the writer: it indexes them, kb ingest reports
-            return hand_to_daemon(settings, paths, running, out=out, t0=t0)
+            return hand_to_daemon(settings, paths, running, out=out, err=err, t0=t0)
         lock.acquire(wait_s=settings.lock_wait_s)  # another kb ingest or kb reindex: wait for it
     counter = load_tokenizer(settings)
     outcomes: list[Outcome] = []
@@ -100,7 +99,7 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
         with (
             Index(settings.index_path) as index,
             IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,
-            Progress(len(paths), label="ingest", unit="files", stream=sys.stderr) as bar,
+            Progress(len(paths), label="ingest", unit="files", stream=err) as bar,
         ):
             _warn_tokenizer_change(index, counter)
 
@@ -124,7 +123,7 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
                 if is_each_line_shown or outcome.status != "indexed":
                     bar.print(describe_outcome(outcome), out=out)
             if any(o.status == "indexed" for o in outcomes):
-                embed_index(settings, index, out=out)
+                embed_index(settings, index, out=out, err=err)
     finally:
         lock.release()
     summarise(outcomes, t0, out=out)
@@ -132,7 +131,7 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO) -> list[Ou
 
 
 def hand_to_daemon(
-    settings: Settings, paths: list[Path], running: str, *, out: TextIO, t0: float
+    settings: Settings, paths: list[Path], running: str, *, out: TextIO, err: TextIO, t0: float
 ) -> list[Outcome]:
     """kb ingest while the daemon runs: the files go into its inbox and their results are reported as
     the daemon records them (the same lines as when kb ingest indexes them itself)."""
@@ -141,7 +140,7 @@ def hand_to_daemon(
     print(
         f"the daemon is running ({running}): handing {len(paths)} file(s) to its inbox", file=out, flush=True
     )
-    with Progress(len(paths), label="ingest", unit="files", stream=sys.stderr) as bar:
+    with Progress(len(paths), label="ingest", unit="files", stream=err) as bar:
         is_each_line_shown = not (bar.is_on and out.isatty())
 
         def shown(outcome: Outcome) -> None:
@@ -166,7 +165,7 @@ def summarise(outcomes: list[Outcome], t0: float, *, out: TextIO) -> None:
         print(f"failed by reason: {listed} (originals and NAME.error.json in inbox/failed/)", file=out)
 
 
-def embed_index(settings: Settings, index: Index, *, out: TextIO) -> None:
+def embed_index(settings: Settings, index: Index, *, out: TextIO, err: TextIO) -> None:
     """Give every chunk without a vector one (kb ingest and kb reindex, before they return)."""
     try:
         embedder = make_embedder(settings)
@@ -186,7 +185,7 @@ def embed_index(settings: Settings, index: Index, *, out: TextIO) -> None:
         done += n
         bar.advance(n)
 
-    with Progress(missing, label="embed", unit="chunks", stream=sys.stderr) as bar:
+    with Progress(missing, label="embed", unit="chunks", stream=err) as bar:
         try:
             embed_missing(index, embedder, batch=settings.embed_batch, progress=advance)
         except EmbedderError as exc:
@@ -232,17 +231,18 @@ def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
         log.warning("index.analyzer_changed", index=analyzer, current=ANALYZER_VERSION, fix="kb reindex")
 
 
-def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb reindex"""
     counter = load_tokenizer(settings)
     t0 = time.perf_counter()
     total = len(list(settings.raw.glob("*.md"))) if settings.raw.is_dir() else 0
     with WriterLock(settings.lock_path, role="kb reindex") as _lock, Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, counter)
-        with Progress(total, label="reindex", unit="documents", stream=sys.stderr) as bar:
+        with Progress(total, label="reindex", unit="documents", stream=err) as bar:
             docs, chunks = ingestor.reindex(progress=lambda n, total: bar.advance())
         print(
-            f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s"
+            f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s",
+            file=out,
         )
-        embed_index(settings, index, out=sys.stdout)
+        embed_index(settings, index, out=out, err=err)
     return EXIT_OK

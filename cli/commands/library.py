@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+from typing import TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK
 from cli.commands.ingest import load_tokenizer
@@ -106,7 +106,7 @@ def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
         PARSERS[name](sub)
 
 
-def cmd_rm(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_rm(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb rm DOC_ID..."""
     from knowledge.ingest.requests import change
 
@@ -118,17 +118,18 @@ def cmd_rm(args: argparse.Namespace, settings: Settings) -> int:
         if result.status == "done" and result.trashed is not None:
             t = result.trashed
             print(
-                f"removed  {t.doc_id}  {t.title!r} → trash {t.trash_id}; undo with: kb restore {t.trash_id}"
+                f"removed  {t.doc_id}  {t.title!r} → trash {t.trash_id}; undo with: kb restore {t.trash_id}",
+                file=out,
             )
         elif result.status == "waiting":
-            print(f"waiting  {doc_id}: {result.message}")
+            print(f"waiting  {doc_id}: {result.message}", file=out)
         else:
             failed += 1
-            print(f"kb: {result.message}", file=sys.stderr)
+            print(f"kb: {result.message}", file=err)
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_restore(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb restore [TRASH_ID]"""
     from knowledge.ingest import trash
     from knowledge.ingest.requests import change
@@ -136,30 +137,32 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
     if args.trash_id is None:
         entries = trash.trashed(settings)
         if not entries:
-            print("the trash is empty")
+            print("the trash is empty", file=out)
             return EXIT_OK
         for e in entries:
             until = e.expires_at().strftime("%Y-%m-%d")
             print(
-                f"{e.trash_id}  removed {e.removed_at[:16].replace('T', ' ')}  {e.title}  ({e.doc_id}, kept until {until})"
+                f"{e.trash_id}  removed {e.removed_at[:16].replace('T', ' ')}  {e.title}  ({e.doc_id}, kept until {until})",
+                file=out,
             )
-        print("restore one with: kb restore TRASH_ID")
+        print("restore one with: kb restore TRASH_ID", file=out)
         return EXIT_OK
     [result] = change(
         settings, "restore", [args.trash_id], make_counter=lambda: load_tokenizer(settings), wait_s=args.wait
     )
     if result.status == "failed":
-        print(f"kb: {result.message}", file=sys.stderr)
+        print(f"kb: {result.message}", file=err)
         return EXIT_FAILED
     print(
         f"restored  {result.doc_id}  {result.title!r}"
         if result.status == "done"
-        else f"waiting  {result.message}"
+        else f"waiting  {result.message}",
+        file=out,
     )
     return EXIT_OK
 
 
-def cmd_backup(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_backup(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb backup DEST | kb backup --verify ARCHIVE"""
     from knowledge.backup import backup, verify
 
@@ -167,10 +170,11 @@ def cmd_backup(args: argparse.Namespace, settings: Settings) -> int:
         v = verify(args.dest)
         print(
             f"verified  {v.archive}: {v.files:,} files, {v.bytes / 1e6:.1f} MB, each as its manifest lists; index "
-            f"sound: {v.index.documents:,} documents, {v.index.chunks:,} chunks (made {v.created_at} by kb {v.kb_version})"
+            f"sound: {v.index.documents:,} documents, {v.index.chunks:,} chunks (made {v.created_at} by kb {v.kb_version})",
+            file=out,
         )
         return EXIT_OK
-    bar = _BackupBar()
+    bar = _BackupBar(err)
     try:
         done = backup(settings, args.dest, progress=bar)
     finally:
@@ -179,12 +183,13 @@ def cmd_backup(args: argparse.Namespace, settings: Settings) -> int:
     print(
         f"backup  {done.dest}: {done.files:,} files, {done.bytes / 1e6:.1f} MB, index {done.index.documents:,} "
         f"documents / {done.index.chunks:,} chunks, {done.seconds:.1f} s"
-        + (f"; left out: {dropped}" if dropped else "")
+        + (f"; left out: {dropped}" if dropped else ""),
+        file=out,
     )
     for name in done.secret_in:
         print(
             f"kb: warning: {name} holds a secret's value (kept as it is: it is one of your files)",
-            file=sys.stderr,
+            file=err,
         )
     return EXIT_OK
 
@@ -201,13 +206,14 @@ def _dropped_secrets(dropped: dict[str, list[str]]) -> str:
 class _BackupBar:
     """kb backup's progress on a terminal: files copied of those found, and megabytes."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
         self.bar: Progress | None = None
         self.shown = 0
 
     def __call__(self, files: int, expected: int, nbytes: int) -> None:
         if self.bar is None:
-            self.bar = Progress(expected, label="backup", unit="files", stream=sys.stderr)
+            self.bar = Progress(expected, label="backup", unit="files", stream=self.stream)
         self.bar.advance(files - self.shown)
         self.bar.describe(f"{nbytes / 1e6:,.0f} MB")
         self.shown = files
@@ -217,7 +223,7 @@ class _BackupBar:
             self.bar.close()
 
 
-def cmd_restore_backup(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_restore_backup(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb restore-backup ARCHIVE --home DIR"""
     from knowledge.backup import restore
 
@@ -225,16 +231,24 @@ def cmd_restore_backup(args: argparse.Namespace, settings: Settings) -> int:
     v = done.verified
     print(
         f"restored  {v.archive} → {done.home}: {v.files:,} files, index "
-        f"{v.index.documents - len(done.settled.missing):,} documents / {v.index.chunks:,} chunks, {done.seconds:.1f} s"
+        f"{v.index.documents - len(done.settled.missing):,} documents / {v.index.chunks:,} chunks, {done.seconds:.1f} s",
+        file=out,
     )
     if done.settled.put_back:
-        print(f"  put back {plural(len(done.settled.put_back), 'document')} removed while the backup ran")
+        print(
+            f"  put back {plural(len(done.settled.put_back), 'document')} removed while the backup ran",
+            file=out,
+        )
     if done.settled.missing:
         print(
-            f"  {plural(len(done.settled.missing), 'document')} of the index copy had no raw file in the archive: left out"
+            f"  {plural(len(done.settled.missing), 'document')} of the index copy had no raw file in the archive: left out",
+            file=out,
         )
     dropped = _dropped_secrets(v.manifest.get("settings_dropped") or {})
     if dropped:
-        print(f"  not in the backup: {dropped} — set them again in {done.home / '.env'}")
-    print(f"  next: kb --home {done.home} daemon (it indexes what the backup caught after its index copy)")
+        print(f"  not in the backup: {dropped} — set them again in {done.home / '.env'}", file=out)
+    print(
+        f"  next: kb --home {done.home} daemon (it indexes what the backup caught after its index copy)",
+        file=out,
+    )
     return EXIT_OK

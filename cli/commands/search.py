@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -81,14 +80,14 @@ def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
         PARSERS[name](sub)
 
 
-def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb search [-k N] [--json] QUERY  |  kb search --batch FILE --json"""
     k = args.k or settings.search_k
     if k < 1:
-        print("kb: -k must be at least 1", file=sys.stderr)
+        print("kb: -k must be at least 1", file=err)
         return EXIT_USAGE
     if args.batch is None and not args.query:
-        print("kb: search needs a QUERY or --batch FILE", file=sys.stderr)
+        print("kb: search needs a QUERY or --batch FILE", file=err)
         return EXIT_USAGE
     if args.batch is not None:
         queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -96,7 +95,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         queries = [" ".join(args.query)]
     translate = settings.translate != "off" and not args.no_translate
     with Index(settings.index_path, readonly=True) as index:
-        meaning = search_meaning(settings, index)
+        meaning = search_meaning(settings, index, err=err)
         answers = asyncio.run(_find_all(settings, index, queries, k=k, meaning=meaning, translate=translate))
     for query, (found, translations) in zip(queries, answers, strict=True):
         if args.batch is not None and args.json:
@@ -107,14 +106,14 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
                 "verdict": found.verdict.to_json(),
                 "translations": [t.to_json() for t in translations],
             }
-            print(json.dumps(line, ensure_ascii=False), flush=False)
+            print(json.dumps(line, ensure_ascii=False), file=out, flush=False)
         elif args.json:
             results = [result_json(r, found.verdict, translations) for r in found.results]
-            print(json.dumps(results, ensure_ascii=False, indent=2))
+            print(json.dumps(results, ensure_ascii=False, indent=2), file=out)
         else:
             if args.batch is not None:
-                print(f"## {query}")
-            print_results(found, sys.stdout, translations)
+                print(f"## {query}", file=out)
+            print_results(found, out, translations)
     return EXIT_OK
 
 
@@ -156,19 +155,19 @@ def result_json(
     }
 
 
-def search_meaning(settings: Settings, index: Index) -> Meaning | None:
-    """Search by meaning for this index, saying on stderr when it is partial or unavailable."""
+def search_meaning(settings: Settings, index: Index, *, err: TextIO) -> Meaning | None:
+    """Search by meaning for this index, saying on ``err`` when it is partial or unavailable."""
     try:
         meaning = Meaning.of(make_embedder(settings))
     except EmbedderError as exc:
-        print(f"kb: searching by words only: {exc}", file=sys.stderr)
+        print(f"kb: searching by words only: {exc}", file=err)
         return None
     if meaning is not None:
         cov = coverage(index, meaning.embedder.name)
         if not cov.is_complete:
             print(
                 f"kb: {cov.vectors} of {cov.chunks} passages have vectors yet; search by meaning is partial",
-                file=sys.stderr,
+                file=err,
             )
     return meaning
 
@@ -196,7 +195,7 @@ def print_results(found: Found, out: TextIO, translations: Sequence[Translation]
     print(f"verdict: {answer}: {verdict.why}", file=out)
 
 
-def cmd_ls(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_ls(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb ls [WORDS] [--json] [--limit N]"""
     docs: list[DocumentRecord] = []
     if settings.index_path.exists():
@@ -204,15 +203,21 @@ def cmd_ls(args: argparse.Namespace, settings: Settings) -> int:
             docs = matching_documents(index.documents(), args.words)
     shown = docs if args.limit <= 0 else docs[: args.limit]
     if args.json:
-        print(json.dumps([document_json(d) for d in shown], ensure_ascii=False, indent=2))
+        print(json.dumps([document_json(d) for d in shown], ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
     if not docs:
-        print("no documents match" if args.words else "no documents yet — add files with: kb ingest PATH")
+        print(
+            "no documents match" if args.words else "no documents yet — add files with: kb ingest PATH",
+            file=out,
+        )
         return EXIT_OK
     for d in shown:
-        print(f"{d.id}  {d.indexed_at[:16].replace('T', ' ')}  {d.title}  ({d.source_url or d.source_name})")
+        print(
+            f"{d.id}  {d.indexed_at[:16].replace('T', ' ')}  {d.title}  ({d.source_url or d.source_name})",
+            file=out,
+        )
     if len(shown) < len(docs):
-        print(f"… {len(docs) - len(shown)} more (--limit N shows more, --limit 0 all)")
+        print(f"… {len(docs) - len(shown)} more (--limit N shows more, --limit 0 all)", file=out)
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
+from typing import TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK
 from knowledge.config import Settings
@@ -69,7 +69,7 @@ def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
 EXIT_RATE_LIMITED = 3
 
 
-def cmd_websearch(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_websearch(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb websearch QUESTION [--json] [--explain]"""
     from knowledge.answer.variants import NAMES, answer_language
     from knowledge.websearch.providers import SearchRateLimited
@@ -87,7 +87,7 @@ def cmd_websearch(args: argparse.Namespace, settings: Settings) -> int:
     try:
         found = asyncio.run(run())
     except SearchRateLimited as exc:
-        print(f"kb: {exc}", file=sys.stderr)
+        print(f"kb: {exc}", file=err)
         return EXIT_RATE_LIMITED
     candidates = found.record.candidates if found.record else []
     if args.json:
@@ -103,24 +103,24 @@ def cmd_websearch(args: argparse.Namespace, settings: Settings) -> int:
             "dropped": [{"title": d.hit.title, "url": d.hit.url, "reason": d.reason} for d in found.dropped],
             "notes": found.notes,
         }
-        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        print(json.dumps(payload, ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
     planned = "; ".join(
         f"{q.query!r} ({q.language or '?'}, {q.freshness or 'any time'})" for q in found.plan.queries
     )
-    print(f"plan ({found.plan.planner}): {planned}")
+    print(f"plan ({found.plan.planner}): {planned}", file=out)
     for note in found.notes:
-        print(f"note: {note}")
+        print(f"note: {note}", file=out)
     if not candidates:
-        print("no candidates")
+        print("no candidates", file=out)
     for c in candidates:
-        print(f"{c.id}  {c.title}\n       {c.url}")
+        print(f"{c.id}  {c.title}\n       {c.url}", file=out)
     if found.summary:
-        print("\n" + "\n".join(found.summary))
+        print("\n" + "\n".join(found.summary), file=out)
     if args.explain and found.dropped:
-        print("\ndropped:")
+        print("\ndropped:", file=out)
         for d in found.dropped:
-            print(f"  {d.reason[:48]:<48}  {d.hit.url}")
+            print(f"  {d.reason[:48]:<48}  {d.hit.url}", file=out)
     return EXIT_OK
 
 
@@ -163,27 +163,27 @@ async def import_and_answer(settings: Settings, source_id: str, *extra: str, cha
     return result, reply
 
 
-def _import_exit(run: object) -> int:
+def _import_exit(run: object, *, out: TextIO, err: TextIO) -> int:
     from knowledge.errors import FetchRefused
     from knowledge.websearch.importer import ImportRefused
 
     try:
         result, reply = asyncio.run(run)
     except (ImportRefused, FetchRefused) as exc:
-        print(f"kb: refused ({exc.reason}): {exc}", file=sys.stderr)
+        print(f"kb: refused ({exc.reason}): {exc}", file=err)
         return EXIT_REFUSED
-    print(describe_import(result))
+    print(describe_import(result), file=out)
     if reply is not None:
-        print("\n" + plain(reply, ENGLISH))
+        print("\n" + plain(reply, ENGLISH), file=out)
     return EXIT_OK if result.status in ("indexed", "already", "queued") else EXIT_FAILED
 
 
-def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_import(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb import web-N"""
-    return _import_exit(import_and_answer(settings, args.source_id, *args.extra))
+    return _import_exit(import_and_answer(settings, args.source_id, *args.extra), out=out, err=err)
 
 
-def cmd_import_url(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_import_url(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb import-url [--check] URL"""
     from knowledge.errors import FetchRefused
     from knowledge.wiring import candidate_store, make_fetcher
@@ -192,12 +192,12 @@ def cmd_import_url(args: argparse.Namespace, settings: Settings) -> int:
         try:
             addresses = asyncio.run(make_fetcher(settings).check_only(args.url))
         except FetchRefused as exc:
-            print(f"refused ({exc.reason}): {exc}")
+            print(f"refused ({exc.reason}): {exc}", file=out)
             return EXIT_REFUSED
-        print(f"allowed: {args.url} resolves to {', '.join(addresses)}")
+        print(f"allowed: {args.url} resolves to {', '.join(addresses)}", file=out)
         return EXIT_OK
     if not args.url.startswith(("http://", "https://")):
-        print(f"kb: refused (scheme): {args.url!r} is not an http(s) URL", file=sys.stderr)
+        print(f"kb: refused (scheme): {args.url!r} is not an http(s) URL", file=err)
         return EXIT_REFUSED
     candidate_store(settings).save_url("cli", args.url)
-    return _import_exit(import_and_answer(settings, "web-1"))
+    return _import_exit(import_and_answer(settings, "web-1"), out=out, err=err)
