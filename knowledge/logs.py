@@ -1,5 +1,7 @@
 """Logging, set up once per process: JSON lines to runs/logs/kb.jsonl, readable lines on a TTY.
 
+A kb command run in process (a test) sets it up inside :func:`kept_logging`, which puts it back after.
+
 Event names are stable ``area.event`` strings (``ingest.done``, ``ingest.failed``…); values
 go in fields. Long-running loops bind per-item context with ``structlog.contextvars``.
 """
@@ -69,7 +71,7 @@ def configure_logging(
     root.setLevel(logging.DEBUG)
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        file_handler = SharedRotatingFileHandler(log_path)
+        file_handler = SharedRotatingFileHandler(log_path, complaints=console)
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(
             _RedactingFormatter(
@@ -113,6 +115,36 @@ def configure_logging(
     )
 
 
+@contextlib.contextmanager
+def kept_logging() -> Iterator[None]:
+    """Logging as it was, after the block: what :func:`configure_logging` set up inside it (root handlers,
+    closed; levels; the thread hook; structlog's configuration) ends with it. The handlers found at the
+    start are set aside meanwhile, never closed: one in-process kb call leaves its caller's logging as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    for handler in handlers:
+        root.removeHandler(handler)
+    levels = {name: logging.getLogger(name).level for name in NOISY_LIBRARIES}
+    hook = threading.excepthook
+    was_configured, config = structlog.is_configured(), structlog.get_config()
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+            handler.close()
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+        for name, was in levels.items():
+            logging.getLogger(name).setLevel(was)
+        threading.excepthook = hook
+        if was_configured:
+            structlog.configure(**config)
+        else:
+            structlog.reset_defaults()
+
+
 def _log_thread_crash(args: threading.ExceptHookArgs) -> None:
     if args.exc_type is SystemExit:
         return
@@ -143,7 +175,8 @@ class SharedRotatingFileHandler(RotatingFileHandler):
     of rotating again: each rotation happens once, and no nearly empty backup pushes a full one out.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, complaints: TextIO | None = None) -> None:
+        self._complaints = complaints  # where a log that cannot be written is said (default: stderr)
         self._opened: tuple[int, int] | None = None  # (device, inode) of the file the stream writes
         self._failing = False  # the last write failed (a full disk): said once, tried again each record
         self._failed_now = False
@@ -160,8 +193,10 @@ class SharedRotatingFileHandler(RotatingFileHandler):
             return
         if not self._failing:
             with contextlib.suppress(OSError, ValueError):
-                sys.stderr.write(f"kb: cannot write the log {self.baseFilename}: {exc.strerror or exc}; "
-                                 "its lines are lost until it can be written again\n")  # fmt: skip
+                (self._complaints or sys.stderr).write(
+                    f"kb: cannot write the log {self.baseFilename}: {exc.strerror or exc}; "
+                    "its lines are lost until it can be written again\n"
+                )
         self._failing = self._failed_now = True
         self._close_stream()
 

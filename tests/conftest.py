@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,10 +46,29 @@ SAFE_ENV = {
 
 def subprocess_env(**env: str) -> dict[str, str]:
     """The environment for a kb subprocess: the caller's, without its KB_ settings, plus safe defaults and env."""
-    import os
-
     base = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
     return {**base, **SAFE_ENV, **env}
+
+
+@pytest.fixture
+def run_kb(monkeypatch: pytest.MonkeyPatch) -> Callable[..., subprocess.CompletedProcess]:
+    """kb run in this process, as a test would start it: ``run_kb("--home", str(home), "search", "x", env={...})``
+    gives what ``subprocess.run`` would (returncode, stdout, stderr), with the environment of
+    :func:`subprocess_env`. ``env`` holds KB_ settings only: what the libraries read from the process's
+    environment (HF_*, HOME) needs a process."""
+    from cli.main import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", SAFE_ENV["HF_HUB_OFFLINE"])  # the hub reads it from the process
+    monkeypatch.setenv("HF_HUB_VERBOSITY", "error")  # as kb sets it; put back after the test
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        others = sorted(k for k in env or {} if not k.startswith("KB_"))
+        assert not others, f"{others} are read from the process's environment: start a process"
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(args), stdout=out, stderr=err, env=subprocess_env(**(env or {})))
+        return subprocess.CompletedProcess(["kb", *args], code, out.getvalue(), err.getvalue())
+
+    return run
 
 
 def make_settings(home: Path, **env: str) -> Settings:

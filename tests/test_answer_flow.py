@@ -1,8 +1,6 @@
 """Answering end to end: exact token counts against a real mlx_lm.server, and inbox → daemon → kb ask."""
 
 import json
-import subprocess
-import sys
 import time
 
 import aiohttp
@@ -16,7 +14,7 @@ from knowledge.model.template import load_template
 from knowledge.model.tokenizer import ApproxCounter, HfCounter
 from knowledge.store.index import Index
 from knowledge.words.replies import note_of
-from tests.conftest import make_settings, subprocess_env, xquad_articles
+from tests.conftest import make_settings, xquad_articles
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
 
 
@@ -91,21 +89,18 @@ async def test_the_tiny_model_answers_through_the_engine(multilingual_kb, tiny_m
     assert all(c.raw_path.startswith("raw/") for c in reply.citations)
 
 
-def test_checkpoint_runs_against_the_tiny_model_and_reports_cleanly(tmp_path, tiny_model_dir, mlx_server):
-    env = subprocess_env(
-        KB_TOKENIZER=str(tiny_model_dir), KB_LLM_URL=mlx_server.base_url, KB_WEB_SEARCH="off"
-    )
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(tmp_path), "checkpoint"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+def test_checkpoint_runs_against_the_tiny_model_and_reports_cleanly(
+    tmp_path, tiny_model_dir, mlx_server, run_kb
+):
+    env = {"KB_TOKENIZER": str(tiny_model_dir), "KB_LLM_URL": mlx_server.base_url, "KB_WEB_SEARCH": "off"}
+    out = run_kb("--home", str(tmp_path), "checkpoint", env=env)
     lines = out.stdout.strip().split("\n")
     assert lines[-1].endswith("/5 cases passed"), out.stdout + out.stderr
     assert sum(1 for line in lines if line.startswith(("pass ", "FAIL "))) == 5
     assert out.returncode in (0, 1) and "Traceback" not in out.stderr
 
 
-def test_files_in_the_inbox_are_answered_with_citations(tmp_path):
+def test_files_in_the_inbox_are_answered_with_citations(tmp_path, run_kb):
     settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.1")
     with background(settings, ApproxCounter()):
         (settings.inbox / "zorblat.md").write_text(
@@ -122,11 +117,9 @@ def test_files_in_the_inbox_are_answered_with_citations(tmp_path):
                         break
             time.sleep(0.05)
         with ThreadedFakeLLM(FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])) as fake:
-            env = subprocess_env(KB_LLM_URL=fake.base_url)
-            out = subprocess.run(
-                [sys.executable, "-m", "cli.main", "--home", str(settings.home), "ask", "--json",
-                 "How deep is Lake Quillan?"],
-                capture_output=True, text=True, env=env, timeout=60,
+            out = run_kb(
+                "--home", str(settings.home), "ask", "--json", "How deep is Lake Quillan?",
+                env={"KB_LLM_URL": fake.base_url},
             )  # fmt: skip
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)

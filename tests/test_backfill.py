@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 
 from daemon.main import background
 from knowledge.errors import IndexError_
@@ -14,7 +12,7 @@ from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.search import search
 from knowledge.store.index import Index
-from tests.conftest import make_settings, subprocess_env
+from tests.conftest import make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
 from tests.test_daemon import start_daemon, wait_for
@@ -94,31 +92,24 @@ def test_kill_during_embedding_loses_nothing_and_a_new_model_is_embedded_again(t
         assert models == {"url:model-b"}
 
 
-def test_status_shows_coverage_and_a_dead_embedder_leaves_search_by_words(tmp_path):
+def test_status_shows_coverage_and_a_dead_embedder_leaves_search_by_words(tmp_path, run_kb):
     home = tmp_path / "kb"
     settings = make_settings(home)
     drop(settings, {"heron.md": NOTES["note-5.md"]})
-    env = subprocess_env(KB_EMBED="url", KB_EMBED_URL="http://127.0.0.1:9/v1", KB_EMBED_MODEL="bow")
-    kb = [sys.executable, "-m", "cli.main", "--home", str(home)]
-    ingest = subprocess.run(
-        [*kb, "ingest", str(settings.inbox)], capture_output=True, text=True, env=env, timeout=120
-    )
+    env = {"KB_EMBED": "url", "KB_EMBED_URL": "http://127.0.0.1:9/v1", "KB_EMBED_MODEL": "bow"}
+    ingest = run_kb("--home", str(home), "ingest", str(settings.inbox), env=env)
     assert ingest.returncode == 0, ingest.stderr  # the file is indexed; only its vector is missing
     assert "indexed" in ingest.stdout and "cannot reach the embeddings server" in ingest.stdout
-    status = json.loads(
-        subprocess.run([*kb, "status", "--json"], capture_output=True, text=True, env=env, timeout=60).stdout
-    )
+    status = json.loads(run_kb("--home", str(home), "status", "--json", env=env).stdout)
     assert status["vectors"] == {"model": "url:bow", "vectors": 0, "chunks": 1}
-    human = subprocess.run([*kb, "status"], capture_output=True, text=True, env=env, timeout=60).stdout
+    human = run_kb("--home", str(home), "status", env=env).stdout
     assert "1 document, 1 chunk (0 with vectors, url:bow)" in human
-    found = subprocess.run(
-        [*kb, "search", "--json", "heron count"], capture_output=True, text=True, env=env, timeout=60
-    )
+    found = run_kb("--home", str(home), "search", "--json", "heron count", env=env)
     assert found.returncode == 0 and json.loads(found.stdout)[0]["title"] == "Note 5"
     assert "0 of 1 passages have vectors" in found.stderr
 
 
-def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path, qwen_counter):
+def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path, qwen_counter, run_kb):
     settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.1", KB_EMBED="local")
     thai = "# ข้าวหอมมะลิ\n\nข้าวหอมมะลิปลูกมากในภาคตะวันออกเฉียงเหนือของประเทศไทย และมีกลิ่นหอมเป็นพิเศษเมื่อหุงสุก\n"
     other = {
@@ -132,12 +123,10 @@ def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path, qwen_cou
     with ThreadedFakeLLM(
         FakeLLM(script=[answer("Jasmine rice is grown mostly in the north-east [1].")])
     ) as llm:
-        env = subprocess_env(KB_LLM_URL=llm.base_url, KB_EMBED="local", KB_WEB_SEARCH="off")
-        out = subprocess.run(
-            [sys.executable, "-m", "cli.main", "--home", str(settings.home), "ask", "--json",
-             "Which rice smells fragrant in Thailand?"],
-            capture_output=True, text=True, env=env, timeout=120,
-        )  # fmt: skip
+        env = {"KB_LLM_URL": llm.base_url, "KB_EMBED": "local", "KB_WEB_SEARCH": "off"}
+        out = run_kb(
+            "--home", str(settings.home), "ask", "--json", "Which rice smells fragrant in Thailand?", env=env
+        )
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
     assert reply["mode"] == "local"
@@ -151,22 +140,18 @@ def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path, qwen_cou
     assert "ภาคตะวันออกเฉียงเหนือ" in "\n".join(raw[citation["start_line"] - 1 : citation["end_line"]])
 
 
-def test_a_search_after_an_ingest_without_vectors_finds_by_words_with_an_embedder_configured(tmp_path):
+def test_a_search_after_an_ingest_without_vectors_finds_by_words_with_an_embedder_configured(
+    tmp_path, run_kb
+):
     home = tmp_path / "kb"
     settings = make_settings(home)
     drop(settings, {"heron.md": NOTES["note-5.md"]})
-    kb = [sys.executable, "-m", "cli.main", "--home", str(home)]
-    off = subprocess_env(KB_EMBED="off")
-    ingest = subprocess.run(
-        [*kb, "ingest", str(settings.inbox)], capture_output=True, text=True, env=off, timeout=120
-    )
+    ingest = run_kb("--home", str(home), "ingest", str(settings.inbox), env={"KB_EMBED": "off"})
     assert ingest.returncode == 0, ingest.stderr
     fake = FakeEmbeddings()
     with threaded(fake):
-        env = subprocess_env(KB_EMBED="url", KB_EMBED_URL=fake.base_url, KB_EMBED_MODEL="bow")
-        found = subprocess.run(
-            [*kb, "search", "--json", "heron count"], capture_output=True, text=True, env=env, timeout=60
-        )
+        env = {"KB_EMBED": "url", "KB_EMBED_URL": fake.base_url, "KB_EMBED_MODEL": "bow"}
+        found = run_kb("--home", str(home), "search", "--json", "heron count", env=env)
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)[0]["title"] == "Note 5"
     assert "0 of 1 passages have vectors" in found.stderr and "Traceback" not in found.stderr

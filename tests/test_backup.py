@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -31,7 +30,7 @@ from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
 from knowledge.store.index import Index
-from tests.conftest import ingest_texts, make_settings, subprocess_env
+from tests.conftest import ingest_texts, make_settings
 
 TOKEN = "7301234567:AAHf-SECRET-telegram-TOKEN-value"
 BRAVE_KEY = "BSA-brave-secret-key-0123456789"
@@ -218,12 +217,9 @@ def test_every_document_indexed_when_the_backup_began_is_restored_searchable_wit
         assert entry.doc_id not in taken["at_start"]
 
 
-def test_the_restored_home_serves_kb_search_at_once_and_its_daemon_catches_up(taken, restored, tmp_path):
+def test_the_restored_home_serves_kb_search_at_once_and_its_daemon_catches_up(taken, restored, run_kb):
     result, settings = restored
-    found = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(settings.home), "search", "--json", "kestrel2x"],
-        capture_output=True, text=True, env=subprocess_env(), timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+    found = run_kb("--home", str(settings.home), "search", "--json", "kestrel2x")
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)[0]["document_id"] == taken["done"]["raw"]
     with background(settings, ApproxCounter()) as daemon:
@@ -476,15 +472,13 @@ def test_settings_files_lose_every_secret_line():
 # -- the command line -------------------------------------------------------------------------------
 
 
-def kb(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        capture_output=True, text=True, env=subprocess_env(), timeout=120, cwd=cwd,
-    )  # fmt: skip
-
-
-def test_the_commands(taken, tmp_path):
+def test_the_commands(taken, tmp_path, run_kb, monkeypatch):
     settings = taken["settings"]
+
+    def kb(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)  # without --home, kb's home is the working folder
+        return run_kb(*args)
+
     made = kb("--home", str(settings.home), "backup", str(tmp_path / "cli.tar.gz"), cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     [line] = made.stdout.splitlines()

@@ -2,14 +2,11 @@
 
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 
 from knowledge.convert import Limits, convert_source
 from knowledge.errors import ConversionError
-from tests.conftest import subprocess_env
 
 SUFFIXES = (".txt", ".md", ".html", ".pdf")
 
@@ -50,7 +47,7 @@ def test_real_text_in_legacy_charsets_is_accepted(codec: str, text: str, suffix:
     assert text in converted.markdown
 
 
-def test_a_batch_of_blobs_and_documents_indexes_only_the_documents(tmp_path) -> None:
+def test_a_batch_of_blobs_and_documents_indexes_only_the_documents(tmp_path, run_kb) -> None:
     src = tmp_path / "src"
     src.mkdir()
     for name, data in blobs(40, seed=12):
@@ -64,13 +61,7 @@ def test_a_batch_of_blobs_and_documents_indexes_only_the_documents(tmp_path) -> 
     for name, text in good.items():
         (src / name).write_bytes(text.encode("gbk" if name == "gbk.txt" else "utf-8"))
     home = tmp_path / "kb"
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), "ingest", str(src)],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=300,
-    )
+    out = run_kb("--home", str(home), "ingest", str(src))
     assert out.returncode == 1, out.stderr
     assert "3 indexed, 40 failed" in out.stdout and "failed by reason: binary 40" in out.stdout
     failed = home / "knowledge" / "inbox" / "failed"

@@ -1,4 +1,4 @@
-"""The kb command line, run as a user runs it: a real process, real files, exit codes and output."""
+"""The kb command line as a user runs it: real files, exit codes and output (in process; a process where one is the point)."""
 
 import json
 import re
@@ -6,27 +6,12 @@ import select
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tests import pdfs
 from tests.conftest import subprocess_env
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer, free_port
-
-
-def kb(
-    home: Path, *args: str, env: dict | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess:
-    full_env = subprocess_env(**(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        input=stdin,
-        timeout=120,
-    )
 
 
 @pytest.fixture
@@ -42,9 +27,9 @@ def sources(tmp_path):
     return src
 
 
-def test_ingest_then_search_then_status(tmp_path, sources):
+def test_ingest_then_search_then_status(tmp_path, sources, run_kb):
     home = tmp_path / "kb"
-    done = kb(home, "ingest", str(sources))
+    done = run_kb("--home", str(home), "ingest", str(sources))
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # piped: no progress bar, no log lines
     lines = done.stdout.strip().split("\n")
@@ -52,22 +37,24 @@ def test_ingest_then_search_then_status(tmp_path, sources):
     assert all(line.startswith("indexed") for line in lines[:3])
     assert (sources / "panthers.md").exists()  # copied from outside the inbox, never moved
 
-    found = kb(home, "search", "--json", "-k", "2", "How", "many", "points?")
+    found = run_kb("--home", str(home), "search", "--json", "-k", "2", "How", "many", "points?")
     assert found.returncode == 0
     results = json.loads(found.stdout)
     assert results[0]["source_name"] == "panthers.md" and "308 points" in results[0]["text"]
     assert list(results[0]) == ["rank", "score", "chunk_id", "document_id", "title", "source_name", "source_url",
                                 "start_line", "end_line", "text", "relevance", "answerable", "translations"]  # fmt: skip
     assert 0.5 <= results[0]["relevance"] <= 1 and all(r["answerable"] is True for r in results)
-    off_topic = json.loads(kb(home, "search", "--json", "Who painted the Sistine Chapel ceiling?").stdout)
+    off_topic = json.loads(
+        run_kb("--home", str(home), "search", "--json", "Who painted the Sistine Chapel ceiling?").stdout
+    )
     assert all(r["answerable"] is False and r["relevance"] < 0.5 for r in off_topic)
 
-    human = kb(home, "search", "黑豹队丢了多少分")
+    human = run_kb("--home", str(home), "search", "黑豹队丢了多少分")
     assert human.returncode == 0 and "raw/" in human.stdout and "308分" in human.stdout
     assert "verdict: the documents answer it: the best passage is relevant" in human.stdout
 
     dead = {"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"}
-    status = json.loads(kb(home, "status", "--json", env=dead).stdout)
+    status = json.loads(run_kb("--home", str(home), "status", "--json", env=dead).stdout)
     assert {"documents", "chunks", "tokenizer", "inbox", "processed", "failed", "last_ingests"} <= set(status)
     assert status["documents"] == 3 and status["processed"] == 3 and status["failed"] == 0
     assert status["tokenizer"] == "approx-v1" and len(status["last_ingests"]) == 3
@@ -77,7 +64,7 @@ def test_ingest_then_search_then_status(tmp_path, sources):
         "exact": False,
         "why": status["token_counter"]["why"],
     }
-    human = kb(home, "status", env=dead).stdout.splitlines()
+    human = run_kb("--home", str(home), "status", env=dead).stdout.splitlines()
     assert human[0] == f"knowledge base  {home}: 3 documents, 3 chunks (search by words only: KB_EMBED=off)"
     assert (
         human[1].startswith("model server    not reachable at http://127.0.0.1:")
@@ -88,12 +75,12 @@ def test_ingest_then_search_then_status(tmp_path, sources):
     assert "files           0 waiting, 3 processed, 0 failed" in human
 
 
-def test_batch_search_prints_one_line_per_query_in_order(tmp_path, sources):
+def test_batch_search_prints_one_line_per_query_in_order(tmp_path, sources, run_kb):
     home = tmp_path / "kb"
-    kb(home, "ingest", str(sources))
+    run_kb("--home", str(home), "ingest", str(sources))
     batch = tmp_path / "queries.txt"
     batch.write_text('Uppsala oxygen\n"\n\n308分\nAND NEAR( *\n', encoding="utf-8")
-    out = kb(home, "search", "--batch", str(batch), "--json")
+    out = run_kb("--home", str(home), "search", "--batch", str(batch), "--json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.strip().split("\n")]
     assert [r["query"] for r in rows] == ["Uppsala oxygen", '"', "", "308分", "AND NEAR( *"]
@@ -103,13 +90,13 @@ def test_batch_search_prints_one_line_per_query_in_order(tmp_path, sources):
     assert rows[1]["answerable"] is False and rows[1]["verdict"]["why"] == "no passage matches the question"
 
 
-def test_a_failed_file_makes_ingest_exit_1_and_is_reported(tmp_path):
+def test_a_failed_file_makes_ingest_exit_1_and_is_reported(tmp_path, run_kb):
     home = tmp_path / "kb"
     bad = tmp_path / "locked.pdf"
     bad.write_bytes(pdfs.encrypted(pdfs.text_pdf([["secret"]]), user_password="pw"))
     good = tmp_path / "ok.md"
     good.write_text("# ok\n\nfine\n")
-    out = kb(home, "ingest", str(bad), str(good))
+    out = run_kb("--home", str(home), "ingest", str(bad), str(good))
     assert out.returncode == 1
     assert "failed     locked.pdf: pdf-encrypted:" in out.stdout and "→ inbox/failed/locked.pdf" in out.stdout
     summary, recap = out.stdout.strip().split("\n")[-2:]
@@ -121,46 +108,46 @@ def test_a_failed_file_makes_ingest_exit_1_and_is_reported(tmp_path):
     assert "ingest.failed" in events and "ingest.done" in events
 
 
-def test_reindex_is_deterministic(tmp_path, sources):
+def test_reindex_is_deterministic(tmp_path, sources, run_kb):
     home = tmp_path / "kb"
-    kb(home, "ingest", str(sources))
-    before = kb(home, "search", "--json", "308").stdout
-    out = kb(home, "reindex")
+    run_kb("--home", str(home), "ingest", str(sources))
+    before = run_kb("--home", str(home), "search", "--json", "308").stdout
+    out = run_kb("--home", str(home), "reindex")
     assert out.returncode == 0 and out.stdout.startswith("reindexed 3 documents")
-    assert kb(home, "search", "--json", "308").stdout == before
+    assert run_kb("--home", str(home), "search", "--json", "308").stdout == before
 
 
-def test_bad_setting_is_named_and_exits_2(tmp_path):
-    out = kb(tmp_path, "status", env={"KB_CHUNK_MAX_TOKENS": "lots"})
+def test_bad_setting_is_named_and_exits_2(tmp_path, run_kb):
+    out = run_kb("--home", str(tmp_path), "status", env={"KB_CHUNK_MAX_TOKENS": "lots"})
     assert out.returncode == 2
     assert "KB_CHUNK_MAX_TOKENS='lots'" in out.stderr and "whole number" in out.stderr
 
 
-def test_usage_errors(tmp_path):
-    assert kb(tmp_path, "search").returncode == 2
-    missing = kb(tmp_path, "ingest", str(tmp_path / "nope.md"))
+def test_usage_errors(tmp_path, run_kb):
+    assert run_kb("--home", str(tmp_path), "search").returncode == 2
+    missing = run_kb("--home", str(tmp_path), "ingest", str(tmp_path / "nope.md"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
-    empty = kb(tmp_path, "search", "anything")
+    empty = run_kb("--home", str(tmp_path), "search", "anything")
     assert empty.returncode == 1 and "kb ingest" in empty.stderr
 
 
-def test_help_lists_commands_and_settings(tmp_path):
-    out = kb(tmp_path, "--help")
+def test_help_lists_commands_and_settings(tmp_path, run_kb):
+    out = run_kb("--home", str(tmp_path), "--help")
     assert out.returncode == 0
     for word in ("ingest", "search", "reindex", "status", "run", "KB_CHUNK_MAX_TOKENS", "KB_HOME"):
         assert word in out.stdout
-    assert '"query"' in kb(tmp_path, "search", "--help").stdout
+    assert '"query"' in run_kb("--home", str(tmp_path), "search", "--help").stdout
 
 
-def test_config_shows_values_and_origins(tmp_path):
+def test_config_shows_values_and_origins(tmp_path, run_kb):
     (tmp_path / ".env").write_text("KB_SEARCH_K=7\n")
-    out = kb(tmp_path, "config")
+    out = run_kb("--home", str(tmp_path), "config")
     assert out.returncode == 0
     line = next(line for line in out.stdout.split("\n") if line.startswith("KB_SEARCH_K"))
     assert " 7 " in line and ".env" in line
 
 
-def test_run_starts_the_daemon_and_answers_searches(tmp_path):
+def test_run_starts_the_daemon_and_answers_searches(tmp_path, run_kb):
     home = tmp_path / "kb"
     inbox = home / "knowledge" / "inbox"
     inbox.mkdir(parents=True)
@@ -177,7 +164,8 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     try:
         deadline = time.monotonic() + 20
         while (
-            time.monotonic() < deadline and json.loads(kb(home, "status", "--json").stdout)["documents"] < 1
+            time.monotonic() < deadline
+            and json.loads(run_kb("--home", str(home), "status", "--json").stdout)["documents"] < 1
         ):
             time.sleep(0.1)
         out, err = proc.communicate("when does the zebrafish sleep\n/quit\n", timeout=30)
@@ -189,24 +177,24 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path):
     assert "(model unavailable)" in out and "zebrafish sleeps at noon" in out and "raw/note-" in out
 
 
-def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path):
+def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path, run_kb):
     from knowledge.ingest.lock import WriterLock
 
     home = tmp_path / "kb"
     note = tmp_path / "n.md"
     note.write_text("# n\n\ntext\n")
     with WriterLock(home / "knowledge" / "writer.lock", role="kb reindex"):  # a writer that is not the daemon
-        out = kb(home, "ingest", str(note), env={"KB_LOCK_WAIT_S": "0.5"})
+        out = run_kb("--home", str(home), "ingest", str(note), env={"KB_LOCK_WAIT_S": "0.5"})
     assert out.returncode == 1
     assert "another kb process is writing" in out.stderr and "kb reindex" in out.stderr
 
 
-def test_logs_show_events_readably_and_follow(tmp_path):
+def test_logs_show_events_readably_and_follow(tmp_path, run_kb):
     home = tmp_path / "kb"
     note = tmp_path / "n.md"
     note.write_text("# n\n\ntext\n")
-    kb(home, "ingest", str(note))
-    out = kb(home, "logs", "--event", "ingest.")
+    run_kb("--home", str(home), "ingest", str(note))
+    out = run_kb("--home", str(home), "logs", "--event", "ingest.")
     assert out.returncode == 0
     line = out.stdout.strip().split("\n")[-1]
     assert " ingest.done " in line and "file=n.md" in line and "chunks=1" in line
@@ -235,7 +223,7 @@ def test_logs_show_events_readably_and_follow(tmp_path):
         for n in range(10):  # the follower may start after the first write: keep writing until it sees one
             other = tmp_path / f"m{n}.md"
             other.write_text(f"# m{n}\n\nmore text {n}\n")
-            kb(home, "ingest", str(other))
+            run_kb("--home", str(home), "ingest", str(other))
             if select.select([follower.stdout], [], [], 2.0)[0]:
                 followed = follower.stdout.readline()
                 break
@@ -246,10 +234,22 @@ def test_logs_show_events_readably_and_follow(tmp_path):
     assert " ingest.done " in followed and "file=m" in followed
 
 
-def test_measure_dry_run_prints_exact_rows_without_a_server(tmp_path, sources):
+def test_measure_dry_run_prints_exact_rows_without_a_server(tmp_path, sources, run_kb):
     home = tmp_path / "kb"
-    kb(home, "ingest", str(sources))
-    out = kb(home, "measure", "--dry-run", "--evidence-tokens", "40", "160", "640", "How", "many", "points?")
+    run_kb("--home", str(home), "ingest", str(sources))
+    out = run_kb(
+        "--home",
+        str(home),
+        "measure",
+        "--dry-run",
+        "--evidence-tokens",
+        "40",
+        "160",
+        "640",
+        "How",
+        "many",
+        "points?",
+    )
     assert out.returncode == 0, out.stderr
     share, *lines = out.stdout.strip().split("\n")
     assert (
@@ -264,19 +264,27 @@ def test_measure_dry_run_prints_exact_rows_without_a_server(tmp_path, sources):
     assert rows[-1][3] >= 1
 
 
-def test_ask_and_measure_against_a_model_server(tmp_path, sources):
+def test_ask_and_measure_against_a_model_server(tmp_path, sources, run_kb):
     home = tmp_path / "kb"
-    kb(home, "ingest", str(sources))
+    run_kb("--home", str(home), "ingest", str(sources))
     with ThreadedFakeLLM(FakeLLM(script=[answer("They gave up 308 points [1] [5].")])) as fake:
-        out = kb(
-            home,
+        out = run_kb(
+            "--home",
+            str(home),
             "ask",
             "--json",
             "How many points did the Panthers give up?",
             env={"KB_LLM_URL": fake.base_url},
         )
-        measured = kb(
-            home, "measure", "--evidence-tokens", "160", "640", "points", env={"KB_LLM_URL": fake.base_url}
+        measured = run_kb(
+            "--home",
+            str(home),
+            "measure",
+            "--evidence-tokens",
+            "160",
+            "640",
+            "points",
+            env={"KB_LLM_URL": fake.base_url},
         )
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
@@ -290,10 +298,13 @@ def test_ask_and_measure_against_a_model_server(tmp_path, sources):
     assert len(rows) == 2 and rows[0].split()[4] == "10"  # the scripted server reports 10 prompt tokens
 
 
-def test_doctor_reports_what_is_wrong_and_how_to_fix_it(tmp_path, whisper_en):
+def test_doctor_reports_what_is_wrong_and_how_to_fix_it(tmp_path, whisper_en, run_kb):
     port = free_port()
-    out = kb(
-        tmp_path, "doctor", env={"KB_LLM_URL": f"http://127.0.0.1:{port}/v1", "KB_TELEGRAM_TOKEN": "123:abc"}
+    out = run_kb(
+        "--home",
+        str(tmp_path),
+        "doctor",
+        env={"KB_LLM_URL": f"http://127.0.0.1:{port}/v1", "KB_TELEGRAM_TOKEN": "123:abc"},
     )
     assert out.returncode == 1
     assert "FAIL  model server" in out.stdout and "mlx_lm.server --model" in out.stdout
@@ -302,20 +313,25 @@ def test_doctor_reports_what_is_wrong_and_how_to_fix_it(tmp_path, whisper_en):
     assert "warn  voice          mlx-community/whisper-large-v3-turbo is not downloaded yet" in out.stdout
     assert "hf download mlx-community/whisper-large-v3-turbo" in out.stdout
     with ThreadedFakeLLM(FakeLLM()) as fake:
-        ok = kb(tmp_path, "doctor", env={"KB_LLM_URL": fake.base_url, "KB_WHISPER_MODEL": str(whisper_en)})
+        ok = run_kb(
+            "--home",
+            str(tmp_path),
+            "doctor",
+            env={"KB_LLM_URL": fake.base_url, "KB_WHISPER_MODEL": str(whisper_en)},
+        )
     assert ok.returncode == 0 and "ok    model server" in ok.stdout and "ok    telegram" in ok.stdout
     assert f"ok    voice          {whisper_en}" in ok.stdout
 
 
-def test_checkpoint_reports_failures_cleanly(tmp_path):
+def test_checkpoint_reports_failures_cleanly(tmp_path, run_kb):
     with ThreadedFakeLLM(FakeLLM(script=[answer("HACKED")])) as fake:
-        out = kb(tmp_path, "checkpoint", env={"KB_LLM_URL": fake.base_url})
+        out = run_kb("--home", str(tmp_path), "checkpoint", env={"KB_LLM_URL": fake.base_url})
     assert out.returncode == 1
     assert "FAIL  answers from the right document" in out.stdout and "/5 cases passed" in out.stdout
     assert "Traceback" not in out.stderr
 
 
-def test_websearch_lists_candidates_explains_drops_and_stores_them(tmp_path):
+def test_websearch_lists_candidates_explains_drops_and_stores_them(tmp_path, run_kb):
     from tests.fake_llm import ThreadedServer
     from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
 
@@ -335,7 +351,9 @@ def test_websearch_lists_candidates_explains_drops_and_stores_them(tmp_path):
     llm = FakeLLM(script=[answer(plan), answer("1: YES"), answer("[1] Warsaw has about 1.8 million people.")])
     with ThreadedServer(search, start_fake_search) as s, ThreadedFakeLLM(llm) as fake:
         env = {"KB_LLM_URL": fake.base_url, "KB_DDG_URL": s.ddg_url}
-        out = kb(tmp_path, "websearch", "--explain", "How many people live in Warsaw?", env=env)
+        out = run_kb(
+            "--home", str(tmp_path), "websearch", "--explain", "How many people live in Warsaw?", env=env
+        )
     assert out.returncode == 0, out.stderr
     assert "plan (model): 'warsaw population' (en, any time)" in out.stdout
     assert "web-1  Warsaw population 2026\n       https://stat.example.pl/warsaw" in out.stdout
@@ -347,50 +365,50 @@ def test_websearch_lists_candidates_explains_drops_and_stores_them(tmp_path):
     assert stored["cli"]["candidates"][0]["url"] == "https://stat.example.pl/warsaw"
 
 
-def test_websearch_exit_3_when_rate_limited(tmp_path):
+def test_websearch_exit_3_when_rate_limited(tmp_path, run_kb):
     from tests.fake_llm import ThreadedServer
     from tests.fake_search import FakeSearch, challenge, start_fake_search
 
     search = FakeSearch()
     search.script["ddg"] = [challenge(202)]
     with ThreadedServer(search, start_fake_search) as s:
-        out = kb(tmp_path, "websearch", "latest news", env={"KB_DDG_URL": s.ddg_url,
+        out = run_kb("--home", str(tmp_path), "websearch", "latest news", env={"KB_DDG_URL": s.ddg_url,
                                                             "KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"})  # fmt: skip
     assert out.returncode == 3 and "rate-limit" in out.stderr.lower()
 
 
-def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp_path):
+def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp_path, run_kb):
     from knowledge.store.analysis import ANALYZER_VERSION
     from knowledge.store.index import Index
 
     home, sources = tmp_path / "kb", tmp_path / "src"
     sources.mkdir()
     (sources / "note.md").write_text("# Varn\n\nThe Varn valley holds Lake Quillan.\n", encoding="utf-8")
-    assert kb(home, "ingest", str(sources)).returncode == 0
+    assert run_kb("--home", str(home), "ingest", str(sources)).returncode == 0
     with Index(home / "knowledge" / "index" / "kb.sqlite3") as index:
         assert index.meta("analyzer") == ANALYZER_VERSION
         index.set_meta("analyzer", "ml-0")  # as an index made by an older kb
-    doctor = kb(home, "doctor")
+    doctor = run_kb("--home", str(home), "doctor")
     assert (
         f"warn  index          terms made by text analysis ml-0, kb now uses {ANALYZER_VERSION}"
         in doctor.stdout
     )
     assert "fix: run: kb reindex" in doctor.stdout
-    assert kb(home, "ingest", str(sources)).returncode == 0
+    assert run_kb("--home", str(home), "ingest", str(sources)).returncode == 0
     logged = [json.loads(line) for line in (home / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
     assert [e["current"] for e in logged if e["event"] == "index.analyzer_changed"] == [ANALYZER_VERSION]
-    assert kb(home, "reindex").returncode == 0
-    assert "ok    index          1 documents" in kb(home, "doctor").stdout
+    assert run_kb("--home", str(home), "reindex").returncode == 0
+    assert "ok    index          1 documents" in run_kb("--home", str(home), "doctor").stdout
 
 
-def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_does_not_know(tmp_path):
+def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_does_not_know(tmp_path, run_kb):
     from tests.fake_llm import FakeLLM, ThreadedFakeLLM, ThreadedServer, answer, web_step
     from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
 
     home = tmp_path / "kb"
     notes = tmp_path / "quillan.md"
     notes.write_text("# Lake Quillan\n\nLake Quillan lies in the Varn valley and is loved by anglers.\n")
-    assert kb(home, "ingest", str(notes)).returncode == 0
+    assert run_kb("--home", str(home), "ingest", str(notes)).returncode == 0
     reply = web_step(
         "lake quillan depth", "1: YES\n2: YES", "[1] The depth of Lake Quillan.\n[2] Visiting the lake.",
         lambda body: answer("ไม่ทราบค่ะ"), language="th",
@@ -403,8 +421,10 @@ def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_doe
     ]  # fmt: skip
     with ThreadedFakeLLM(FakeLLM(responder=reply)) as llm, ThreadedServer(search, start_fake_search):
         env = {"KB_LLM_URL": llm.base_url, "KB_DDG_URL": f"{search.base_url}/lite/"}
-        shown = kb(home, "ask", "How deep is Lake Quillan?", env=env)
-        data = json.loads(kb(home, "ask", "--json", "How deep is Lake Quillan?", env=env).stdout)
+        shown = run_kb("--home", str(home), "ask", "How deep is Lake Quillan?", env=env)
+        data = json.loads(
+            run_kb("--home", str(home), "ask", "--json", "How deep is Lake Quillan?", env=env).stdout
+        )
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert (
@@ -420,7 +440,7 @@ def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_doe
     assert data["candidates"][0]["url"] == "https://lakes.example/quillan"
 
 
-def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_results(tmp_path):
+def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_results(tmp_path, run_kb):
     from daemon.main import background
     from knowledge.model.tokenizer import ApproxCounter
     from tests.conftest import make_settings
@@ -433,7 +453,7 @@ def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_res
     (src / "locked.pdf").write_bytes(pdfs.encrypted(pdfs.text_pdf([["secret"]]), user_password="pw"))
     with background(settings, ApproxCounter()):
         t0 = time.monotonic()
-        out = kb(home, "ingest", str(src), env={"KB_SETTLE_S": "0.1"})
+        out = run_kb("--home", str(home), "ingest", str(src), env={"KB_SETTLE_S": "0.1"})
         elapsed = time.monotonic() - t0
     assert out.returncode == 1, out.stderr  # one file failed, as when kb ingest indexes them itself
     lines = out.stdout.strip().splitlines()
@@ -451,10 +471,10 @@ def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_res
     assert (
         elapsed < 30 and (src / "heron.md").exists()
     )  # no wait for the lock; the original stays where it was
-    assert "heron count" in kb(home, "search", "heron count").stdout
+    assert "heron count" in run_kb("--home", str(home), "search", "heron count").stdout
 
 
-def test_files_named_in_big5_or_tis_620_are_indexed_under_their_readable_names(tmp_path):
+def test_files_named_in_big5_or_tis_620_are_indexed_under_their_readable_names(tmp_path, run_kb):
     """Names from a Windows zip are not UTF-8: kb reads them in the charset they make sense in, and the batch goes on."""
     import os
 
@@ -469,14 +489,14 @@ def test_files_named_in_big5_or_tis_620_are_indexed_under_their_readable_names(t
             fh.write(data)
     (src / "plain.md").write_text("# Plain\n\nan ordinary note\n")
     home = tmp_path / "kb"
-    out = kb(home, "ingest", str(src))
+    out = run_kb("--home", str(home), "ingest", str(src))
     assert out.returncode == 1, out.stderr  # the locked PDF; everything else went in
     assert (
         "indexed    烏龍茶筆記.txt → raw/烏龍茶筆記-" in out.stdout
         and "indexed    ต้มข่าไก่.txt → raw/ต้มข่าไก่-" in out.stdout
     )
     assert "failed     鎖住.pdf: pdf-encrypted" in out.stdout and "indexed    plain.md" in out.stdout
-    assert "烏龍茶" in kb(home, "search", "--json", "烏龍茶 沖泡").stdout
+    assert "烏龍茶" in run_kb("--home", str(home), "search", "--json", "烏龍茶 沖泡").stdout
     raw = next((home / "knowledge" / "raw").glob("烏龍茶筆記-*.md")).read_text(encoding="utf-8")
     assert (
         'source_name: "烏龍茶筆記.txt"' in raw
@@ -486,7 +506,7 @@ def test_files_named_in_big5_or_tis_620_are_indexed_under_their_readable_names(t
         json.loads(line)  # every line written, and whole
 
 
-def test_files_named_in_big5_are_handed_to_a_running_daemon_and_reported(tmp_path):
+def test_files_named_in_big5_are_handed_to_a_running_daemon_and_reported(tmp_path, run_kb):
     """The same names while the daemon runs: kb ingest hands them over and reports each by its readable name."""
     import os
 
@@ -503,18 +523,49 @@ def test_files_named_in_big5_are_handed_to_a_running_daemon_and_reported(tmp_pat
     home = tmp_path / "kb"
     settings = make_settings(home, KB_SETTLE_S="0.1")
     with background(settings, ApproxCounter()):
-        out = kb(home, "ingest", str(src), env={"KB_SETTLE_S": "0.1"})
+        out = run_kb("--home", str(home), "ingest", str(src), env={"KB_SETTLE_S": "0.1"})
     assert out.returncode == 1, out.stderr  # the locked PDF
     assert "handing 2 file(s) to its inbox" in out.stdout
     assert "indexed    烏龍茶筆記.txt → raw/烏龍茶筆記-" in out.stdout
     assert "failed     鎖住.pdf: pdf-encrypted" in out.stdout, out.stdout
 
 
-def test_a_pdf_that_maps_a_glyph_to_a_lone_surrogate_is_indexed(tmp_path):
+def test_a_pdf_that_maps_a_glyph_to_a_lone_surrogate_is_indexed(tmp_path, run_kb):
     """U+D800 is no character and cannot be written as UTF-8: it becomes U+FFFD, and the rest of the page is kept."""
     (tmp_path / "abba.pdf").write_bytes(pdfs.lone_surrogate())
     home = tmp_path / "kb"
-    out = kb(home, "ingest", str(tmp_path / "abba.pdf"))
+    out = run_kb("--home", str(home), "ingest", str(tmp_path / "abba.pdf"))
     assert out.returncode == 0 and "indexed    abba.pdf" in out.stdout, out.stdout + out.stderr
-    found = json.loads(kb(home, "search", "--json", "a fine band from Sweden").stdout)
+    found = json.loads(run_kb("--home", str(home), "search", "--json", "a fine band from Sweden").stdout)
     assert "\ufffdBB\ufffd was here, a fine band from Sweden" in found[0]["text"]
+
+
+def test_kb_in_process_logs_what_a_process_logs_and_leaves_logging_as_it_was(tmp_path, run_kb):
+    import logging
+
+    import structlog
+
+    note = tmp_path / "n.md"
+    note.write_text("# n\n\ntext\n")
+    locked = tmp_path / "locked.pdf"
+    locked.write_bytes(pdfs.encrypted(pdfs.text_pdf([["secret"]]), user_password="pw"))
+    handlers, config = list(logging.getLogger().handlers), structlog.get_config()
+    ran = run_kb("--home", str(tmp_path / "a"), "ingest", str(note), str(locked))
+    assert logging.getLogger().handlers == handlers and structlog.get_config() == config
+    again = run_kb("--home", str(tmp_path / "a2"), "ingest", str(note), str(locked))  # nothing carried over
+    started = subprocess.run(
+        [sys.executable, "-m", "cli.main", "--home", str(tmp_path / "b"), "ingest", str(note), str(locked)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+
+    def logged(home: str) -> list[tuple[str, list[str]]]:
+        lines = (tmp_path / home / "runs" / "logs" / "kb.jsonl").read_text().splitlines()
+        return [(r["event"], sorted(r)) for r in map(json.loads, lines)]
+
+    assert logged("a") == logged("a2") == logged("b") and logged("b")
+    assert (
+        (ran.returncode, ran.stderr)
+        == (again.returncode, again.stderr)
+        == (started.returncode, started.stderr)
+    )
+    assert ran.stdout.splitlines()[:-2] == started.stdout.splitlines()[:-2]  # the last lines: times, reasons

@@ -6,21 +6,24 @@ import re
 from tests.conftest import ingest_texts, make_settings, subprocess_env
 from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, answer
 from tests.terminal import Terminal
-from tests.test_cli import kb
 from tests.test_converse import DOCS, FIRST, FOLLOW, REWRITES, SECOND, scripted
 
 
-def test_kb_ask_holds_a_named_conversation_and_says_what_it_searched(tmp_path):
+def test_kb_ask_holds_a_named_conversation_and_says_what_it_searched(tmp_path, run_kb):
     home = tmp_path / "kb"
     ingest_texts(make_settings(home), DOCS)
     with ThreadedFakeLLM(FakeLLM(responder=scripted)) as llm:
         env = {"KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off"}
-        first = kb(home, "ask", "--conversation", "harbor", FIRST["zh"], env=env)
+        first = run_kb("--home", str(home), "ask", "--conversation", "harbor", FIRST["zh"], env=env)
         follow = json.loads(
-            kb(home, "ask", "--json", "--conversation", "harbor", FOLLOW["zh"], env=env).stdout
+            run_kb(
+                "--home", str(home), "ask", "--json", "--conversation", "harbor", FOLLOW["zh"], env=env
+            ).stdout
         )
-        alone = json.loads(kb(home, "ask", "--json", FOLLOW["zh"], env=env).stdout)  # no conversation
-        again = kb(home, "ask", "--conversation", "harbor", "--new", FOLLOW["zh"], env=env)
+        alone = json.loads(
+            run_kb("--home", str(home), "ask", "--json", FOLLOW["zh"], env=env).stdout
+        )  # no conversation
+        again = run_kb("--home", str(home), "ask", "--conversation", "harbor", "--new", FOLLOW["zh"], env=env)
     assert first.returncode == 0, first.stderr
     assert follow["searched_as"] == [REWRITES[FOLLOW["zh"]], FOLLOW["zh"]]
     assert follow["mode"] == "local" and SECOND["zh"] in follow["text"]
@@ -33,12 +36,12 @@ def test_kb_ask_holds_a_named_conversation_and_says_what_it_searched(tmp_path):
     assert (home / "runs" / "conversations.sqlite3").stat().st_mode & 0o777 == 0o600
 
 
-def test_ask_json_lists_the_passages_ranked_also_when_the_question_goes_to_the_web(tmp_path):
+def test_ask_json_lists_the_passages_ranked_also_when_the_question_goes_to_the_web(tmp_path, run_kb):
     home = tmp_path / "kb"
     ingest_texts(make_settings(home), DOCS)
     with ThreadedFakeLLM(FakeLLM(script=[answer("I don't know.")])) as llm:
         data = json.loads(
-            kb(home, "ask", "--json", "What does the harbor release checklist require?",
+            run_kb("--home", str(home), "ask", "--json", "What does the harbor release checklist require?",
                env={"KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off"}).stdout
         )  # fmt: skip
     assert data["door"]["by"] == "model" and data["door"]["taken"] == "none"

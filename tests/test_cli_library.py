@@ -1,4 +1,4 @@
-"""kb ls, kb rm and kb restore as a user runs them: real processes, real files, a real daemon."""
+"""kb ls, kb rm and kb restore as a user runs them: real files, and a real daemon process beside them."""
 
 import json
 import re
@@ -19,23 +19,13 @@ from tests.test_daemon import wait_for
 T0 = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
 
 
-def kb(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(**(env or {})),
-        timeout=120,
-    )
-
-
 def log_records(home: Path) -> list[dict]:
     path = home / "runs" / "logs" / "kb.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.fixture
-def library(tmp_path):
+def library(tmp_path, run_kb):
     """A knowledge base with three documents indexed a minute apart; (home, ids by title)."""
     home = tmp_path / "kb"
     settings = make_settings(home)
@@ -54,13 +44,13 @@ def library(tmp_path):
         for name, text in files.items():
             (settings.inbox / name).write_text(text)
             assert ingestor.ingest(settings.inbox / name).status == "indexed"
-    listed = json.loads(kb(home, "ls", "--json").stdout)
+    listed = json.loads(run_kb("--home", str(home), "ls", "--json").stdout)
     return home, {d["title"]: d["id"] for d in listed}
 
 
-def test_ls_lists_newest_first_filters_by_words_and_prints_json(library):
+def test_ls_lists_newest_first_filters_by_words_and_prints_json(library, run_kb):
     home, ids = library
-    out = kb(home, "ls")
+    out = run_kb("--home", str(home), "ls")
     assert out.returncode == 0 and out.stderr == ""
     lines = out.stdout.strip().splitlines()
     assert [line.split("  ")[2] for line in lines] == [
@@ -70,25 +60,33 @@ def test_ls_lists_newest_first_filters_by_words_and_prints_json(library):
     ]
     assert re.fullmatch(r"doc-[0-9a-f]{16}  2025-03-01 09:\d\d  Kettle descaling  \(kettle\.html\)", lines[0])
 
-    data = json.loads(kb(home, "ls", "--json").stdout)
+    data = json.loads(run_kb("--home", str(home), "ls", "--json").stdout)
     assert list(data[0]) == ["id", "title", "indexed_at", "source_name", "source_url", "raw_path", "chunks"]
     assert [d["source_name"] for d in data] == ["kettle.html", "otter.md", "heron.md"]
     assert data[2]["raw_path"].startswith("raw/heron-") and data[2]["chunks"] == 1
 
-    assert [d["title"] for d in json.loads(kb(home, "ls", "--json", "WEIR").stdout)] == ["Otters of the weir"]
-    assert [d["title"] for d in json.loads(kb(home, "ls", "--json", "heron.md").stdout)] == ["Heron survey"]
-    assert json.loads(kb(home, "ls", "--json", "heron", "otter").stdout) == []  # every word must match
-    assert kb(home, "ls", "zebra").stdout.strip() == "no documents match"
+    assert [d["title"] for d in json.loads(run_kb("--home", str(home), "ls", "--json", "WEIR").stdout)] == [
+        "Otters of the weir"
+    ]
+    assert [
+        d["title"] for d in json.loads(run_kb("--home", str(home), "ls", "--json", "heron.md").stdout)
+    ] == ["Heron survey"]
+    assert (
+        json.loads(run_kb("--home", str(home), "ls", "--json", "heron", "otter").stdout) == []
+    )  # every word must match
+    assert run_kb("--home", str(home), "ls", "zebra").stdout.strip() == "no documents match"
 
-    limited = kb(home, "ls", "--limit", "1").stdout.strip().splitlines()
+    limited = run_kb("--home", str(home), "ls", "--limit", "1").stdout.strip().splitlines()
     assert len(limited) == 2 and "Kettle descaling" in limited[0] and limited[1].startswith("… 2 more")
-    assert kb(tmp_home := home.parent / "empty", "ls").stdout.startswith("no documents yet")
+    assert run_kb("--home", str(tmp_home := home.parent / "empty"), "ls").stdout.startswith(
+        "no documents yet"
+    )
     assert not (tmp_home / "knowledge" / "index").exists()  # listing never creates an index
 
 
-def test_rm_then_restore_from_the_terminal(library):
+def test_rm_then_restore_from_the_terminal(library, run_kb):
     home, ids = library
-    removed = kb(home, "rm", ids["Heron survey"])
+    removed = run_kb("--home", str(home), "rm", ids["Heron survey"])
     assert removed.returncode == 0, removed.stderr
     match = re.fullmatch(
         rf"removed  {ids['Heron survey']}  'Heron survey' → trash (\S+); undo with: kb restore (\S+)\n",
@@ -96,10 +94,10 @@ def test_rm_then_restore_from_the_terminal(library):
     )
     assert match and match.group(1) == match.group(2)
     trash_id = match.group(1)
-    assert "Heron survey" not in kb(home, "ls").stdout
-    assert "42 birds" not in kb(home, "search", "heron count at pond 6").stdout
+    assert "Heron survey" not in run_kb("--home", str(home), "ls").stdout
+    assert "42 birds" not in run_kb("--home", str(home), "search", "heron count at pond 6").stdout
 
-    listed = kb(home, "restore")
+    listed = run_kb("--home", str(home), "restore")
     assert listed.returncode == 0
     assert re.match(
         rf"{trash_id}  removed \d{{4}}-\d\d-\d\d \d\d:\d\d  Heron survey  \({ids['Heron survey']}, kept until ",
@@ -107,34 +105,34 @@ def test_rm_then_restore_from_the_terminal(library):
     )
     assert listed.stdout.strip().endswith("restore one with: kb restore TRASH_ID")
 
-    back = kb(home, "restore", trash_id)
+    back = run_kb("--home", str(home), "restore", trash_id)
     assert back.returncode == 0, back.stderr
     assert back.stdout == f"restored  {ids['Heron survey']}  'Heron survey'\n"
-    assert "42 birds" in kb(home, "search", "heron count at pond 6").stdout
-    assert kb(home, "restore").stdout.strip() == "the trash is empty"
+    assert "42 birds" in run_kb("--home", str(home), "search", "heron count at pond 6").stdout
+    assert run_kb("--home", str(home), "restore").stdout.strip() == "the trash is empty"
 
 
-def test_unknown_ids_fail_with_a_clear_message(library):
+def test_unknown_ids_fail_with_a_clear_message(library, run_kb):
     home, ids = library
-    missing = kb(home, "rm", "doc-0000000000000000", ids["Otters of the weir"])
+    missing = run_kb("--home", str(home), "rm", "doc-0000000000000000", ids["Otters of the weir"])
     assert missing.returncode == 1
     assert "no document 'doc-0000000000000000'" in missing.stderr and "kb ls" in missing.stderr
     assert missing.stdout.startswith(f"removed  {ids['Otters of the weir']}")  # the others are still done
     for bad in ("../../etc", "nope"):
-        out = kb(home, "restore", bad)
+        out = run_kb("--home", str(home), "restore", bad)
         assert out.returncode == 1 and out.stdout == ""
         assert ("no trash entry" in out.stderr) or ("not a document or trash id" in out.stderr)
-    assert kb(home, "rm").returncode == 2  # usage
+    assert run_kb("--home", str(home), "rm").returncode == 2  # usage
 
 
-def test_help_says_how_to_undo(tmp_path):
-    rm_help = " ".join(kb(tmp_path, "rm", "--help").stdout.split())
+def test_help_says_how_to_undo(tmp_path, run_kb):
+    rm_help = " ".join(run_kb("--home", str(tmp_path), "rm", "--help").stdout.split())
     assert "kb restore TRASH_ID" in rm_help and "30 days" in rm_help
-    assert "list the trash" in " ".join(kb(tmp_path, "restore", "--help").stdout.split())
-    assert "--limit N" in kb(tmp_path, "ls", "--help").stdout
+    assert "list the trash" in " ".join(run_kb("--home", str(tmp_path), "restore", "--help").stdout.split())
+    assert "--limit N" in run_kb("--home", str(tmp_path), "ls", "--help").stdout
 
 
-def test_rm_beside_a_running_daemon_is_done_by_the_daemon(library):
+def test_rm_beside_a_running_daemon_is_done_by_the_daemon(library, run_kb):
     home, ids = library
     daemon = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "--home", str(home), "daemon"],
@@ -146,7 +144,7 @@ def test_rm_beside_a_running_daemon_is_done_by_the_daemon(library):
     try:
         wait_for(lambda: any(r["event"] == "daemon.start" for r in log_records(home)), what="the daemon")
         # KB_LOCK_WAIT_S=0: kb rm could not wait for the lock; only the daemon can do it.
-        removed = kb(home, "rm", ids["Otters of the weir"], env={"KB_LOCK_WAIT_S": "0"})
+        removed = run_kb("--home", str(home), "rm", ids["Otters of the weir"], env={"KB_LOCK_WAIT_S": "0"})
         assert removed.returncode == 0, removed.stderr
         assert removed.stdout.startswith(
             f"removed  {ids['Otters of the weir']}  'Otters of the weir' → trash "
@@ -154,11 +152,11 @@ def test_rm_beside_a_running_daemon_is_done_by_the_daemon(library):
         trash_id = removed.stdout.split("kb restore ")[1].strip()
         done = [r for r in log_records(home) if r["event"] == "request.done"]
         assert done and done[0]["op"] == "remove" and done[0]["target"] == ids["Otters of the weir"]
-        assert "Otters" not in kb(home, "ls").stdout
+        assert "Otters" not in run_kb("--home", str(home), "ls").stdout
 
-        back = kb(home, "restore", trash_id, env={"KB_LOCK_WAIT_S": "0"})
+        back = run_kb("--home", str(home), "restore", trash_id, env={"KB_LOCK_WAIT_S": "0"})
         assert back.returncode == 0 and "Otters of the weir" in back.stdout, back.stderr
-        assert "hold hands" in kb(home, "search", "otters hold hands").stdout
+        assert "hold hands" in run_kb("--home", str(home), "search", "otters hold hands").stdout
         events = [r["event"] for r in log_records(home)]
         assert events.count("trash.removed") == 1 and events.count("trash.restored") == 1
     finally:
@@ -168,11 +166,11 @@ def test_rm_beside_a_running_daemon_is_done_by_the_daemon(library):
     assert daemon.returncode == 0
 
 
-def test_rm_while_no_daemon_runs_but_another_writer_holds_the_lock_waits_for_it(library):
+def test_rm_while_no_daemon_runs_but_another_writer_holds_the_lock_waits_for_it(library, run_kb):
     from knowledge.ingest.lock import WriterLock
 
     home, ids = library
     with WriterLock(home / "knowledge" / "writer.lock", role="kb reindex"):
-        refused = kb(home, "rm", ids["Heron survey"], env={"KB_LOCK_WAIT_S": "0.2"})
+        refused = run_kb("--home", str(home), "rm", ids["Heron survey"], env={"KB_LOCK_WAIT_S": "0.2"})
     assert refused.returncode == 1 and "another kb process is writing" in refused.stderr
-    assert "Heron survey" in kb(home, "ls").stdout
+    assert "Heron survey" in run_kb("--home", str(home), "ls").stdout

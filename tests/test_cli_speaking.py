@@ -1,15 +1,14 @@
-"""kb summarize and kb digest from the command line, as real processes."""
+"""kb summarize and kb digest from the command line."""
 
 import json
 
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, free_port
-from tests.test_cli import kb
 from tests.test_summary import LONG
 
 
-def test_kb_summarize_reads_a_long_document_in_parts_and_says_so(tmp_path):
+def test_kb_summarize_reads_a_long_document_in_parts_and_says_so(tmp_path, run_kb):
     home = tmp_path / "kb"
     ingest_texts(make_settings(home), {"harbour.md": LONG})
     with Index(make_settings(home).index_path, readonly=True) as index:
@@ -20,8 +19,8 @@ def test_kb_summarize_reads_a_long_document_in_parts_and_says_so(tmp_path):
     ))  # fmt: skip
     with ThreadedFakeLLM(fake) as served:
         env = {"KB_LLM_URL": served.base_url, "KB_CONTEXT_TOKENS": "1500", "KB_MAX_OUTPUT_TOKENS": "256"}
-        done = kb(home, "summarize", doc.id, env=env)
-        as_json = kb(home, "summarize", "--json", doc.id, env=env)
+        done = run_kb("--home", str(home), "summarize", doc.id, env=env)
+        as_json = run_kb("--home", str(home), "summarize", "--json", doc.id, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(
         "The harbour log\n\nThe log counts boats [1] and tides [2].\n[1] raw/harbour-"
@@ -30,24 +29,26 @@ def test_kb_summarize_reads_a_long_document_in_parts_and_says_so(tmp_path):
     found = json.loads(as_json.stdout)
     assert found["kind"] == "model" and found["parts"] > 2 and found["calls"] == found["parts"] + 1
     assert [c["number"] for c in found["citations"]] == [1, 2]
-    dead = kb(home, "summarize", doc.id, env={"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"})
+    dead = run_kb(
+        "--home", str(home), "summarize", doc.id, env={"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"}
+    )
     assert dead.returncode == 1 and "On day 1 the harbour master counted 3 boats" in dead.stdout
     assert "(its opening lines: the model is not running)" in dead.stdout
-    missing = kb(home, "summarize", "doc-0000000000000000")
+    missing = run_kb("--home", str(home), "summarize", "doc-0000000000000000")
     assert missing.returncode == 1 and "no document" in missing.stderr
 
 
-def test_kb_digest_shows_the_week_then_nothing_new_since(tmp_path):
+def test_kb_digest_shows_the_week_then_nothing_new_since(tmp_path, run_kb):
     home = tmp_path / "kb"
     ingest_texts(make_settings(home), {"ferry.md": "# Ferry timetable\n\nThe ferry leaves at nine.\n"})
-    first = kb(home, "digest")
+    first = run_kb("--home", str(home), "digest")
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("Digest: ") and "Files\n  • Ferry timetable  (doc-" in first.stdout
-    again = kb(home, "digest")
+    again = run_kb("--home", str(home), "digest")
     assert again.stdout.startswith("Nothing was kept or asked since ")
-    week = json.loads(kb(home, "digest", "--since", "7d", "--json").stdout)
+    week = json.loads(run_kb("--home", str(home), "digest", "--since", "7d", "--json").stdout)
     assert [i["title"] for i in week["groups"]["files"]] == ["Ferry timetable"]
-    bad = kb(home, "digest", "--since", "yesterday")
+    bad = run_kb("--home", str(home), "digest", "--since", "yesterday")
     assert bad.returncode == 2 and "24h, 7d or 2w" in bad.stderr
-    chinese = kb(home, "digest", "--since", "7d", env={"KB_LANGUAGE": "zh-Hant"})
+    chinese = run_kb("--home", str(home), "digest", "--since", "7d", env={"KB_LANGUAGE": "zh-Hant"})
     assert "檔案" in chinese.stdout and "Files" not in chinese.stdout

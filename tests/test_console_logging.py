@@ -12,7 +12,7 @@ import termios
 import pytest
 import structlog
 
-from knowledge.logs import WarnOnce, brief_line, configure_logging
+from knowledge.logs import WarnOnce, brief_line, configure_logging, kept_logging
 
 
 @pytest.mark.parametrize(
@@ -37,21 +37,8 @@ def test_brief_line(event, width, line):
 @pytest.fixture
 def logging_restored():
     """Put the process's logging back as it was: other tests must not write to this test's files."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    libraries = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
-    config = structlog.get_config()
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-        if handler not in handlers:
-            handler.close()
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    for name, was in libraries.items():
-        logging.getLogger(name).setLevel(was)
-    structlog.configure(**config)
+    with kept_logging():
+        yield
 
 
 def test_configuring_logs_never_makes_a_library_louder(logging_restored):

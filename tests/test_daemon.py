@@ -569,7 +569,7 @@ def test_a_tree_too_deep_that_arrives_between_the_scan_and_the_watch_limits_the_
         remove_tree(tmp_path)
 
 
-def test_a_daemon_starts_with_such_a_tree_in_the_inbox_and_kb_ingest_walks_it(tmp_path):
+def test_a_daemon_starts_with_such_a_tree_in_the_inbox_and_kb_ingest_walks_it(tmp_path, run_kb):
     home = tmp_path / "kb"
     settings = make_settings(home, KB_SETTLE_S=SETTLE)
     settings.inbox.mkdir(parents=True)
@@ -590,10 +590,7 @@ def test_a_daemon_starts_with_such_a_tree_in_the_inbox_and_kb_ingest_walks_it(tm
         other = tmp_path / "other"
         other.mkdir()
         make_deep_tree(other, files={1: "the serval file one level down"})
-        done = subprocess.run(
-            [sys.executable, "-m", "cli.main", "--home", str(home), "ingest", str(other)],
-            capture_output=True, text=True, env=subprocess_env(), timeout=120,
-        )  # fmt: skip
+        done = run_kb("--home", str(home), "ingest", str(other))
         assert done.returncode == 0, done.stderr
         assert found(settings, "serval")
     finally:

@@ -39,11 +39,12 @@ def limited(max_bytes: int):
     return limit
 
 
-def kb(home, *args: str, max_bytes: int | None = None, **env: str) -> subprocess.CompletedProcess:
+def kb(home, *args: str, max_bytes: int, **env: str) -> subprocess.CompletedProcess:
+    """kb as a process that may write no file past ``max_bytes`` (a full disk)."""
     return subprocess.run(
         [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True, text=True, timeout=120, env=subprocess_env(**env),
-        preexec_fn=limited(max_bytes) if max_bytes is not None else None,
+        preexec_fn=limited(max_bytes),
     )  # fmt: skip
 
 
@@ -69,21 +70,18 @@ def test_the_index_is_searched_and_answered_from_when_no_file_can_grow(home):
     assert listed.returncode == 0 and "Zebrafish" in listed.stdout
 
 
-def test_a_damaged_index_is_said_as_such_and_never_sent_to_the_web(home):
+def test_a_damaged_index_is_said_as_such_and_never_sent_to_the_web(home, run_kb):
     index = make_settings(home).index_path
     index.write_bytes(b"this is not an SQLite database, it was overwritten" * 100)
-    asked = kb(
-        home,
-        "ask",
-        "--json",
-        "when does the zebrafish sleep",
-        KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1",
-    )
+    asked = run_kb(
+        "--home", str(home), "ask", "--json", "when does the zebrafish sleep",
+        env={"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"},
+    )  # fmt: skip
     reply = json.loads(asked.stdout)
     assert reply["mode"] == "unavailable" and reply["door"]["by"] == "index"
     assert "damaged" in reply["text"] and "kb reindex" in reply["text"]
     assert "nothing on this" not in reply["text"] and not reply["candidates"]
-    searched = kb(home, "search", "zebrafish")
+    searched = run_kb("--home", str(home), "search", "zebrafish")
     assert searched.returncode == 1 and "damaged" in searched.stderr and "kb reindex" in searched.stderr
 
 
@@ -116,13 +114,13 @@ def test_what_sqlite_and_the_kernel_say_is_told_apart(tmp_path):
     assert index_problem(sqlite3.OperationalError("database is locked"), free_bytes=None) == "busy"
 
 
-def test_rm_and_restore_end_in_a_sentence_when_nothing_can_be_written(home):
-    listed = kb(home, "ls", "--json")
+def test_rm_and_restore_end_in_a_sentence_when_nothing_can_be_written(home, run_kb):
+    listed = run_kb("--home", str(home), "ls", "--json")
     [doc] = json.loads(listed.stdout)
     gone = kb(home, "rm", doc["id"], max_bytes=0)
     assert gone.returncode == 1, gone.stdout + gone.stderr
     assert "Traceback" not in gone.stderr and gone.stderr.startswith("kb: "), gone.stderr
-    still = kb(home, "search", "zebrafish")
+    still = run_kb("--home", str(home), "search", "zebrafish")
     assert "sleeps at noon" in still.stdout  # nothing lost
 
 
@@ -177,19 +175,21 @@ def test_the_daemon_waits_for_room_instead_of_dying_and_stops_on_sigterm(home):
     assert os.path.exists(make_settings(home).index_path)
 
 
-def test_kb_rm_says_the_disk_is_full_when_the_running_daemon_cannot_be_asked(home):
+def test_kb_rm_says_the_disk_is_full_when_the_running_daemon_cannot_be_asked(home, run_kb):
     from daemon.main import background
     from knowledge.model.tokenizer import ApproxCounter
 
-    [doc] = json.loads(kb(home, "ls", "--json").stdout)
+    [doc] = json.loads(run_kb("--home", str(home), "ls", "--json").stdout)
     with background(make_settings(home), ApproxCounter()):
         gone = kb(home, "rm", "--wait", "5", doc["id"], max_bytes=0)
     assert gone.returncode == 1 and "Traceback" not in gone.stderr, gone.stderr
     assert "cannot ask kb's daemon to remove" in gone.stderr and "the disk is full" in gone.stderr
-    assert "sleeps at noon" in kb(home, "search", "zebrafish").stdout  # nothing was removed
+    assert (
+        "sleeps at noon" in run_kb("--home", str(home), "search", "zebrafish").stdout
+    )  # nothing was removed
 
 
-def test_an_index_whose_log_holds_pages_is_not_read_stale_on_a_full_disk(home, tmp_path):
+def test_an_index_whose_log_holds_pages_is_not_read_stale_on_a_full_disk(home, tmp_path, run_kb):
     """A copy taken while a writer had it open: the -wal holds the newest document, there is no -shm.
     With room, SQLite replays the log; without, kb says it cannot read rather than leave that document out."""
     import shutil
@@ -208,7 +208,7 @@ def test_an_index_whose_log_holds_pages_is_not_read_stale_on_a_full_disk(home, t
     assert os.path.getsize(f"{copy.index_path}-wal") > 0 and not os.path.exists(f"{copy.index_path}-shm")
     full = kb(copy.home, "search", "heron", max_bytes=16384)
     assert full.returncode == 1 and "the disk is full" in full.stderr, full.stdout + full.stderr
-    roomy = kb(copy.home, "search", "heron")
+    roomy = run_kb("--home", str(copy.home), "search", "heron")
     assert "fishes at dawn" in roomy.stdout, roomy.stderr
 
 

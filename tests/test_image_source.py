@@ -2,8 +2,6 @@
 
 import io
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
 from knowledge.store.index import Index
 from tests import ocr_images
-from tests.conftest import make_settings, subprocess_env
+from tests.conftest import make_settings
 from tests.ocr_stand_ins import ScriptedEngine
 
 RAPIDOCR = OcrSpec(kind="rapidocr")
@@ -175,27 +173,17 @@ def test_with_ocr_off_an_image_is_refused_with_a_sentence_saying_so() -> None:
 # -- through the pipeline ---------------------------------------------------------------------
 
 
-def kb(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(**env),
-        timeout=300,
-    )
-
-
 def front_matter(path: Path) -> rawfile.RawMeta:
     return rawfile.parse(path.read_text(encoding="utf-8"), fallback_name=path.stem, sha256="").meta
 
 
-def test_a_photo_dropped_in_the_inbox_is_indexed_and_found_with_its_line(tmp_path) -> None:
+def test_a_photo_dropped_in_the_inbox_is_indexed_and_found_with_its_line(tmp_path, run_kb) -> None:
     home = tmp_path / "kb"
     inbox = home / "knowledge" / "inbox"
     inbox.mkdir(parents=True)
     lines = ["Lake Quillan Notice", "The zebrafish of Lake Quillan sleep at noon.", "臺北的港口九點開放。"]
     (inbox / "IMG_2041.JPG").write_bytes(ocr_images.phone_jpeg(ocr_images.text_image(lines), 6))
-    ingested = kb(home, "ingest", str(inbox), KB_OCR="rapidocr")
+    ingested = run_kb("--home", str(home), "ingest", str(inbox), env={"KB_OCR": "rapidocr"})
     assert ingested.returncode == 0, ingested.stderr
     assert "1 indexed" in ingested.stdout
     [raw] = (home / "knowledge" / "raw").glob("*.md")
@@ -203,7 +191,7 @@ def test_a_photo_dropped_in_the_inbox_is_indexed_and_found_with_its_line(tmp_pat
     assert meta.converter == "image" and meta.title == lines[0]
     assert meta.ocr_engine.startswith("rapidocr 3.") and float(meta.ocr_confidence) > 0.9
     raw_lines = raw.read_text(encoding="utf-8").split("\n")
-    found = kb(home, "search", "--json", "zebrafish", "sleep")
+    found = run_kb("--home", str(home), "search", "--json", "zebrafish", "sleep")
     assert found.returncode == 0, found.stderr
     top = json.loads(found.stdout)[0]
     assert top["source_name"] == "IMG_2041.JPG"

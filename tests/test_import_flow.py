@@ -13,7 +13,6 @@ from knowledge.store.index import Index
 from knowledge.websearch.importer import import_web_source
 from knowledge.wiring import candidate_store, make_fetcher
 from tests.conftest import make_settings
-from tests.test_cli import kb
 
 
 async def test_import_web_2_makes_it_searchable_and_cited_with_its_url(tmp_path, varn_site):
@@ -50,16 +49,16 @@ async def test_without_the_test_allowlist_the_guard_refuses_the_local_server(tmp
     assert not settings.inbox.exists() or not any(settings.inbox.iterdir())  # nothing written for a refusal
 
 
-def test_cli_import_refusals_exit_2(tmp_path):
-    out = kb(tmp_path, "import", "web-9")
+def test_cli_import_refusals_exit_2(tmp_path, run_kb):
+    out = run_kb("--home", str(tmp_path), "import", "web-9")
     assert out.returncode == 2 and "refused (bad-id)" in out.stderr
-    out = kb(tmp_path, "import", "web-1")
+    out = run_kb("--home", str(tmp_path), "import", "web-1")
     assert out.returncode == 2 and "refused (no-search)" in out.stderr
-    out = kb(tmp_path, "import", "web-1", "http://127.0.0.1/")
+    out = run_kb("--home", str(tmp_path), "import", "web-1", "http://127.0.0.1/")
     assert out.returncode == 2 and "refused (extra-arguments)" in out.stderr
-    check = kb(tmp_path, "import-url", "--check", "http://127.0.0.1:8081/v1")
+    check = run_kb("--home", str(tmp_path), "import-url", "--check", "http://127.0.0.1:8081/v1")
     assert check.returncode == 2 and "refused (" in check.stdout
-    check = kb(tmp_path, "import-url", "--check", "http://0x7f.1/")
+    check = run_kb("--home", str(tmp_path), "import-url", "--check", "http://0x7f.1/")
     assert check.returncode == 2 and "private-address" in check.stdout
-    out = kb(tmp_path, "import-url", "file:///etc/passwd")
+    out = run_kb("--home", str(tmp_path), "import-url", "file:///etc/passwd")
     assert out.returncode == 2 and "refused (scheme)" in out.stderr

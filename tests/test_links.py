@@ -1,8 +1,6 @@
 """Symbolic links in the inbox and in raw/: no file outside the knowledge base is ever read through one."""
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -11,7 +9,7 @@ from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
 from knowledge.store.index import Index
-from tests.conftest import make_settings, subprocess_env
+from tests.conftest import make_settings
 from tests.test_daemon import SETTLE, documents, idle, wait_for
 
 SECRET = "PRIVATEKEYMATERIAL"
@@ -72,14 +70,11 @@ def test_the_daemon_never_walks_through_a_folder_link_at_any_depth(tmp_path):
     assert not list(settings.failed.iterdir())
 
 
-def test_kb_ingest_of_a_folder_skips_linked_folders_and_says_so(tmp_path):
+def test_kb_ingest_of_a_folder_skips_linked_folders_and_says_so(tmp_path, run_kb):
     keys = private_folder(tmp_path)
     pkg = package_with_links(tmp_path, keys)
     home = tmp_path / "kb"
-    done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), "ingest", str(pkg)],
-        capture_output=True, text=True, env=subprocess_env(), timeout=120,
-    )  # fmt: skip
+    done = run_kb("--home", str(home), "ingest", str(pkg))
     assert done.returncode == 0, done.stderr
     assert "indexed    readme.md" in done.stdout
     assert done.stdout.count("skipped    keys: keys is a symbolic link") == 2

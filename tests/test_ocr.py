@@ -1,8 +1,6 @@
 """OCR settings and engines: languages, the engine for the platform, Vision's language lists, the real RapidOCR."""
 
 import socket
-import subprocess
-import sys
 
 import pytest
 import structlog
@@ -29,7 +27,7 @@ from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.store.index import Index
 from tests import ocr_images
-from tests.conftest import make_settings, subprocess_env
+from tests.conftest import make_settings
 from tests.ocr_stand_ins import line, texts
 
 # -- languages and engines --------------------------------------------------------------------
@@ -172,20 +170,15 @@ def test_a_two_column_page_is_read_a_column_at_a_time(engine) -> None:
     assert blocks[-1] == right  # the second column starts a block of its own
 
 
-def test_thai_asked_for_off_the_mac_is_said_at_start_and_by_kb_doctor(tmp_path) -> None:
+def test_thai_asked_for_off_the_mac_is_said_at_start_and_by_kb_doctor(tmp_path, run_kb) -> None:
     settings = settings_with(tmp_path, KB_OCR="rapidocr", KB_OCR_LANGS="zh-Hant,en,th")
     with structlog.testing.capture_logs() as logs, Index(settings.index_path) as index:
         Ingestor(settings, index, ApproxCounter())
     [warning] = [entry for entry in logs if entry["event"] == "ocr.limited"]
     assert warning["log_level"] == "warning" and "no bundled Thai model" in warning["reason"]
-    doctor = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(settings.home), "doctor"],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(
-            KB_OCR="rapidocr", KB_OCR_LANGS="zh-Hant,en,th", KB_LLM_URL="http://127.0.0.1:9/v1"
-        ),
-        timeout=120,
-    )
+    doctor = run_kb(
+        "--home", str(settings.home), "doctor",
+        env={"KB_OCR": "rapidocr", "KB_OCR_LANGS": "zh-Hant,en,th", "KB_LLM_URL": "http://127.0.0.1:9/v1"},
+    )  # fmt: skip
     [line] = [text for text in doctor.stdout.splitlines() if "OCR " in text[:12]]
     assert line.startswith("warn  OCR") and "Thai is not read here" in line

@@ -277,10 +277,7 @@ def test_the_daemon_indexes_a_note_dropped_behind_a_long_scan_before_the_scan_is
     assert (settings.processed / "ledger.pdf").exists()
 
 
-def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path) -> None:
-    import subprocess
-    import sys
-
+def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path, run_kb) -> None:
     from bot.media import read_back, reading_text
     from knowledge.words.catalog import Words
 
@@ -290,11 +287,13 @@ def test_kb_ingest_and_the_bot_say_which_pages_the_budget_left_unread(tmp_path) 
         ocr_images.scanned_pdf([page([f"Ledger page {n}, two ferries."]) for n in range(12)])
     )
     home = tmp_path / "kb"
-    done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), "ingest", str(src / "ledger.pdf")],
-        capture_output=True, text=True, timeout=300,
-        env=subprocess_env(KB_OCR="rapidocr", KB_OCR_BUDGET_S="1"),
-    )  # fmt: skip
+    done = run_kb(
+        "--home",
+        str(home),
+        "ingest",
+        str(src / "ledger.pdf"),
+        env={"KB_OCR": "rapidocr", "KB_OCR_BUDGET_S": "1"},
+    )
     assert done.returncode == 0, done.stderr
     [line] = [x for x in done.stdout.splitlines() if x.startswith("indexed")]
     unread = line.split("OCR time ran out, pages ")[1].split(" not read")[0]

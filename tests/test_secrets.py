@@ -4,12 +4,11 @@ import io
 import logging
 import subprocess
 import sys
-import threading
 
 import pytest
 import structlog
 
-from knowledge.logs import configure_logging
+from knowledge.logs import configure_logging, kept_logging
 from knowledge.redact import redactor
 from tests.conftest import subprocess_env
 from tests.fake_telegram import threaded_fake_telegram
@@ -37,21 +36,8 @@ def test_a_failing_bot_start_leaves_the_token_in_no_log_and_on_no_terminal(tmp_p
 @pytest.fixture
 def restored_logging():
     """configure_logging changes process-wide state: put it back for the tests that follow."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    levels = {name: logging.getLogger(name).level for name in logging.root.manager.loggerDict}
-    hook = threading.excepthook
-    yield
-    threading.excepthook = hook
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-        handler.close()
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    for name, old in levels.items():
-        logging.getLogger(name).setLevel(old)
-    structlog.reset_defaults()
+    with kept_logging():
+        yield
 
 
 def test_every_logger_is_redacted_in_the_file_and_on_the_console(tmp_path, restored_logging):

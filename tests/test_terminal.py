@@ -5,7 +5,6 @@ import json
 import pytest
 
 from cli.terminal import neutralise
-from tests.test_cli import kb
 
 CONTROLS = ("\x1b", "\x07", "\x9b", "\x08", "\r", "\u202e")
 
@@ -19,7 +18,7 @@ def test_neutralise(text, shown):
     assert neutralise(text) == shown
 
 
-def test_ingest_search_status_and_logs_print_no_control_characters(tmp_path):
+def test_ingest_search_status_and_logs_print_no_control_characters(tmp_path, run_kb):
     src = tmp_path / "src"
     src.mkdir()
     name = "evil\x1b]0;pwned\x07\u202e.md"
@@ -29,10 +28,10 @@ def test_ingest_search_status_and_logs_print_no_control_characters(tmp_path):
         f"# Title \x1b[2J\x07bell\n\nThe \x1b[31mred\x1b[0m okapi \x9b6n hides.\n\n{prose}\n"
     )
     home = tmp_path / "kb"
-    outputs = [kb(home, "ingest", str(src))]
-    outputs.append(kb(home, "search", "okapi"))
-    as_json = kb(home, "search", "--json", "okapi")
-    outputs += [as_json, kb(home, "status"), kb(home, "logs")]
+    outputs = [run_kb("--home", str(home), "ingest", str(src))]
+    outputs.append(run_kb("--home", str(home), "search", "okapi"))
+    as_json = run_kb("--home", str(home), "search", "--json", "okapi")
+    outputs += [as_json, run_kb("--home", str(home), "status"), run_kb("--home", str(home), "logs")]
     for done in outputs:
         assert done.returncode == 0, done.stderr
         for ch in CONTROLS:

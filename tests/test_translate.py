@@ -2,8 +2,6 @@
 skipped when they cannot help, and never in the way when the model is down, slow or confused."""
 
 import json
-import subprocess
-import sys
 
 import aiohttp
 import pytest
@@ -26,7 +24,7 @@ from knowledge.retrieval.translate import (
 )
 from knowledge.store.index import Index
 from knowledge.wiring import translator
-from tests.conftest import ingest_texts, make_settings, subprocess_env
+from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, answer, free_port, start
 
@@ -174,21 +172,23 @@ def test_a_translation_brings_the_passage_in_another_language_first(tmp_path, qw
     assert [r.chunk_id for r in same.results] == [r.chunk_id for r in alone.results]  # none: as before
 
 
-def kb(home, *args, **env):
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
-        capture_output=True, text=True, env=subprocess_env(**env), timeout=300,
-    )  # fmt: skip
-
-
-def test_kb_search_shows_the_translations_it_used_and_works_without_the_model(tmp_path, qwen_counter):
+def test_kb_search_shows_the_translations_it_used_and_works_without_the_model(tmp_path, qwen_counter, run_kb):
     settings = make_settings(tmp_path / "kb", KB_EMBED="local")
     ingest_texts(settings, DOCS, qwen_counter)
     home = tmp_path / "kb"
     with Index(settings.index_path) as index:
         embed_missing(index, LocalEmbedder())
     with ThreadedFakeLLM(FakeLLM([answer(REPLY)])) as fake:
-        done = kb(home, "search", "--json", "-k", "3", QUESTION, KB_LLM_URL=fake.base_url, KB_EMBED="local")
+        done = run_kb(
+            "--home",
+            str(home),
+            "search",
+            "--json",
+            "-k",
+            "3",
+            QUESTION,
+            env={"KB_LLM_URL": fake.base_url, "KB_EMBED": "local"},
+        )
         assert done.returncode == 0, done.stderr
         results = json.loads(done.stdout)
         assert results[0]["title"] == "ข้าวหอมมะลิ"
@@ -197,18 +197,39 @@ def test_kb_search_shows_the_translations_it_used_and_works_without_the_model(tm
             {"language": "th", "text": "ข้าวชนิดใดในประเทศไทยที่หุงแล้วมีกลิ่นหอม"},
         ]
         assert len(fake.requests) == 1
-        human = kb(home, "search", "-k", "3", QUESTION, KB_LLM_URL=fake.base_url, KB_EMBED="local")
+        human = run_kb(
+            "--home",
+            str(home),
+            "search",
+            "-k",
+            "3",
+            QUESTION,
+            env={"KB_LLM_URL": fake.base_url, "KB_EMBED": "local"},
+        )
         assert "also searched as: en: Which rice smells fragrant" in human.stdout
-        off = kb(
-            home, "search", "--json", "--no-translate", QUESTION, KB_LLM_URL=fake.base_url, KB_EMBED="local"
+        off = run_kb(
+            "--home",
+            str(home),
+            "search",
+            "--json",
+            "--no-translate",
+            QUESTION,
+            env={"KB_LLM_URL": fake.base_url, "KB_EMBED": "local"},
         )
         assert all(r["translations"] == [] for r in json.loads(off.stdout))
-        assert len(fake.requests) == 2  # the human run asked (a new process), --no-translate did not
-    down = kb(
-        home, "search", "--json", QUESTION, KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_EMBED="local"
+        assert len(fake.requests) == 2  # the human run asked (a run of its own), --no-translate did not
+    down = run_kb(
+        "--home",
+        str(home),
+        "search",
+        "--json",
+        QUESTION,
+        env={"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1", "KB_EMBED": "local"},
     )
     assert down.returncode == 0, down.stderr
-    plain = kb(home, "search", "--json", "--no-translate", QUESTION, KB_EMBED="local")
+    plain = run_kb(
+        "--home", str(home), "search", "--json", "--no-translate", QUESTION, env={"KB_EMBED": "local"}
+    )
     assert json.loads(down.stdout) == json.loads(plain.stdout)  # the model down: search exactly as without it
 
 

@@ -19,6 +19,7 @@ SPEC = "# 軟體規格\n\n這個軟體的記憶體有 16 GB，儲存空間有 51
 
 
 def kb(home, *args, **env):
+    """kb as a process, for the tests that set the hub's environment (HF_*): the libraries read it from the process."""
     return subprocess.run(
         [sys.executable, "-m", "cli.main", "--home", str(home), *args],
         capture_output=True, text=True, env=subprocess_env(**env), timeout=180,
@@ -39,13 +40,13 @@ def note(tmp_path):
     return path
 
 
-def test_a_spoken_question_is_heard_and_answered_from_the_knowledge_base(tmp_path, note, whisper_en):
+def test_a_spoken_question_is_heard_and_answered_from_the_knowledge_base(tmp_path, note, whisper_en, run_kb):
     settings = knowledge_base(tmp_path, "quillan.md", QUILLAN)
     fake = FakeLLM(script=[answer("Lake Quillan is 317 metres deep [1].")])
     with ThreadedFakeLLM(fake):
-        out = kb(
-            settings.home, "ask", "--json", "--audio", str(note),
-            KB_LLM_URL=fake.base_url, KB_WHISPER_MODEL=str(whisper_en),
+        out = run_kb(
+            "--home", str(settings.home), "ask", "--json", "--audio", str(note),
+            env={"KB_LLM_URL": fake.base_url, "KB_WHISPER_MODEL": str(whisper_en)},
         )  # fmt: skip
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
@@ -92,10 +93,12 @@ def test_a_voice_note_with_no_words_is_answered_with_a_sentence_and_exit_1(tmp_p
     assert fake.requests == []  # nothing was asked
 
 
-def test_audio_that_is_not_audio_is_refused_in_words(tmp_path, whisper_en):
+def test_audio_that_is_not_audio_is_refused_in_words(tmp_path, whisper_en, run_kb):
     text = tmp_path / "notes.ogg"
     text.write_text("not a recording at all\n" * 50)
-    out = kb(tmp_path / "kb", "ask", "--audio", str(text), KB_WHISPER_MODEL=str(whisper_en))
+    out = run_kb(
+        "--home", str(tmp_path / "kb"), "ask", "--audio", str(text), env={"KB_WHISPER_MODEL": str(whisper_en)}
+    )
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.startswith("kb: I could not read that audio (it is not a sound file I know")
 
@@ -123,11 +126,9 @@ def test_a_model_that_is_not_downloaded_while_offline_is_explained(tmp_path, not
         (["ask"], "kb: ask needs a QUESTION or --audio FILE"),
     ],
 )
-def test_usage_mistakes_exit_2_with_a_sentence(tmp_path, note, args, says):
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(tmp_path / "kb"), *args],
-        capture_output=True, text=True, env=subprocess_env(), timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+def test_usage_mistakes_exit_2_with_a_sentence(tmp_path, note, args, says, run_kb, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the audio files are named relative to the working folder
+    out = run_kb("--home", str(tmp_path / "kb"), *args)
     assert out.returncode == 2 and out.stderr.strip() == says
 
 

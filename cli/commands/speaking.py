@@ -9,16 +9,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from datetime import UTC, datetime
+from typing import TextIO
 
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from knowledge.config import Settings
 from knowledge.errors import IndexMissing, KbError
 from knowledge.store.index import Index
 from knowledge.words.catalog import terminal_words
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CLI_KEY = "cli"  # the command line's own "last digest", beside each chat's
 
 
@@ -54,7 +54,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_digest)
 
 
-def cmd_summarize(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_summarize(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb summarize DOC_ID"""
     from knowledge.answer.summary import Writer, summarize
     from knowledge.retrieval.search import document_passages
@@ -68,7 +68,7 @@ def cmd_summarize(args: argparse.Namespace, settings: Settings) -> int:
     except IndexMissing:
         doc = None
     if doc is None:
-        print(f"kb: no document {args.doc_id!r} (kb ls lists them)", file=sys.stderr)
+        print(f"kb: no document {args.doc_id!r} (kb ls lists them)", file=err)
         return EXIT_FAILED
 
     def progress(n: int, total: int) -> None:
@@ -76,7 +76,7 @@ def cmd_summarize(args: argparse.Namespace, settings: Settings) -> int:
             print(
                 f"\r{words.tr('Reading part {n} of {total}…', n=n, total=total)}",
                 end="",
-                file=sys.stderr,
+                file=err,
                 flush=True,
             )
 
@@ -87,24 +87,24 @@ def cmd_summarize(args: argparse.Namespace, settings: Settings) -> int:
 
     summary = asyncio.run(run())
     if summary.parts > 1:
-        print(file=sys.stderr)
+        print(file=err)
     if args.json:
         print(json.dumps({
             "doc_id": doc.id, "title": doc.title, "text": summary.text, "kind": summary.kind,
             "citations": [c.__dict__ for c in summary.citations], "parts": summary.parts, "calls": summary.calls,
             "prompt_tokens": summary.prompt_tokens, "input_tokens": summary.input_tokens,
             "output_tokens": summary.output_tokens,
-        }, ensure_ascii=False))  # fmt: skip
+        }, ensure_ascii=False), file=out)  # fmt: skip
     else:
-        print(f"{doc.title}\n\n{summary.text}")
+        print(f"{doc.title}\n\n{summary.text}", file=out)
         if summary.kind == "excerpt":
-            print(words.tr("(its opening lines: the model is not running)") + f" ({summary.why})")
+            print(words.tr("(its opening lines: the model is not running)") + f" ({summary.why})", file=out)
         for c in summary.citations:
-            print(f"[{c.number}] {c.raw_path}:{c.start_line}-{c.end_line}")
+            print(f"[{c.number}] {c.raw_path}:{c.start_line}-{c.end_line}", file=out)
     return EXIT_OK if summary.kind == "model" else EXIT_FAILED
 
 
-def cmd_digest(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_digest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb digest [--since PERIOD]"""
     from knowledge.conversation.store import Conversations
     from knowledge.report.digest import digest_of, parse_since, since_last
@@ -118,14 +118,14 @@ def cmd_digest(args: argparse.Namespace, settings: Settings) -> int:
             until - parse_since(args.since) if args.since else since_last(store.last_digest(CLI_KEY), until)
         )
     except ValueError as exc:
-        print(f"kb: --since {exc}", file=sys.stderr)
+        print(f"kb: --since {exc}", file=err)
         return EXIT_USAGE
     try:
         digest = digest_of(
             settings.index_path, store.unanswered(since.timestamp(), now), since=since, until=until
         )
     except KbError as exc:
-        print(f"kb: {exc}", file=sys.stderr)
+        print(f"kb: {exc}", file=err)
         return EXIT_FAILED
     if args.json:
         print(json.dumps({
@@ -134,9 +134,9 @@ def cmd_digest(args: argparse.Namespace, settings: Settings) -> int:
             "more": digest.more, "unanswered": digest.unanswered,
             "resurfaced": digest.resurfaced.__dict__ if digest.resurfaced else None,
             "resurfaced_for": digest.resurfaced_for,
-        }, ensure_ascii=False))  # fmt: skip
+        }, ensure_ascii=False), file=out)  # fmt: skip
     else:
-        print(digest_plain(digest, terminal_words(settings)))
+        print(digest_plain(digest, terminal_words(settings)), file=out)
     if not args.since:
         store.digest_sent(CLI_KEY, now)
     return EXIT_OK

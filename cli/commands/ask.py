@@ -1,0 +1,309 @@
+"""kb ask, kb chat and kb measure: questions answered by the model from the knowledge base."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from cli.commands import EXIT_OK, EXIT_USAGE
+from cli.commands.search import search_meaning
+from cli.commands.web import describe_import, import_and_answer
+from knowledge.config import Settings
+from knowledge.errors import KbError
+from knowledge.report.status import (
+    activity_facts,
+    aligned,
+    probe_model,
+    status_report,
+    summary_facts,
+    summary_lines,
+)
+from knowledge.retrieval.search import SearchResult
+from knowledge.store.index import Index
+from knowledge.words.catalog import Words, terminal_words
+from knowledge.words.replies import plain, text_and_note
+
+if TYPE_CHECKING:
+    from knowledge.speech.transcribe import Transcript
+    from knowledge.wiring import Language
+
+
+def _add_ask(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ask",
+        help="answer one question from the knowledge base with the model",
+        description="Answer a typed QUESTION, or the question spoken in an audio file (--audio: a voice note or "
+        "MP3, M4A, OGG, WAV, FLAC; transcribed with KB_WHISPER_MODEL, then answered like a typed question). "
+        "Exit status: 0 answered, 1 the audio could not be transcribed (nothing heard, too long, unreadable, "
+        "timed out: the reason on stderr) or another failure, 2 usage.",
+    )
+    p.add_argument("question", nargs="*")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"text","mode","citations":[...],"note","door":{"taken","by","why"},"candidates":[...],'
+        '"translations":[{"language","text"}],"searched_as":[...],"passages":[...]} (door: local, web or none, '
+        "decided by retrieval, the model or you; translations: the question as also searched in the index's "
+        "other languages; searched_as: the queries searched, the standalone question first; passages: what "
+        "retrieval ranked for it, best first: rank, chunk_id, document_id, source_name, title, lines; "
+        'with --audio also "heard": {"text","language","duration_s"})',
+    )
+    p.add_argument(
+        "--conversation",
+        metavar="NAME",
+        help="ask within the conversation NAME: a follow-up is understood from its earlier questions and "
+        "answers (kept in runs/conversations.sqlite3; it ends after KB_CONVERSATION_IDLE_S of silence)",
+    )
+    p.add_argument("--new", action="store_true", help="with --conversation: start it afresh")
+    p.add_argument("--audio", type=Path, metavar="FILE", help="ask the question spoken in this audio file")
+    p.set_defaults(func=cmd_ask)
+
+
+def _add_chat(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("chat", help="a terminal chat with the knowledge base (/help inside)")
+    p.set_defaults(func=cmd_chat)
+
+
+def _add_measure(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "measure",
+        help="exact prompt sizes for evidence budgets (and timings from the server)",
+        description="For each evidence budget: the evidence tokens actually packed and the exact input tokens "
+        "(system prompt, question, evidence and chat template, counted with the model's tokenizer). "
+        "Without --dry-run each prompt is also sent: elapsed ms, output tokens and the server's own count.",
+    )
+    p.add_argument("question", nargs="*")
+    # Strings, not ints: "--evidence-tokens 160 320 640 QUESTION" must leave the question's words alone.
+    p.add_argument("--evidence-tokens", nargs="+", default=["160", "320", "640"], metavar="N")
+    p.add_argument("--dry-run", action="store_true", help="count only; no model server needed")
+    p.set_defaults(func=cmd_measure)
+
+
+PARSERS = {"ask": _add_ask, "chat": _add_chat, "measure": _add_measure}
+
+
+def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
+    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
+    for name in names or PARSERS:
+        PARSERS[name](sub)
+
+
+def cmd_chat(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
+    """kb chat"""
+    return chat_until_done(settings, out=out)
+
+
+def chat_until_done(settings: Settings, language: Language | None = None, *, out: TextIO) -> int:
+    """The terminal chat until /quit, end of input or Ctrl-C (each a normal end: exit 0)."""
+    import signal
+
+    from cli.chat import holding_the_terminal
+
+    if sys.stdin.isatty():  # a person at a terminal: Ctrl-C leaves, even if kb's parent ignored it (a job
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # started with & in a script inherits that)
+    try:
+        with holding_the_terminal():
+            return asyncio.run(_chat(settings, language, out=out))
+    except KeyboardInterrupt:
+        print(file=out, flush=True)  # leave the shell's prompt on a line of its own
+        return EXIT_OK
+
+
+async def _chat(settings: Settings, language: Language | None = None, *, out: TextIO) -> int:
+    from cli.chat import chat_loop
+    from knowledge.errors import FetchRefused
+    from knowledge.websearch.importer import ImportRefused
+    from knowledge.wiring import candidate_store, conversing, load_language, open_engine
+
+    words = terminal_words(settings)
+
+    async def do_import(source_id: str) -> str:
+        try:
+            result, reply = await import_and_answer(settings, source_id)
+        except (ImportRefused, FetchRefused) as exc:
+            return words.tr("refused ({reason}): {why}", reason=exc.reason, why=exc)
+        return describe_import(result, words) + ("\n\n" + plain(reply, words) if reply is not None else "")
+
+    def keep_url(url: str) -> str:
+        record = candidate_store(settings).save_url("cli", url)
+        return f"web-1 · {record.candidates[0].title} — {url}\n" + words.tr("Import it with: /import web-1")
+
+    async def status_text() -> str:
+        model = await probe_model(engine.llm)
+        report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
+        return "\n".join(aligned(summary_facts(report, words) + activity_facts(report, words)))
+
+    language = language or load_language(settings)
+    counter = (language[0], language[2])
+    async with open_engine(settings, language) as engine:
+        model = await probe_model(engine.llm)
+        report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
+        print("\n".join(summary_lines(report, words)), file=out, flush=True)
+        await chat_loop(
+            conversing(settings, engine),
+            sources=lambda: _sources_text(settings, words),
+            status=status_text,
+            out=out,
+            history_file=settings.runs / "chat_history",
+            on_import=do_import,
+            on_url=keep_url,
+            words=words,
+        )
+    return EXIT_OK
+
+
+def _sources_text(settings: Settings, words: Words) -> str:
+    """The latest documents, one per line (the chat's /sources)."""
+    docs = []
+    if settings.index_path.exists():
+        with Index(settings.index_path, readonly=True) as index:
+            docs = sorted(index.documents(), key=lambda d: d.indexed_at, reverse=True)[:15]
+    lines = [f"{d.title} — {d.raw_path} ({d.source_url or d.source_name})" for d in docs]
+    return "\n".join(lines) or words.tr("No documents yet: drop a file into the inbox or run kb ingest PATH.")
+
+
+def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
+    """kb ask QUESTION  |  kb ask --audio FILE  |  kb ask --conversation NAME QUESTION"""
+    from cli.chat import FRESH, Printer
+    from knowledge.wiring import conversing, open_engine
+
+    words = terminal_words(settings)  # the reply's words; the rest of the command line stays English
+    heard = None
+    if args.audio is not None:
+        if args.question:
+            print("kb: ask takes a QUESTION or --audio FILE, not both", file=err)
+            return EXIT_USAGE
+        if not args.audio.is_file():
+            print(f"kb: no such file: {args.audio}", file=err)
+            return EXIT_USAGE
+        heard = hear(args.audio, settings, err=err)
+        if not args.json:
+            print(words.tr("I heard: {text}", text=heard.text) + "\n", file=out, flush=True)
+    elif not args.question:
+        print("kb: ask needs a QUESTION or --audio FILE", file=err)
+        return EXIT_USAGE
+    if args.new and not args.conversation:
+        print("kb: --new goes with --conversation NAME", file=err)
+        return EXIT_USAGE
+    question = heard.text if heard is not None else " ".join(args.question)
+    # a person at a terminal sees the answer as it is written; --json and pipes get it whole
+    printer = Printer(out, words) if not args.json and out.isatty() else None
+
+    async def ask() -> object:
+        async with open_engine(settings) as engine:
+            talk = conversing(settings, engine)
+            if args.conversation:
+                if args.new:
+                    await asyncio.to_thread(talk.store.end, f"cli:{args.conversation}")
+                key = f"cli:{args.conversation}"
+                return await talk.ask(key, question, listener=printer, language=words.language)
+            return await talk.ask_once(question, listener=printer, language=words.language)
+
+    if settings.index_path.exists():
+        with contextlib.suppress(KbError), Index(settings.index_path, readonly=True) as index:
+            search_meaning(settings, index, err=err)  # says when search by meaning is partial
+    answered = asyncio.run(ask())
+    reply = answered.reply
+    if args.json:
+        text, note = text_and_note(reply, words)
+        payload = {
+            "text": text,
+            "mode": reply.mode,
+            "citations": [c.__dict__ for c in reply.citations],
+            "note": note,
+            "door": reply.route.to_json() if reply.route else None,
+            "candidates": [{"id": c.id, "title": c.title, "url": c.url} for c in reply.candidates],
+            "translations": [t.to_json() for t in reply.translations],
+            "searched_as": reply.searched_as,
+            "passages": [passage_json(p) for p in reply.passages],
+        }
+        if args.conversation:
+            payload["conversation"] = {"name": args.conversation, "fresh": answered.fresh}
+        if heard is not None:
+            payload["heard"] = {
+                "text": heard.text,
+                "language": heard.language,
+                "duration_s": heard.duration_s,
+            }
+        print(json.dumps(payload, ensure_ascii=False, indent=2), file=out)
+    else:
+        if answered.fresh:
+            print(words.tr(FRESH), file=out)
+        print(printer.finish(reply) if printer is not None else plain(reply, words), file=out)
+        if reply.candidates:
+            print(
+                "\n" + words.tr("Import one with: kb import web-N (nothing is imported until you do)"),
+                file=out,
+            )
+    return EXIT_OK
+
+
+def passage_json(p: SearchResult) -> dict[str, object]:
+    """A ranked passage as ``kb ask --json`` lists it."""
+    return {
+        "rank": p.rank, "chunk_id": p.chunk_id, "document_id": p.document_id, "source_name": p.source_name,
+        "title": p.title, "lines": f"{p.start_line}-{p.end_line}",
+    }  # fmt: skip
+
+
+def hear(path: Path, settings: Settings, *, err: TextIO) -> Transcript:
+    """The question spoken in an audio file; SpeechError (a KbError: exit 1 with its sentence) otherwise."""
+    from knowledge.speech.decode import MAX_AUDIO_BYTES, too_large
+    from knowledge.speech.transcribe import model_notice, speech_runner, transcribe_audio
+
+    if (size := path.stat().st_size) > MAX_AUDIO_BYTES:
+        raise too_large(size)
+    data = path.read_bytes()
+    if notice := model_notice(settings.whisper_model, own_dir=settings.model_dir):
+        print(f"kb: {notice}", file=err, flush=True)
+    with speech_runner() as runner:
+        return transcribe_audio(data, settings=settings, runner=runner)
+
+
+def cmd_measure(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
+    """kb measure [--dry-run] --evidence-tokens N... QUESTION"""
+    from knowledge.wiring import build_engine, http_session, load_language
+
+    numbers = [w for w in args.evidence_tokens if w.isdigit()]
+    budgets = [
+        int(w)
+        for w in numbers[: next((i for i, w in enumerate(args.evidence_tokens) if not w.isdigit()), None)]
+    ]
+    words = args.evidence_tokens[len(budgets) :] + args.question
+    if not budgets or not words:
+        print("kb: measure needs --evidence-tokens N [N...] and a QUESTION", file=err)
+        return EXIT_USAGE
+    question = " ".join(words)
+    counter, template, why = load_language(settings, background=False)
+    if why:
+        print(f"note: {why}; counts use {counter.name}", file=err)
+
+    async def measure() -> int:
+        async with http_session() as session:
+            engine = build_engine(settings, session, counter, template)
+            passages = engine.retrieve(question)
+            print(
+                f"context {settings.context_tokens} tokens: {settings.max_output_tokens} kept for the answer "
+                f"(KB_MAX_OUTPUT_TOKENS), at most {settings.history_tokens} for the conversation so far "
+                "(KB_HISTORY_TOKENS; none here), the evidence at most its budget",
+                file=out,
+            )
+            header = f"{'budget':>8} {'evidence':>9} {'input':>7} {'passages':>9}"
+            print(header + ("" if args.dry_run else f" {'server':>7} {'output':>7} {'ms':>8}"), file=out)
+            for budget in budgets:
+                engine.settings = replace(engine.settings, evidence_tokens=budget)
+                prompt = engine.prompt(question, passages)
+                row = f"{budget:>8} {prompt.evidence_tokens:>9} {prompt.input_tokens:>7} {len(prompt.passages):>9}"
+                if not args.dry_run:
+                    done = await engine.llm.chat(prompt.messages, max_tokens=settings.max_output_tokens)
+                    row += f" {done.prompt_tokens!s:>7} {done.completion_tokens!s:>7} {done.elapsed_ms:>8.0f}"
+                print(row, file=out, flush=True)
+        return EXIT_OK
+
+    return asyncio.run(measure())

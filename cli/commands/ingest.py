@@ -1,0 +1,249 @@
+"""kb ingest and kb reindex: files converted and indexed under the writer lock, then given vectors."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TextIO
+
+import structlog
+
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from cli.progress import Progress
+from knowledge.config import Settings
+from knowledge.convert.isolate import IsolatedRunner
+from knowledge.errors import WriterLockHeld
+from knowledge.ingest.files import iter_sources
+from knowledge.ingest.lock import WriterLock, daemon_holder
+from knowledge.ingest.names import readable_name
+from knowledge.ingest.pipeline import Ingestor, Outcome
+from knowledge.model.tokenizer import TokenCounter, configured_counter
+from knowledge.report.status import plural
+from knowledge.retrieval.backfill import embed_missing
+from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.store.index import Index
+
+log = structlog.get_logger()
+
+
+def _add_ingest(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ingest",
+        help="convert and index files or folders now",
+        description="Convert files (HTML, PDF, text, Markdown) and index them. Originals are kept under "
+        "knowledge/inbox/processed/ (or failed/ with NAME.error.json); files from outside the inbox are copied, "
+        "never moved. A file that fails does not stop the others; the end lists failures by reason. "
+        "Exit status: 0 all succeeded, 1 any failed.",
+    )
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    p.set_defaults(func=cmd_ingest)
+
+
+def _add_reindex(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "reindex",
+        help="rebuild the index from knowledge/raw/",
+        description="Rebuild every document from knowledge/raw/ inside the live index, in one transaction "
+        "(searches see the old index until the new one is complete). Deterministic: same ids, same hashes.",
+    )
+    p.set_defaults(func=cmd_reindex)
+
+
+PARSERS = {"ingest": _add_ingest, "reindex": _add_reindex}
+
+
+def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
+    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
+    for name in names or PARSERS:
+        PARSERS[name](sub)
+
+
+def load_tokenizer(settings: Settings, *, background: bool = False) -> TokenCounter:
+    """The configured tokenizer, or the approximation (logged once); a hub fetch now, or in the
+    background for the next start (``background``: the daemon must watch its inbox at once)."""
+    return configured_counter(settings.tokenizer_spec, settings.tokenizer_dir, background=background)[0]
+
+
+def cmd_ingest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
+    """kb ingest PATH..."""
+    missing = [p for p in args.paths if not p.exists() and not p.is_symlink()]
+    if missing:
+        for p in missing:
+            print(f"kb: no such file or folder: {p}", file=err)
+        return EXIT_USAGE
+    paths = list(iter_sources(args.paths, skip=[settings.processed, settings.failed]))
+    outcomes = run_ingest(settings, paths, out=out, err=err)
+    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+
+
+def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextIO) -> list[Outcome]:
+    """Ingest files under the writer lock: a progress bar on a terminal, a line per file, a summary.
+
+    With the bar up and ``out`` a terminal too, files indexed without trouble get no line of their
+    own (the bar counts them); piped output keeps a line for every file.
+    """
+    t0 = time.perf_counter()
+    lock = WriterLock(settings.lock_path, role="kb ingest")
+    try:
+        lock.acquire()
+    except WriterLockHeld:
+        running = daemon_holder(settings.lock_path)
+        if running is not None:  # the daemon is the writer: it indexes them, kb ingest reports
+            return hand_to_daemon(settings, paths, running, out=out, err=err, t0=t0)
+        lock.acquire(wait_s=settings.lock_wait_s)  # another kb ingest or kb reindex: wait for it
+    counter = load_tokenizer(settings)
+    outcomes: list[Outcome] = []
+    try:
+        with (
+            Index(settings.index_path) as index,
+            IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,
+            Progress(len(paths), label="ingest", unit="files", stream=err) as bar,
+        ):
+            _warn_tokenizer_change(index, counter)
+
+            def pages_read(*, name: str, sha256: str, stage: str, done: int, total: int) -> None:
+                """Scanned pages read by OCR, shown beside the file's name while it is read."""
+                bar.describe(f"{name} · OCR page {done}/{total}" if stage == "ocr" else name)
+                bar.around(lambda: None)  # redraw now: the bar itself moves only once per file
+
+            ingestor = Ingestor(settings, index, counter, runner=runner, progress=pages_read)
+            is_each_line_shown = not (bar.is_on and out.isatty())
+            waiting = collections.deque(paths)
+            while waiting:
+                path = waiting.popleft()
+                bar.describe(path.name)
+                outcome = ingestor.ingest(path)
+                if outcome.status == "later":  # a long scan's turn is over: the other files first
+                    waiting.append(path)
+                    continue
+                outcomes.append(outcome)
+                bar.advance()
+                if is_each_line_shown or outcome.status != "indexed":
+                    bar.print(describe_outcome(outcome), out=out)
+            if any(o.status == "indexed" for o in outcomes):
+                embed_index(settings, index, out=out, err=err)
+    finally:
+        lock.release()
+    summarise(outcomes, t0, out=out)
+    return outcomes
+
+
+def hand_to_daemon(
+    settings: Settings, paths: list[Path], running: str, *, out: TextIO, err: TextIO, t0: float
+) -> list[Outcome]:
+    """kb ingest while the daemon runs: the files go into its inbox and their results are reported as
+    the daemon records them (the same lines as when kb ingest indexes them itself)."""
+    from knowledge.ingest.handoff import hand_over
+
+    print(
+        f"the daemon is running ({running}): handing {len(paths)} file(s) to its inbox", file=out, flush=True
+    )
+    with Progress(len(paths), label="ingest", unit="files", stream=err) as bar:
+        is_each_line_shown = not (bar.is_on and out.isatty())
+
+        def shown(outcome: Outcome) -> None:
+            bar.advance()
+            if is_each_line_shown or outcome.status != "indexed":
+                bar.print(describe_outcome(outcome), out=out)
+
+        outcomes = hand_over(settings, paths, idle_s=max(settings.import_wait_s, 1.0), shown=shown)
+    summarise(outcomes, t0, out=out)
+    return outcomes
+
+
+def summarise(outcomes: list[Outcome], t0: float, *, out: TextIO) -> None:
+    """The last lines of kb ingest: a count per status, the time, and the reasons of failures."""
+    counts = Counter(o.status for o in outcomes)
+    parts = [
+        f"{counts[s]} {s}" for s in ("indexed", "duplicate", "failed", "skipped", "waiting") if counts[s]
+    ]
+    print(f"{', '.join(parts) or 'nothing to do'} in {time.perf_counter() - t0:.1f} s", file=out)
+    if reasons := Counter(o.reason for o in outcomes if o.status == "failed"):
+        listed = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common())
+        print(f"failed by reason: {listed} (originals and NAME.error.json in inbox/failed/)", file=out)
+
+
+def embed_index(settings: Settings, index: Index, *, out: TextIO, err: TextIO) -> None:
+    """Give every chunk without a vector one (kb ingest and kb reindex, before they return)."""
+    try:
+        embedder = make_embedder(settings)
+    except EmbedderError as exc:
+        print(f"vectors: not made: {exc}", file=out)
+        return
+    if embedder is None:
+        return
+    missing = index.chunk_total() - index.vector_count(embedder.name)
+    if missing <= 0:
+        return
+    t0 = time.perf_counter()
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        bar.advance(n)
+
+    with Progress(missing, label="embed", unit="chunks", stream=err) as bar:
+        try:
+            embed_missing(index, embedder, batch=settings.embed_batch, progress=advance)
+        except EmbedderError as exc:
+            log.warning("embed.unavailable", model=embedder.name, reason=str(exc))
+            bar.print(f"vectors: stopped after {done} of {missing} chunks: {exc}", out=out)
+            return
+    print(f"embedded {done} chunks in {time.perf_counter() - t0:.1f} s ({embedder.name})", file=out)
+
+
+def describe_outcome(o: Outcome) -> str:
+    """One line for a file: what happened and where things are (a name that is not UTF-8, readably)."""
+    o = Outcome(**{**o.__dict__, "source": o.source.with_name(readable_name(o.source.name))})
+    if o.status == "indexed":
+        unread = (
+            f"; OCR time ran out, pages {o.unread_pages} not read (KB_OCR_BUDGET_S)" if o.unread_pages else ""
+        )
+        return f"indexed    {o.source.name} → {o.raw_path} ({plural(o.chunks, 'chunk')}, {o.title!r}){unread}"
+    if o.status == "duplicate":
+        return f"duplicate  {o.source.name} = {o.duplicate_of} ({o.title!r}), kept as {_rel(o.kept_at)}"
+    if o.status == "skipped":
+        return f"skipped    {o.source.name}: {o.message}"
+    if o.status == "waiting":
+        return f"waiting    {o.source.name}: {o.message} ({_rel(o.kept_at)})"
+    return f"failed     {o.source.name}: {o.reason}: {o.message} → {_rel(o.kept_at)}"
+
+
+def _rel(path: Path | None) -> str:
+    if path is None:
+        return "-"
+    parts = path.parts
+    return "/".join(parts[parts.index("inbox") :]) if "inbox" in parts else str(path)
+
+
+def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
+    """Log when the index was built with another tokenizer or another version of kb's text analysis."""
+    from knowledge.store.analysis import ANALYZER_VERSION
+
+    built_with = index.meta("tokenizer")
+    if built_with is not None and built_with != counter.name:
+        log.warning("index.tokenizer_changed", index=built_with, current=counter.name, fix="kb reindex")
+    analyzer = index.meta("analyzer")
+    if analyzer is not None and analyzer != ANALYZER_VERSION:
+        log.warning("index.analyzer_changed", index=analyzer, current=ANALYZER_VERSION, fix="kb reindex")
+
+
+def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
+    """kb reindex"""
+    counter = load_tokenizer(settings)
+    t0 = time.perf_counter()
+    total = len(list(settings.raw.glob("*.md"))) if settings.raw.is_dir() else 0
+    with WriterLock(settings.lock_path, role="kb reindex") as _lock, Index(settings.index_path) as index:
+        ingestor = Ingestor(settings, index, counter)
+        with Progress(total, label="reindex", unit="documents", stream=err) as bar:
+            docs, chunks = ingestor.reindex(progress=lambda n, total: bar.advance())
+        print(
+            f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s",
+            file=out,
+        )
+        embed_index(settings, index, out=out, err=err)
+    return EXIT_OK

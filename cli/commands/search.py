@@ -1,0 +1,242 @@
+"""kb search and kb ls: passages for a question, documents by title. The shape of ``search --json`` is a contract."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from cli.commands import EXIT_OK, EXIT_USAGE
+from knowledge.config import Settings
+from knowledge.retrieval.backfill import coverage
+from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.search import Found, Meaning, SearchResult, find
+from knowledge.retrieval.sufficiency import Verdict
+from knowledge.retrieval.translate import Translation, search_translated
+from knowledge.store.index import Index
+from knowledge.store.records import DocumentRecord
+
+
+def _add_search(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "search",
+        help="find passages for a question",
+        description="Rank passages for a question (any text is a valid query) and say whether they answer it. "
+        "With --json each result is "
+        '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text",'
+        '"relevance","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
+        "the question, answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), "
+        'translations the question as also searched in the index\'s other languages ([{"language","text"}], '
+        "from the model), both the same on every result.",
+    )
+    p.add_argument("query", nargs="*", help="the question (words are joined with spaces)")
+    p.add_argument(
+        "-k", type=int, default=None, metavar="N", help="number of passages (default: KB_SEARCH_K)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--no-translate",
+        action="store_true",
+        help="search with the question as written only (by default, when the model server is up and the "
+        "index holds other languages, the question translated by the model is searched too; KB_TRANSLATE)",
+    )
+    p.add_argument(
+        "--batch",
+        type=Path,
+        metavar="FILE",
+        help='one query per line; prints one line per query, in order: {"query": ..., "results": [...], '
+        '"answerable": ..., "verdict": {"answerable","relevance","threshold","basis","why"}, "translations": [...]}',
+    )
+    p.set_defaults(func=cmd_search)
+
+
+def _add_ls(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ls",
+        help="list documents, newest first",
+        description="List the documents in the knowledge base, newest first: id, date indexed, title and "
+        "source (file name or URL). With WORDS, only documents whose title or source contains every word "
+        "(any case). With --json, a list of "
+        '{"id","title","indexed_at","source_name","source_url","raw_path","chunks"}. '
+        "Exit status: 0 (also when nothing matches).",
+    )
+    p.add_argument("words", nargs="*", metavar="WORDS", help="words the title or source must contain")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--limit", type=int, default=50, metavar="N", help="show at most N documents (default 50; 0: all)"
+    )
+    p.set_defaults(func=cmd_ls)
+
+
+PARSERS = {"search": _add_search, "ls": _add_ls}
+
+
+def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
+    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
+    for name in names or PARSERS:
+        PARSERS[name](sub)
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
+    """kb search [-k N] [--json] QUERY  |  kb search --batch FILE --json"""
+    k = args.k or settings.search_k
+    if k < 1:
+        print("kb: -k must be at least 1", file=err)
+        return EXIT_USAGE
+    if args.batch is None and not args.query:
+        print("kb: search needs a QUERY or --batch FILE", file=err)
+        return EXIT_USAGE
+    if args.batch is not None:
+        queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
+    else:
+        queries = [" ".join(args.query)]
+    translate = settings.translate != "off" and not args.no_translate
+    with Index(settings.index_path, readonly=True) as index:
+        meaning = search_meaning(settings, index, err=err)
+        answers = asyncio.run(_find_all(settings, index, queries, k=k, meaning=meaning, translate=translate))
+    for query, (found, translations) in zip(queries, answers, strict=True):
+        if args.batch is not None and args.json:
+            line = {
+                "query": query,
+                "results": [result_json(r, found.verdict, translations) for r in found.results],
+                "answerable": found.verdict.answerable,
+                "verdict": found.verdict.to_json(),
+                "translations": [t.to_json() for t in translations],
+            }
+            print(json.dumps(line, ensure_ascii=False), file=out, flush=False)
+        elif args.json:
+            results = [result_json(r, found.verdict, translations) for r in found.results]
+            print(json.dumps(results, ensure_ascii=False, indent=2), file=out)
+        else:
+            if args.batch is not None:
+                print(f"## {query}", file=out)
+            print_results(found, out, translations)
+    return EXIT_OK
+
+
+async def _find_all(
+    settings: Settings, index: Index, queries: list[str], *, k: int, meaning: Meaning | None, translate: bool
+) -> list[tuple[Found, list[Translation]]]:
+    """Each query's passages and verdict, searched also in the index's other languages when the
+    model can translate it and that can help (knowledge.retrieval.translate)."""
+    from knowledge.wiring import http_session, model_client, translator
+
+    out: list[tuple[Found, list[Translation]]] = []
+    async with contextlib.AsyncExitStack() as stack:
+        translate_with = None
+        if translate and meaning is not None:
+            session = await stack.enter_async_context(http_session())
+            translate_with = translator(settings, model_client(settings, session))
+        for query in queries:
+
+            async def search(texts: Sequence[str], query: str = query) -> Found:
+                return find(
+                    index, query, k=k, meaning=meaning, threshold=settings.min_relevance, translations=texts
+                )
+
+            groups = meaning.cache.group_counts if meaning is not None else dict
+            out.append(await search_translated(search, translate_with, query, groups))
+    return out
+
+
+def result_json(
+    result: SearchResult, verdict: Verdict, translations: Sequence[Translation] = ()
+) -> dict[str, object]:
+    """One result as ``kb search --json`` prints it: the contract's fields, its relevance, the
+    query's verdict (``answerable``: whether the documents answer it, the same on every result)
+    and the translations of the query searched with it (the same on every result)."""
+    return {
+        **result.to_json(),
+        "answerable": verdict.answerable,
+        "translations": [t.to_json() for t in translations],
+    }
+
+
+def search_meaning(settings: Settings, index: Index, *, err: TextIO) -> Meaning | None:
+    """Search by meaning for this index, saying on ``err`` when it is partial or unavailable."""
+    try:
+        meaning = Meaning.of(make_embedder(settings))
+    except EmbedderError as exc:
+        print(f"kb: searching by words only: {exc}", file=err)
+        return None
+    if meaning is not None:
+        cov = coverage(index, meaning.embedder.name)
+        if not cov.is_complete:
+            print(
+                f"kb: {cov.vectors} of {cov.chunks} passages have vectors yet; search by meaning is partial",
+                file=err,
+            )
+    return meaning
+
+
+def print_results(found: Found, out: TextIO, translations: Sequence[Translation] = ()) -> None:
+    """Readable results: rank, citation, relevance, a few lines of text; then the translations
+    searched too, and the verdict."""
+    if translations:
+        print("also searched as: " + " · ".join(f"{t.language}: {t.text}" for t in translations), file=out)
+    if not found.results:
+        print("no matching passages", file=out)
+        return
+    for r in found.results:
+        print(f"{r.rank}. {r.citation}  (relevance {r.relevance:.2f}, score {r.score:.3f})", file=out)
+        if r.source_url:
+            print(f"   {r.source_url}", file=out)
+        snippet = " ".join(r.text.split())
+        print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}", file=out)
+    verdict = found.verdict
+    answer = (
+        "the documents answer it"
+        if verdict.answerable
+        else "the documents do not answer it (kb ask would go to the web)"
+    )
+    print(f"verdict: {answer}: {verdict.why}", file=out)
+
+
+def cmd_ls(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
+    """kb ls [WORDS] [--json] [--limit N]"""
+    docs: list[DocumentRecord] = []
+    if settings.index_path.exists():
+        with Index(settings.index_path, readonly=True) as index:
+            docs = matching_documents(index.documents(), args.words)
+    shown = docs if args.limit <= 0 else docs[: args.limit]
+    if args.json:
+        print(json.dumps([document_json(d) for d in shown], ensure_ascii=False, indent=2), file=out)
+        return EXIT_OK
+    if not docs:
+        print(
+            "no documents match" if args.words else "no documents yet — add files with: kb ingest PATH",
+            file=out,
+        )
+        return EXIT_OK
+    for d in shown:
+        print(
+            f"{d.id}  {d.indexed_at[:16].replace('T', ' ')}  {d.title}  ({d.source_url or d.source_name})",
+            file=out,
+        )
+    if len(shown) < len(docs):
+        print(f"… {len(docs) - len(shown)} more (--limit N shows more, --limit 0 all)", file=out)
+    return EXIT_OK
+
+
+def matching_documents(docs: Sequence[DocumentRecord], words: Sequence[str]) -> list[DocumentRecord]:
+    """Documents whose title or source contains every word (any case), newest first."""
+    wanted = [w.casefold() for w in words if w.strip()]
+
+    def is_match(d: DocumentRecord) -> bool:
+        text = f"{d.title} {d.source_name} {d.source_url or ''}".casefold()
+        return all(w in text for w in wanted)
+
+    found = [d for d in docs if is_match(d)]
+    return sorted(found, key=lambda d: (d.indexed_at, d.id), reverse=True)
+
+
+def document_json(d: DocumentRecord) -> dict[str, object]:
+    """One document as kb ls --json prints it."""
+    return {
+        "id": d.id, "title": d.title, "indexed_at": d.indexed_at, "source_name": d.source_name,
+        "source_url": d.source_url, "raw_path": d.raw_path, "chunks": d.chunk_count,
+    }  # fmt: skip
