@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -105,7 +106,7 @@ def connect(path: Path, *, readonly: bool = False, timeout_s: float = 10.0) -> s
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode = WAL")
+            _wal(conn, timeout_s)
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
@@ -115,6 +116,20 @@ def connect(path: Path, *, readonly: bool = False, timeout_s: float = 10.0) -> s
     except (sqlite3.DatabaseError, OSError) as exc:
         raise unreadable(path, exc) from exc
     return conn
+
+
+def _wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """Put the file in WAL mode. Changing the journal mode of a new file needs it to itself and SQLite
+    answers "locked" at once, without its busy handler, while another connection opens it: retried."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") not in _BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 @contextmanager
