@@ -273,3 +273,26 @@ async def test_summarise_it_after_sending_a_document_summarises_that_document(en
     done = await env.bot_said(lambda c: "The pier closes at six [1]." in c.params["text"], timeout_s=20)
     assert done.params["text"].startswith("<b>The pier closes at six tonight</b>\n\n")
     assert "Summarise the whole document" in env.llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_a_summary_longer_than_one_message_is_shown_split_never_a_stuck_reading(env):
+    env, _ = env
+    from tests.test_bot_capture import channel
+
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(82), text="The harbour log of the winter")
+    await env.bot_said(lambda c: "Saved: The harbour log of the winter\nIndexed" in c.params["text"])
+    long = " ".join(
+        f"Sentence {n} about the boats and the tides [1]." for n in range(100)
+    )  # 4,600 characters
+    env.llm.script = [answer(long)]
+    await env.say("summarise it")
+    reading = await env.bot_said(lambda c: c.method == "sendMessage" and "Reading “" in c.params["text"])
+    await env.bot_said(lambda c: "Sentence 99 about" in c.params["text"], timeout_s=20)
+    status = env.telegram.message(OWNER, reading.result["message_id"])
+    assert status.text.startswith(
+        "The harbour log of the winter\n\nSentence 0 about"
+    )  # no longer "Reading …"
+    later = [m for m in env.telegram.bot_messages(OWNER) if m.message_id > status.message_id]
+    shown = " ".join([status.text, *(m.text for m in later)])
+    assert all(f"Sentence {n} about the boats" in shown for n in range(100))
+    assert [b["text"] for b in later[-1].buttons] == ["Open [1]"] and not status.buttons

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from bot.markdown import BLOCK_CHARS, markdown_blocks
-from bot.render import MAX_TEXT, split_blocks
+from bot.pages import MAX_TEXT, split_blocks
 from tests.fake_telegram import parse_html
 
 
