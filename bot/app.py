@@ -202,7 +202,7 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
                 if isinstance(context.error, IndexUnreadable)
                 else words.tr("Sorry — something went wrong with that. It has been logged.")
             )
-            await context.bot.send_message(update.effective_chat.id, text)
+            await say(context, update.effective_chat.id, esc(text))
 
 
 def file_base_url(api_url: str) -> str:

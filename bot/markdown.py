@@ -4,14 +4,14 @@ The local model answers in Markdown (bold points, lists, inline code, fences, li
 headings and tables). markdown-it-py parses it (CommonMark with tables and strikethrough, raw HTML
 off, so ``<script>`` is text) and the token stream is walked into Telegram's subset: ``<b> <i> <s>
 <code> <pre> <a href> <blockquote>``; every other ``<``, ``>`` and ``&`` is escaped. Each block
-closes every tag it opens, so bot/render.py's ``split_blocks`` may cut a long answer between any two.
+closes every tag it opens, so bot/pages.py's ``split_blocks`` may cut a long answer between any two.
 
 Choices, and why:
 
 * A whole list is one block, its items joined by single newlines (``split_blocks`` joins blocks
-  with blank lines, which would double-space the items). A list longer than ``BLOCK_CHARS`` visible
-  characters becomes several blocks, cut between top-level items; long code blocks (between lines),
-  quotes and tables are cut the same way, each piece in its own tags.
+  with blank lines, which would double-space the items). A list longer than ``BLOCK_UNITS`` visible
+  UTF-16 code units (as bot.pages counts) becomes several blocks, cut between top-level items; long
+  code blocks (between lines), quotes and tables are cut the same way, each piece in its own tags.
 * Reference definitions are not parsed at all: the model's ``[1]: http://…`` line stays visible as
   it was written, and its citations ``[1]``, ``[2][3]`` stay literal text instead of becoming links
   to whatever the line defined.
@@ -41,8 +41,10 @@ from urllib.parse import urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from bot.pages import units
+
 MAX_NESTING = 20  # markdown-it's limit on nested containers; bounds the recursion below too
-BLOCK_CHARS = 3500  # visible characters in one block of a list, quote, code or table
+BLOCK_UNITS = 3500  # visible UTF-16 code units in one block of a list, quote, code or table
 TABLE_PRE_WIDTH = 40  # widest aligned table in <pre>; about what a phone shows in monospace
 LINK_SCHEMES = frozenset({"http", "https"})
 NOTE_CHARS = 60  # the real address shown after a link whose label looks like another one
@@ -276,13 +278,13 @@ def _width(text: str) -> int:
 
 
 def _pack(pieces: Sequence[str], sep: str, head: str = "", tail: str = "") -> list[str]:
-    """Pieces joined by ``sep`` into blocks of at most BLOCK_CHARS visible characters, each in head…tail."""
+    """Pieces joined by ``sep`` into blocks of at most BLOCK_UNITS visible units, each in head…tail."""
     blocks: list[str] = []
     current: list[str] = []
     size = 0
     for piece in pieces:
-        n = len(_visible(piece))
-        if current and size + len(sep) + n > BLOCK_CHARS:
+        n = units(_visible(piece))
+        if current and size + len(sep) + n > BLOCK_UNITS:
             blocks.append(head + sep.join(current) + tail)
             current, size = [], 0
         size += n + (len(sep) if current else 0)

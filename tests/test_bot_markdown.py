@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from bot.markdown import BLOCK_CHARS, markdown_blocks
+from bot.markdown import BLOCK_UNITS, markdown_blocks
 from bot.pages import MAX_TEXT, split_blocks
 from tests.fake_telegram import parse_html
 
@@ -226,7 +226,7 @@ def test_a_long_list_becomes_several_blocks_cut_between_items():
     assert len(blocks) > 1
     for block in blocks:
         assert block.startswith("• item ")
-        assert len(visible([block])) <= BLOCK_CHARS
+        assert len(visible([block])) <= BLOCK_UNITS
     assert visible(blocks).count("• item ") == 200
     messages = split_blocks(blocks)
     for message in messages:

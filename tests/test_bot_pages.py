@@ -70,3 +70,11 @@ def test_a_source_url_that_is_not_http_is_not_linked():
     [message] = reply_messages(reply)
     assert "tg:" not in message and "[1] Harbor office — raw/a.md:1-3" in message
     assert '[2] <a href="https://pier.example/">Pier</a>' in message
+
+
+def test_a_long_list_of_emoji_is_cut_between_items_and_keeps_its_markup():
+    items = "\n".join(f"- **item {n}** " + EMOJI * 20 for n in range(200))  # 8,000+ code units
+    messages = reply_messages(Reply(items, "local", []))
+    assert len(messages) > 1 and all(utf16_len(shown(m).strip()) <= 4096 for m in messages)
+    assert all(m.count("<b>item ") == m.count("• ") for m in messages)  # no item lost its bold
+    assert sum(m.count("<b>item ") for m in messages) == 200
