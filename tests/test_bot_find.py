@@ -296,3 +296,17 @@ async def test_a_summary_longer_than_one_message_is_shown_split_never_a_stuck_re
     shown = " ".join([status.text, *(m.text for m in later)])
     assert all(f"Sentence {n} about the boats" in shown for n in range(100))
     assert [b["text"] for b in later[-1].buttons] == ["Open [1]"] and not status.buttons
+
+
+async def test_a_file_name_with_a_right_to_left_override_is_listed_and_sent_back_neutralised(env):
+    env, _ = env
+    drop(env, "invoice\u202efdp.md", "# Invoice \u202efdp.exe\n\nThe invoice is due on Friday.\n")
+    await wait_indexed(env, 1)
+    await env.say("/find invoice")
+    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+    assert "Invoice fdp.exe" in call.params["text"] and not re.search(
+        "[\u202a-\u202e\u2066-\u2069]", call.params["text"]
+    )
+    await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Open 1")
+    sent = await env.telegram.wait_for("sendDocument", timeout_s=10)
+    assert sent.ok and sent.params["_files"]["document"] == "invoicefdp.md"
