@@ -3,6 +3,9 @@ it: a 429 holds the chat it came for, never the whole bot; a draft is dropped, a
 
 import asyncio
 
+import pytest
+from telegram.error import RetryAfter
+
 from bot.app import build_application
 from bot.stream import ChatStream
 from tests.bot_env import OWNER, TOKEN
@@ -35,6 +38,8 @@ async def test_a_flood_wait_on_one_chats_draft_stops_neither_other_chats_nor_cal
         tap = telegram.push_callback(OTHER, OTHER, button.message_id, "x")
         assert await asyncio.wait_for(bot.answer_callback_query(tap, text="done"), SAFETY_S)
         await asyncio.wait_for(bot.send_chat_action(OTHER, "typing"), SAFETY_S)
+        with pytest.raises(RetryAfter):  # "typing…" in the waiting chat is dropped at once, not sent
+            await asyncio.wait_for(bot.send_chat_action(OWNER, "typing"), SAFETY_S)
         streamed = await stream.close()
     await runner.cleanup()
     assert telegram.callback_answer(tap)["text"] == "done"
@@ -42,6 +47,7 @@ async def test_a_flood_wait_on_one_chats_draft_stops_neither_other_chats_nor_cal
     drafts = telegram.calls("sendMessageDraft")
     assert drafts == [refused]  # a draft is droppable: never retried for the flood wait
     assert streamed.message_ids == []
+    assert [c.params["chat_id"] for c in telegram.calls("sendChatAction")] == [OTHER]
 
 
 async def test_a_message_refused_for_a_flood_wait_is_sent_after_it_and_only_its_chat_waits():
