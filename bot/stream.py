@@ -4,7 +4,7 @@ In a private chat the text goes out as a draft (``sendMessageDraft``: animated, 
 30-second preview), renewed before it expires, also while the model is still reading the prompt
 ("Reading 5 passages…"). Where drafts are refused, the same text goes into a message of the bot's
 own, edited as it grows. Either way the stream paces itself, about one update a second per chat
-(PTB's rate limiter does not pace private chats), plain text only; a RetryAfter is waited out,
+(bot.limiter does not pace a chat by itself), plain text only; a RetryAfter is waited out,
 never raised (bot.limiter never retries a draft: the next update replaces it). A text longer than
 one message continues in a new one: the full pages (cut by bot.pages, as Telegram counts) become
 messages, the rest streams on.
