@@ -1,9 +1,11 @@
 """``kb backup --verify ARCHIVE`` and ``kb restore-backup ARCHIVE --home DIR``.
 
-Both read every member of the archive once, in order, hashing it: each file must have the size and
-SHA-256 its manifest lists, nothing may be missing or extra, and every member must be a regular file
-under a plain relative path (tar's data filter, and no links at all). The SQLite copies then pass
-SQLite's integrity check, and the index FTS5's own check too. A refusal names the file.
+Both read an archive twice. First its headers and its manifest, writing nothing (survey.py): every
+member a plain regular file under a plain relative path, within the member-count and size caps and
+the free space, exactly the files the manifest lists at its sizes. Then every member once, in order,
+hashing it (and writing it, or only the SQLite copies): each must be what the first pass saw and
+have the SHA-256 its manifest lists (tar's data filter too). The SQLite copies then pass SQLite's
+integrity check, and the index FTS5's own check too. A refusal names the file.
 
 Restoring writes into a hidden folder beside DIR and renames it to DIR only once all of this holds,
 so DIR never holds half a knowledge base. Before the rename, the documents removed while the backup

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 @contextlib.contextmanager
 def stopped_by_signals() -> Iterator[None]:
     """Within: SIGTERM and SIGINT raise KeyboardInterrupt in the main thread (the first one only, so
-    the clean-up it starts runs to its end)."""
+    the clean-up it starts runs to its end; one the process ignores stays ignored)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -31,7 +31,9 @@ def stopped_by_signals() -> Iterator[None]:
         is_stopping = True
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # A signal the process was started to ignore (SIGINT of a job started with & in a script) stays ignored.
+    kept = [sig for sig in (signal.SIGTERM, signal.SIGINT) if signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, stop) for sig in kept}
     try:
         yield
     finally:
