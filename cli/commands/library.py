@@ -54,14 +54,18 @@ def _add_backup(sub: argparse._SubParsersAction) -> None:
         help="write one archive of this knowledge base (or check one with --verify)",
         description="Write one archive of everything needed to rebuild this knowledge base elsewhere, while the "
         "daemon runs (the backup only reads). DEST ending in .tar.gz or .tgz is a compressed tar, any other DEST a "
-        "folder; it is written as DEST.part and renamed when complete, never over an existing DEST. In it: the index "
+        "folder; it is written inside DEST.part (a private folder kb marks as its own: anything else there is left "
+        "alone and the backup refused) and renamed when complete, never over an existing DEST; stopped (Ctrl-C, "
+        "SIGTERM), it leaves nothing. In it: the index "
         "(a consistent copy made with SQLite's online backup API), knowledge/raw/, the inbox with processed/ (the "
         "originals) and failed/, the trash, what the bot and the chats remember (runs/conversations.sqlite3, "
         "runs/web-search.json), .env and kb.toml without their secrets, and kb-backup.json: every file's size and "
         "SHA-256. Not in it: KB_TELEGRAM_TOKEN, HF_TOKEN and every *_TOKEN, *_KEY, *_SECRET, *_PASSWORD setting, "
         "logs, downloaded models and tokenizers, requests waiting for the daemon, files being written. With "
         "--verify, check the archive DEST instead (every file's size and hash, nothing missing or extra, the index's "
-        "integrity) without restoring it. Exit status: 0 written (or sound), 1 refused or failed.",
+        "integrity) without restoring it; its file list and manifest are checked before anything of it is written "
+        "(no links, devices or sparse files, at most 1,000,000 files, sizes within the free space). Exit status: 0 "
+        "written (or sound), 1 refused or failed.",
     )
     p.add_argument("dest", type=Path, metavar="DEST", help="the archive to write (with --verify: to check)")
     p.add_argument("--verify", action="store_true", help="check the archive DEST instead of writing one")
@@ -73,7 +77,8 @@ def _add_restore_backup(sub: argparse._SubParsersAction) -> None:
         "restore-backup",
         help="rebuild a knowledge base in a new folder from an archive of kb backup",
         description="Rebuild a knowledge base in DIR (a new or empty folder) from an archive written by kb backup. "
-        "The archive is verified first, as kb backup --verify does; the files are written beside DIR and renamed "
+        "The archive is verified first, as kb backup --verify does (its file list and manifest before anything is "
+        "written); the files are written beside DIR and renamed "
         "into place at the end, so DIR never holds half a knowledge base. Documents removed while the backup ran are "
         "put back: DIR holds every document that was indexed when the backup began, with its original, and kb "
         "search works there at once; start kb --home DIR daemon to index what arrived while the backup ran. "

@@ -12,13 +12,26 @@ An archive (a ``.tar.gz``, or a folder) holds KB_HOME-relative files and, last, 
     runs/web-search.json, runs/…      the latest web candidates and the other state kb keeps
     .env, kb.toml                     settings, without their secrets (never the Telegram token)
 
-``make.py`` writes one (and says why its order of folders loses nothing while the daemon works),
-``restore.py`` verifies and restores one, ``archive.py`` is the format, ``snapshot.py`` the SQLite
-copies, ``settings_files.py`` the secrets left out.
+``make.py`` writes one (and says why its order of folders loses nothing while the daemon works) inside
+``DEST.part``, kb's own private folder (``part.py``); ``survey.py`` checks an archive from elsewhere
+before anything of it is written, ``restore.py`` then verifies and restores it; ``archive.py`` is the
+format, ``manifest.py`` its manifest, ``snapshot.py`` the SQLite copies, ``settings_files.py`` the
+secrets left out, ``stopping.py`` a clean-up on SIGTERM as on Ctrl-C.
 """
 
-from knowledge.backup.archive import BackupError
+from knowledge.backup.errors import BackupError
 from knowledge.backup.make import LEFT_OUT, BackupDone, backup
 from knowledge.backup.restore import Restored, Verified, restore, verify
+from knowledge.backup.survey import Limits
 
-__all__ = ["LEFT_OUT", "BackupDone", "BackupError", "Restored", "Verified", "backup", "restore", "verify"]
+__all__ = [
+    "LEFT_OUT",
+    "BackupDone",
+    "BackupError",
+    "Limits",
+    "Restored",
+    "Verified",
+    "backup",
+    "restore",
+    "verify",
+]

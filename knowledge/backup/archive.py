@@ -1,23 +1,20 @@
 """The archive itself: a ``.tar.gz`` or a folder of KB_HOME-relative files, its manifest written last.
 
-Writing: every file goes in once, hashed (SHA-256) as it is written; the archive is built at
-``DEST.part`` (a file, or a folder) held with an ``flock``, and renamed to DEST only once the
-manifest is in and everything is on disk, so nothing half-written is ever at DEST. Reading: every
-member is read once, in order, hashed and handed on; anything that is not a regular file under a
-plain relative name (an absolute path, ``..``, a link, a device) is refused by name.
+Writing: every file goes in once, hashed (SHA-256) as it is written; the archive is built inside
+``DEST.part`` (kb's own private folder, see part.py) and renamed to DEST only once the manifest is in
+and everything is on disk, so nothing half-written is ever at DEST. Reading: every member is read
+once, in order, and handed on; anything that is not a plain regular file under a plain relative name
+(an absolute path, ``..``, a link, a device, a sparse file) is refused by name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import gzip
 import hashlib
 import io
-import json
 import os
-import shutil
 import stat
 import tarfile
 import zlib
@@ -26,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from knowledge.errors import NO_ROOM, Refused
+from knowledge.backup.errors import BackupError, write_error
+from knowledge.backup.part import Part, claim
 from knowledge.ingest.safepath import open_beneath, walk_files
 
 MANIFEST_NAME = "kb-backup.json"
@@ -37,22 +35,6 @@ PIECE_BYTES = 1 << 20
 TAR_SUFFIXES = (".tar.gz", ".tgz")
 # What a file manager leaves in a folder it shows: never backed up, ignored in a folder archive.
 JUNK_NAMES = frozenset({".ds_store", "thumbs.db", "desktop.ini"})
-
-
-class BackupError(Refused):
-    """A backup could not be written, or an archive is refused; ``reason`` is a stable code and
-    ``member`` the archive file it is about, when there is one.
-
-    Reasons: ``dest-exists``, ``dest-inside``, ``dest-busy``, ``no-index``, ``unreadable``,
-    ``no-room``, ``index-damaged`` (the copy failed SQLite's checks), ``not-a-backup``,
-    ``truncated``, ``changed`` (a file's size or hash is not the manifest's), ``missing``, ``extra``,
-    ``unsafe`` (a member that is not a regular file under a plain relative name), ``bad-manifest``,
-    ``newer-format``, ``home-not-empty``.
-    """
-
-    def __init__(self, reason: str, message: str, *, member: str | None = None) -> None:
-        super().__init__(reason, message)
-        self.member = member
 
 
 @dataclass(frozen=True)
@@ -85,7 +67,9 @@ def name_problem(name: str) -> str | None:
 
 
 class Sink(Protocol):
-    """Where a backup's files go: a .tar.gz or a folder."""
+    """Where a backup's files go: a .tar.gz or a folder, written inside a claimed DEST.part."""
+
+    def work_path(self, name: str) -> Path: ...
 
     def add_bytes(self, name: str, data: bytes, *, mode: int, mtime: float) -> Entry: ...
 
@@ -103,36 +87,14 @@ class Sink(Protocol):
 
 
 def open_sink(dest: Path, *, compresslevel: int = 3) -> Sink:
-    """A sink writing DEST.part, renamed to DEST by finish(); BackupError when another backup writes it."""
-    return TarSink(dest, compresslevel=compresslevel) if is_tar_name(dest) else FolderSink(dest)
-
-
-def part_path(dest: Path) -> Path:
-    """Where the archive is written until it is complete."""
-    return dest.with_name(dest.name + ".part")
-
-
-def _busy(part: Path) -> BackupError:
-    return BackupError(
-        "dest-busy", f"another kb backup is writing {part}; wait for it, or name another destination"
-    )
-
-
-def _lock(fd: int, part: Path) -> None:
+    """A sink writing inside DEST.part (claimed: see part.py), placed at DEST by finish(); BackupError
+    when another backup writes it or something that is not kb's is there."""
+    part = claim(dest)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise _busy(part) from None
-
-
-def write_error(what: str, exc: OSError) -> BackupError:
-    """The BackupError for a write that failed: a full disk (``no-room``) says so."""
-    if exc.errno in NO_ROOM:
-        return BackupError(
-            "no-room", f"cannot write {what}: the disk is full ({exc.strerror}) — free some space"
-        )
-    return BackupError("unwritable", f"cannot write {what}: {exc.strerror or exc}")
+        return TarSink(part, compresslevel=compresslevel) if is_tar_name(dest) else FolderSink(part)
+    except BaseException:
+        part.remove()
+        raise
 
 
 class _Counted:
@@ -157,20 +119,22 @@ class _Counted:
 
 
 class TarSink:
-    """A gzip-compressed tar (PAX), written to DEST.part, linked to DEST when complete."""
+    """A gzip-compressed tar (PAX), written inside DEST.part, linked to DEST when complete."""
 
-    def __init__(self, dest: Path, *, compresslevel: int) -> None:
-        self.dest, self.part = dest, part_path(dest)
+    def __init__(self, part: Part, *, compresslevel: int) -> None:
+        self.dest, self.part = part.dest, part
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            self._file = os.fdopen(os.open(part.inner, flags, 0o600), "wb")
         except OSError as exc:
-            raise write_error(str(self.part), exc) from exc
-        _lock(fd, self.part)  # free: a killed backup's leftover, written over
-        os.ftruncate(fd, 0)
-        self._file = os.fdopen(fd, "wb")
+            raise write_error(str(part.inner), exc) from exc
         self._tar = tarfile.open(  # noqa: SIM115 - held until finish() or abort()
             fileobj=self._file, mode="w:gz", compresslevel=compresslevel, format=tarfile.PAX_FORMAT
         )
+
+    def work_path(self, name: str) -> Path:
+        """A path in DEST.part's private work folder (nothing there yet)."""
+        return self.part.work / name
 
     def _info(self, name: str, size: int, mode: int, mtime: float) -> tarfile.TarInfo:
         info = tarfile.TarInfo(name)
@@ -183,7 +147,7 @@ class TarSink:
         try:
             self._tar.addfile(self._info(name, len(data), mode, mtime), io.BytesIO(data))
         except OSError as exc:
-            raise write_error(str(self.part), exc) from exc
+            raise write_error(str(self.part.inner), exc) from exc
         return Entry(len(data), hashlib.sha256(data).hexdigest())
 
     def add_stream(
@@ -193,7 +157,7 @@ class TarSink:
         try:
             self._tar.addfile(self._info(name, size, mode, mtime), counted)  # type: ignore[arg-type]
         except OSError as exc:
-            raise write_error(str(self.part), exc) from exc
+            raise write_error(str(self.part.inner), exc) from exc
         return Entry(size, counted.digest.hexdigest())
 
     def add_temporary(
@@ -207,25 +171,24 @@ class TarSink:
         return entry
 
     def finish(self, manifest: bytes) -> None:
-        self.add_bytes(MANIFEST_NAME, manifest, mode=0o600, mtime=os.path.getmtime(self.part))
+        self.add_bytes(MANIFEST_NAME, manifest, mode=0o600, mtime=os.fstat(self._file.fileno()).st_mtime)
         try:
             self._tar.close()
             self._file.flush()
             os.fsync(self._file.fileno())
-            _place_file(self.part, self.dest)
+            self._file.close()
+            _place_file(self.part.inner, self.dest)
             _sync_folder(self.dest.parent)
         except OSError as exc:
             raise write_error(str(self.dest), exc) from exc
-        finally:
-            self._file.close()  # releases the lock, now that DEST.part is gone
+        self.part.remove()
 
     def abort(self) -> None:
-        with contextlib.suppress(OSError):
-            self.part.unlink()
         with contextlib.suppress(Exception):
             self._tar.close()
         with contextlib.suppress(OSError):
             self._file.close()
+        self.part.remove()
 
 
 def _place_file(part: Path, dest: Path) -> None:
@@ -256,30 +219,21 @@ def _sync_folder(folder: Path) -> None:
 
 
 class FolderSink:
-    """A folder of the same relative paths (and the manifest), written as DEST.part and renamed."""
+    """A folder of the same relative paths (and the manifest), written inside DEST.part and renamed."""
 
-    def __init__(self, dest: Path) -> None:
-        self.dest, self.part = dest, part_path(dest)
-        if os.path.lexists(self.part):
-            if os.path.islink(self.part) or not self.part.is_dir():
-                raise BackupError(
-                    "dest-busy", f"{self.part} is in the way (not a folder kb writes); remove it"
-                )
-            fd = os.open(self.part, os.O_RDONLY | os.O_DIRECTORY)
-            _lock(fd, self.part)
-            os.close(fd)  # nobody holds it: a killed backup's leftover
-            shutil.rmtree(self.part)
+    def __init__(self, part: Part) -> None:
+        self.dest, self.part = part.dest, part
         try:
-            self.part.mkdir(mode=0o700)
-            self._fd = os.open(self.part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except FileExistsError:
-            raise _busy(self.part) from None
+            os.mkdir(part.inner, 0o700)
         except OSError as exc:
-            raise write_error(str(self.part), exc) from exc
-        _lock(self._fd, self.part)
+            raise write_error(str(part.inner), exc) from exc
+
+    def work_path(self, name: str) -> Path:
+        """A path in DEST.part's private work folder (nothing there yet)."""
+        return self.part.work / name
 
     def _create(self, name: str, mode: int) -> BinaryIO:
-        path = self.part / name
+        path = self.part.inner / name
         path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         return os.fdopen(os.open(path, flags, (mode & 0o777) | 0o600), "wb")
@@ -288,9 +242,9 @@ class FolderSink:
         try:
             with self._create(name, mode) as out:
                 out.write(data)
-            os.utime(self.part / name, (mtime, mtime))
+            os.utime(self.part.inner / name, (mtime, mtime))
         except OSError as exc:
-            raise write_error(str(self.part / name), exc) from exc
+            raise write_error(str(self.part.inner / name), exc) from exc
         return Entry(len(data), hashlib.sha256(data).hexdigest())
 
     def add_stream(
@@ -301,9 +255,9 @@ class FolderSink:
             with self._create(name, mode) as out:
                 while piece := counted.read(PIECE_BYTES):
                     out.write(piece)
-            os.utime(self.part / name, (mtime, mtime))
+            os.utime(self.part.inner / name, (mtime, mtime))
         except OSError as exc:
-            raise write_error(str(self.part / name), exc) from exc
+            raise write_error(str(self.part.inner / name), exc) from exc
         return Entry(size, counted.digest.hexdigest())
 
     def add_temporary(
@@ -315,30 +269,27 @@ class FolderSink:
                 digest.update(piece)
                 seen(piece)
                 size += len(piece)
-        target = self.part / name
+        target = self.part.inner / name
         target.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path, (mode & 0o777) | 0o600)
-        os.replace(path, target)  # beside DEST: the same file system
+        os.replace(path, target)  # from DEST.part's work folder: the same file system
         os.utime(target, (mtime, mtime))
         return Entry(size, digest.hexdigest())
 
     def finish(self, manifest: bytes) -> None:
-        self.add_bytes(MANIFEST_NAME, manifest, mode=0o600, mtime=os.stat(self._fd).st_mtime)
+        self.add_bytes(MANIFEST_NAME, manifest, mode=0o600, mtime=os.stat(self.part.inner).st_mtime)
         try:
             os.sync()  # every file of the folder on disk before it takes DEST's name (one call, not one per file)
             if os.path.lexists(self.dest):
                 raise BackupError("dest-exists", f"{self.dest} appeared while the backup was written")
-            os.rename(self.part, self.dest)
+            os.rename(self.part.inner, self.dest)
             _sync_folder(self.dest.parent)
         except OSError as exc:
             raise write_error(str(self.dest), exc) from exc
-        finally:
-            os.close(self._fd)
+        self.part.remove()
 
     def abort(self) -> None:
-        shutil.rmtree(self.part, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        self.part.remove()
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -355,10 +306,12 @@ class Member:
     fh: BinaryIO
 
 
-def read_members(archive: Path, *, scratch: Path) -> Iterator[Member]:
+def read_members(archive: Path, *, scratch: Path | None) -> Iterator[Member]:
     """Every member of a .tar.gz or a folder archive, in order; BackupError naming the member for
-    anything unsafe, and for an archive that is cut short or damaged. ``scratch`` is an existing
-    folder the tar data filter checks names against."""
+    anything unsafe, and for an archive that is cut short or damaged. ``scratch``: the existing folder
+    the members are written into, which tar's data filter checks each name against too (None when
+    nothing is written: the name and kind checks above are the filter's, without its cost of a
+    ``realpath`` per member)."""
     if archive.is_dir() and not archive.is_symlink():
         yield from _folder_members(archive)
     elif archive.is_file():
@@ -370,7 +323,7 @@ def read_members(archive: Path, *, scratch: Path) -> Iterator[Member]:
 _BROKEN = (tarfile.TarError, EOFError, zlib.error, OSError)
 
 
-def _tar_members(archive: Path, scratch: Path) -> Iterator[Member]:
+def _tar_members(archive: Path, scratch: Path | None) -> Iterator[Member]:
     last = None
 
     def broken(exc: BaseException, where: str) -> BackupError:
@@ -396,14 +349,8 @@ def _tar_members(archive: Path, scratch: Path) -> Iterator[Member]:
                     break
                 except _BROKEN as exc:
                     raise broken(exc, f"after {last}" if last else "at its start") from exc
-                problem = name_problem(info.name)
-                if problem is None and not info.isreg():
-                    problem = (
-                        "a link or special file"
-                        if (info.issym() or info.islnk() or info.isdev())
-                        else "not a file"
-                    )
-                if problem is None:
+                problem = name_problem(info.name) or member_problem(info)
+                if problem is None and scratch is not None:
                     try:
                         tarfile.data_filter(info, str(scratch))
                     except tarfile.FilterError as exc:
@@ -442,6 +389,19 @@ class _Guarded:
             ) from exc
 
 
+def member_problem(info: tarfile.TarInfo) -> str | None:
+    """Why a tar member's kind cannot be restored (pure); None for a plain regular file. A sparse
+    member is refused: its few stored bytes would expand to the size it declares (a 148-byte archive
+    declaring a tebibyte)."""
+    if info.issym() or info.islnk() or info.isdev():
+        return "a link or special file"
+    if info.issparse() or info.type == tarfile.GNUTYPE_SPARSE:
+        return "a sparse file"
+    if info.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
+        return "not a plain file"
+    return None
+
+
 def _folder_members(root: Path) -> Iterator[Member]:
     for here, dirs, files in walk_files(root):
         for d in dirs:
@@ -459,40 +419,3 @@ def _folder_members(root: Path) -> Iterator[Member]:
             fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK)
             with os.fdopen(fd, "rb") as fh:
                 yield Member(name, os.fstat(fh.fileno()).st_size, st.st_mode, st.st_mtime, fh)
-
-
-def parse_manifest(data: bytes, archive: Path) -> dict:
-    """The manifest's JSON, checked for shape; BackupError ``bad-manifest`` / ``newer-format``."""
-
-    def bad(why: str) -> BackupError:
-        return BackupError(
-            "bad-manifest", f"{archive}: its manifest {MANIFEST_NAME} {why}", member=MANIFEST_NAME
-        )
-
-    try:
-        found = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise bad(f"is not JSON ({exc})") from exc
-    if not isinstance(found, dict) or found.get("format") != FORMAT:
-        raise bad("is not a kb backup's")
-    version = found.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise bad("has no format version")
-    if version > FORMAT_VERSION:
-        raise BackupError(
-            "newer-format",
-            f"{archive} was made by a newer kb (format {version}, this kb reads {FORMAT_VERSION}); update kb",
-        )
-    files = found.get("files")
-    if not isinstance(files, dict):
-        raise bad("lists no files")
-    for name, entry in files.items():
-        ok = (
-            isinstance(entry, dict)
-            and isinstance(entry.get("size"), int)
-            and isinstance(entry.get("sha256"), str)
-            and len(entry["sha256"]) == 64
-        )
-        if not ok or name_problem(name) is not None or name == MANIFEST_NAME:
-            raise bad(f"has a bad entry for {name!r}")
-    return found

@@ -28,7 +28,6 @@ import json
 import os
 import sqlite3
 import stat
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,17 +37,8 @@ from pathlib import Path
 import structlog
 
 from knowledge import __version__
-from knowledge.backup.archive import (
-    FORMAT,
-    FORMAT_VERSION,
-    JUNK_NAMES,
-    BackupError,
-    Entry,
-    Sink,
-    open_sink,
-    part_path,
-    write_error,
-)
+from knowledge.backup.archive import FORMAT, FORMAT_VERSION, JUNK_NAMES, Entry, Sink, open_sink
+from knowledge.backup.errors import BackupError, write_error
 from knowledge.backup.settings_files import secret_values, without_secrets
 from knowledge.backup.snapshot import (
     STEP_PAGES,
@@ -58,6 +48,7 @@ from knowledge.backup.snapshot import (
     copy_database,
     index_facts,
 )
+from knowledge.backup.stopping import stopped_by_signals
 from knowledge.config import Settings
 from knowledge.errors import IndexError_
 from knowledge.ingest.files import read_regular
@@ -132,32 +123,8 @@ def backup(
             "no-index", f"no index at {settings.index_path}: nothing to back up (kb ingest PATH adds files)"
         )
     job = _Job(settings, progress or (lambda *_: None), hook or (lambda _: None), clock)
-    sink = open_sink(dest, compresslevel=compresslevel)
-    try:
-        facts = job.run(sink, dest, pages=pages, pause_s=pause_s)
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "kb_version": __version__,
-            "created_at": job.started_at,
-            "finished_at": clock().isoformat(timespec="seconds"),
-            "index": {"path": INDEX_NAME, "documents": facts.documents, "chunks": facts.chunks,
-                      "vectors": facts.vectors},
-            "databases": job.databases,
-            "settings_dropped": job.dropped,
-            "left_out": LEFT_OUT,
-            "skipped": job.skipped,
-            "files": {name: {"size": e.size, "sha256": e.sha256} for name, e in job.entries.items()},
-        }  # fmt: skip
-        sink.finish(json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8"))
-    except BaseException as exc:
-        sink.abort()
-        log.warning(
-            "backup.failed", dest=str(dest), error=str(exc), reason=getattr(exc, "reason", type(exc).__name__)
-        )
-        if isinstance(exc, OSError):  # a temporary copy beside DEST could not be written
-            raise write_error(str(dest), exc) from exc
-        raise
+    with stopped_by_signals():  # SIGTERM too removes DEST.part, and the SQLite copies in it
+        facts = _write(job, dest, compresslevel=compresslevel, pages=pages, pause_s=pause_s, clock=clock)
     done = BackupDone(
         dest,
         len(job.entries),
@@ -182,6 +149,40 @@ def backup(
         skipped=len(job.skipped),
     )
     return done
+
+
+def _write(
+    job: _Job, dest: Path, *, compresslevel: int, pages: int, pause_s: float, clock: Callable[[], datetime]
+) -> IndexFacts:
+    """The archive written inside DEST.part and put at DEST (DEST.part removed whatever happens); what
+    the index copy holds."""
+    sink = open_sink(dest, compresslevel=compresslevel)
+    try:
+        facts = job.run(sink, pages=pages, pause_s=pause_s)
+        manifest = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "kb_version": __version__,
+            "created_at": job.started_at,
+            "finished_at": clock().isoformat(timespec="seconds"),
+            "index": {"path": INDEX_NAME, "documents": facts.documents, "chunks": facts.chunks,
+                      "vectors": facts.vectors},
+            "databases": job.databases,
+            "settings_dropped": job.dropped,
+            "left_out": LEFT_OUT,
+            "skipped": job.skipped,
+            "files": {name: {"size": e.size, "sha256": e.sha256} for name, e in job.entries.items()},
+        }  # fmt: skip
+        sink.finish(json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8"))
+    except BaseException as exc:
+        sink.abort()
+        log.warning(
+            "backup.failed", dest=str(dest), error=str(exc), reason=getattr(exc, "reason", type(exc).__name__)
+        )
+        if isinstance(exc, OSError):  # a SQLite copy in DEST.part could not be written
+            raise write_error(str(dest), exc) from exc
+        raise
+    return facts
 
 
 def check_dest(settings: Settings, dest: Path) -> None:
@@ -239,7 +240,7 @@ class _Job:
         )
         self.needles = [s.encode("utf-8", "surrogateescape") for s in self.secrets]
 
-    def run(self, sink: Sink, dest: Path, *, pages: int, pause_s: float) -> IndexFacts:
+    def run(self, sink: Sink, *, pages: int, pause_s: float) -> IndexFacts:
         s = self.settings
         self.expected = sum(
             len(list(self._walk(root, skip)))
@@ -247,7 +248,7 @@ class _Job:
         )
         self._tree(sink, s.inbox, skip=("processed", "failed"))
         self.hook("inbox")
-        facts, wanted = self._database(sink, dest, INDEX_NAME, "index", pages=pages, pause_s=pause_s)
+        facts, wanted = self._database(sink, INDEX_NAME, "index", pages=pages, pause_s=pause_s)
         self.hook("snapshot")
         self._tree(sink, s.trash)
         self.hook("trash")
@@ -259,7 +260,7 @@ class _Job:
         self._tree(sink, s.trash)  # the entries made since the first pass; those copied are not read again
         self._sweep(sink, wanted)
         self.hook("trash-again")
-        self._state(sink, dest)
+        self._state(sink)
         self.hook("state")
         for name, text in self.settings_text.items():
             if text is not None:
@@ -298,14 +299,14 @@ class _Job:
         for path in list(self._walk(root, skip)):
             self._file(sink, path)
 
-    def _state(self, sink: Sink, dest: Path) -> None:
+    def _state(self, sink: Sink) -> None:
         """runs/: what the bot and the chats remember (SQLite files through the backup API)."""
         for path in list(self._walk(self.settings.runs, skip=RUNS_LEFT_OUT)):
             name = path.relative_to(self.home).as_posix()
             if name.endswith(_SQLITE_SIDE_FILES):
                 continue
             if name.endswith(".sqlite3"):
-                self._database(sink, dest, name, "state", pages=-1, pause_s=0.0)
+                self._database(sink, name, "state", pages=-1, pause_s=0.0)
             else:
                 self._file(sink, path)
 
@@ -392,16 +393,13 @@ class _Job:
         ]
 
     def _database(
-        self, sink: Sink, dest: Path, name: str, kind: str, *, pages: int, pause_s: float
+        self, sink: Sink, name: str, kind: str, *, pages: int, pause_s: float
     ) -> tuple[IndexFacts, list[tuple[str, str | None]]]:
         """A SQLite file copied from one snapshot, checked, then added; the index's counts and its
         documents' files (raw name, original name)."""
         src = self.home / name
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".sqlite3", dir=dest.parent)
-        os.close(fd)
-        tmp = Path(tmp_name)
+        tmp = sink.work_path(f"{len(self.databases)}.sqlite3")  # in DEST.part's private work folder
         try:
-            tmp.unlink()  # the backup API writes a new file
             try:
                 facts = copy_database(src, tmp, facts=_snapshot_facts if kind == "index" else _no_facts,
                                       pages=pages, pause_s=pause_s)  # fmt: skip
@@ -424,8 +422,9 @@ class _Job:
             scan = _Scan(self.needles)
             entry = sink.add_temporary(name, tmp, mode=mode, mtime=time.time(), seen=scan)
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
         self.databases[name] = kind
         self._record(name, entry, scan.is_hit)
         return facts
@@ -463,4 +462,4 @@ def _no_facts(conn: object) -> tuple[IndexFacts, list[tuple[str, str | None]]]:
     return IndexFacts(0, 0, 0), []
 
 
-__all__ = ["BackupDone", "backup", "check_dest", "part_path"]
+__all__ = ["BackupDone", "backup", "check_dest"]

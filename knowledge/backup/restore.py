@@ -1,9 +1,11 @@
 """``kb backup --verify ARCHIVE`` and ``kb restore-backup ARCHIVE --home DIR``.
 
-Both read every member of the archive once, in order, hashing it: each file must have the size and
-SHA-256 its manifest lists, nothing may be missing or extra, and every member must be a regular file
-under a plain relative path (tar's data filter, and no links at all). The SQLite copies then pass
-SQLite's integrity check, and the index FTS5's own check too. A refusal names the file.
+Both read an archive twice. First its headers and its manifest, writing nothing (survey.py): every
+member a plain regular file under a plain relative path, within the member-count and size caps and
+the free space, exactly the files the manifest lists at its sizes. Then every member once, in order,
+hashing it (and writing it, or only the SQLite copies): each must be what the first pass saw and
+have the SHA-256 its manifest lists (tar's data filter too). The SQLite copies then pass SQLite's
+integrity check, and the index FTS5's own check too. A refusal names the file.
 
 Restoring writes into a hidden folder beside DIR and renames it to DIR only once all of this holds,
 so DIR never holds half a knowledge base. Before the rename, the documents removed while the backup
@@ -31,14 +33,14 @@ from knowledge.backup.archive import (
     MANIFEST_MAX_BYTES,
     MANIFEST_NAME,
     PIECE_BYTES,
-    BackupError,
     Entry,
     Member,
-    parse_manifest,
     read_members,
-    write_error,
 )
+from knowledge.backup.errors import BackupError, write_error
 from knowledge.backup.snapshot import IndexFacts, check_problems, index_facts
+from knowledge.backup.stopping import stopped_by_signals
+from knowledge.backup.survey import DEFAULT_LIMITS, Limits, Survey, existing_folder, refuse_named, survey
 from knowledge.ingest.files import unique_name
 from knowledge.ingest.sidecar import sidecar_path
 from knowledge.ingest.trash import with_snapshot
@@ -46,7 +48,6 @@ from knowledge.store.index import Index
 
 log = structlog.get_logger()
 
-SHOWN = 5  # files named in a refusal; the rest are counted
 PROCESSED = "inbox/processed/"  # how a document's source_snapshot names its original
 TRASH_MANIFEST_MAX_BYTES = 64 * 1024
 
@@ -86,16 +87,19 @@ class Restored:
 # -- verifying ----------------------------------------------------------------------------------
 
 
-def verify(archive: Path) -> Verified:
+def verify(archive: Path, *, limits: Limits = DEFAULT_LIMITS) -> Verified:
     """Check every file of an archive and its index copy without restoring it; BackupError naming
-    the file for anything wrong."""
+    the file for anything wrong. Its headers and manifest are checked before anything is written."""
     archive = Path(os.path.abspath(archive))
     try:
-        with tempfile.TemporaryDirectory(prefix="kb-verify-") as scratch:
-            try:
-                found = _read_checked(archive, Path(scratch), keep_all=False)
-            except OSError as exc:  # the scratch copy of the index could not be written
-                raise write_error(f"a scratch copy in {scratch}", exc) from exc
+        with stopped_by_signals():
+            room = Path(tempfile.gettempdir())
+            planned = survey(archive, room=room, is_written=_is_database, limits=limits)
+            with tempfile.TemporaryDirectory(prefix="kb-verify-") as scratch:
+                try:
+                    found = _read_checked(archive, Path(scratch), planned, keep_all=False)
+                except OSError as exc:  # the scratch copy of the index could not be written
+                    raise write_error(f"a scratch copy in {scratch}", exc) from exc
     except BackupError as exc:
         _refused(archive, exc, "verify")
         raise
@@ -104,6 +108,10 @@ def verify(archive: Path) -> Verified:
         documents=found.index.documents, chunks=found.index.chunks, created_at=found.created_at,
     )  # fmt: skip
     return found
+
+
+def _is_database(name: str) -> bool:
+    return name.endswith(".sqlite3")
 
 
 def _refused(archive: Path, exc: BackupError, doing: str) -> None:
@@ -117,32 +125,32 @@ def _refused(archive: Path, exc: BackupError, doing: str) -> None:
     )
 
 
-def _read_checked(archive: Path, into: Path, *, keep_all: bool) -> Verified:
-    """Read every member once into ``into`` (all of them, or only the SQLite copies), then check
-    them against the manifest and run the database checks."""
+def _read_checked(archive: Path, into: Path, planned: Survey, *, keep_all: bool) -> Verified:
+    """The second pass: read every member once into ``into`` (all of them, or only the SQLite copies),
+    each as the survey saw it, then check them against the manifest and run the database checks."""
     seen: dict[str, Entry] = {}
-    manifest_data: bytes | None = None
-    for member in read_members(archive, scratch=into):
-        if member.name in seen or (member.name == MANIFEST_NAME and manifest_data is not None):
-            raise BackupError("unsafe", f"{archive}: {member.name} is in it twice", member=member.name)
-        if member.name == MANIFEST_NAME:
-            manifest_data = member.fh.read(MANIFEST_MAX_BYTES + 1)
-            if len(manifest_data) > MANIFEST_MAX_BYTES:
-                raise BackupError(
-                    "bad-manifest", f"{archive}: its manifest is too large", member=MANIFEST_NAME
-                )
-            continue
-        kept = keep_all or member.name.endswith(".sqlite3")
-        seen[member.name] = _consume(member, into / member.name if kept else None)
-    if manifest_data is None:
-        raise BackupError(
-            "truncated" if seen else "not-a-backup",
-            f"{archive} has no manifest ({MANIFEST_NAME}, its last file): it is cut short, or not a kb backup",
-            member=MANIFEST_NAME,
+    is_manifest_seen = False
+
+    def changed(name: str) -> BackupError:
+        return BackupError(
+            "changed", f"{archive} changed while it was read (at {name}); read it again", member=name
         )
-    manifest = parse_manifest(manifest_data, archive)
+
+    for member in read_members(archive, scratch=into):
+        if member.name == MANIFEST_NAME:
+            if is_manifest_seen or member.fh.read(MANIFEST_MAX_BYTES + 1) != planned.manifest_data:
+                raise changed(member.name)
+            is_manifest_seen = True
+            continue
+        if member.name in seen or planned.sizes.get(member.name) != member.size:
+            raise changed(member.name)
+        kept = keep_all or _is_database(member.name)
+        seen[member.name] = _consume(member, into / member.name if kept else None)
+    if not is_manifest_seen or len(seen) != len(planned.sizes):
+        raise changed(MANIFEST_NAME)
+    manifest = planned.manifest
     _compare(archive, manifest["files"], seen)
-    databases = manifest.get("databases") if isinstance(manifest.get("databases"), dict) else {}
+    databases = manifest.get("databases", {})
     for name, kind in databases.items():
         if name not in seen:
             continue
@@ -153,7 +161,7 @@ def _read_checked(archive: Path, into: Path, *, keep_all: bool) -> Verified:
                 f"{archive}: {name} fails SQLite's integrity check ({'; '.join(problems[:3])})",
                 member=name,
             )
-    index_name = (manifest.get("index") or {}).get("path", "")
+    index_name = manifest["index"]["path"]
     if index_name not in seen:
         raise BackupError(
             "missing", f"{archive} holds no index copy ({index_name or 'not named'})", member=index_name
@@ -174,7 +182,8 @@ def _read_checked(archive: Path, into: Path, *, keep_all: bool) -> Verified:
 
 
 def _consume(member: Member, target: Path | None) -> Entry:
-    """Read a member to its end, hashing it, and write it to ``target`` when given (a new file)."""
+    """Read a member to its end (no more than the size in its header), hashing it, and write it to
+    ``target`` when given (a new file)."""
     digest, size = hashlib.sha256(), 0
     out = None
     if target is not None:
@@ -183,9 +192,15 @@ def _consume(member: Member, target: Path | None) -> Entry:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         out = os.fdopen(os.open(target, flags, mode), "wb")
     try:
-        while piece := member.fh.read(PIECE_BYTES):
-            digest.update(piece)
+        while piece := member.fh.read(min(PIECE_BYTES, member.size - size + 1)):
             size += len(piece)
+            if size > member.size:  # a folder archive's file that grew since it was listed
+                raise BackupError(
+                    "changed",
+                    f"{member.name} grew while it was read; read the archive again",
+                    member=member.name,
+                )
+            digest.update(piece)
             if out is not None:
                 out.write(piece)
     finally:
@@ -197,49 +212,45 @@ def _consume(member: Member, target: Path | None) -> Entry:
 
 
 def _compare(archive: Path, listed: dict, seen: dict[str, Entry]) -> None:
-    """Refuse, naming them, files changed, missing from the archive, or not in its manifest."""
+    """Refuse, naming them, files whose size or SHA-256 is not the manifest's."""
     changed = []
     for name, entry in seen.items():
-        want = listed.get(name)
-        if want is None:
-            continue
+        want = listed[name]
         if want["size"] != entry.size:
             changed.append(f"{name} (size {entry.size:,} bytes, the manifest says {want['size']:,})")
         elif want["sha256"] != entry.sha256:
             changed.append(f"{name} (its SHA-256 differs from the manifest's)")
-    missing = [name for name in listed if name not in seen]
-    extra = [name for name in seen if name not in listed]
-    for reason, names, what in (
-        ("changed", changed, "is not the file that was backed up"),
-        ("missing", missing, "is listed in the manifest but not in the archive"),
-        ("extra", extra, "is in the archive but not in its manifest"),
-    ):
-        if names:
-            more = f" (and {len(names) - SHOWN} more)" if len(names) > SHOWN else ""
-            first = names[0].split(" (")[0]
-            raise BackupError(reason, f"{archive}: {', '.join(names[:SHOWN])}{more} {what}", member=first)
+    refuse_named(archive, "changed", changed, "is not the file that was backed up")
 
 
 # -- restoring ----------------------------------------------------------------------------------
 
 
-def restore(archive: Path, home: Path) -> Restored:
+def restore(archive: Path, home: Path, *, limits: Limits = DEFAULT_LIMITS) -> Restored:
     """Rebuild a knowledge base in ``home`` (new, or empty but for kb's own runs/logs/) from an archive,
-    verified first; BackupError (nothing written to home) when it is refused."""
+    verified first; BackupError (nothing written to home) when it is refused. Its headers and manifest
+    are checked before anything is written."""
     t0 = time.perf_counter()
     archive, home = Path(os.path.abspath(archive)), Path(os.path.abspath(home))
     try:
-        check_home(home)
-        home.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{home.name}.restoring-", dir=home.parent))
-        try:
-            verified = _read_checked(archive, staging, keep_all=True)
-            settled = settle_removals(staging)
-            _move_into(staging, home)
-        except OSError as exc:
-            raise write_error(str(home), exc) from exc
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        with stopped_by_signals():
+            check_home(home)
+            planned = survey(
+                archive, room=existing_folder(home.parent), is_written=lambda _: True, limits=limits
+            )
+            try:
+                home.parent.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(prefix=f".{home.name}.restoring-", dir=home.parent))
+            except OSError as exc:
+                raise write_error(str(home), exc) from exc
+            try:
+                verified = _read_checked(archive, staging, planned, keep_all=True)
+                settled = settle_removals(staging)
+                _move_into(staging, home)
+            except OSError as exc:
+                raise write_error(str(home), exc) from exc
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
     except BackupError as exc:
         _refused(archive, exc, "restore")
         raise

@@ -11,6 +11,7 @@ The copy is turned into a single file (journal mode DELETE) before it is checked
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -54,8 +55,13 @@ def copy_database(
     pages: int = STEP_PAGES,
     pause_s: float = STEP_PAUSE_S,
 ) -> T:
-    """Copy the SQLite file ``src`` to ``dest`` (a new file) from one read snapshot; what ``facts``
-    read from that snapshot. Only reads ``src``; IndexError_ when it cannot be read."""
+    """Copy the SQLite file ``src`` to ``dest`` (a new file, made with mode 0600) from one read
+    snapshot; what ``facts`` read from that snapshot. Only reads ``src``; IndexError_ when it cannot
+    be read."""
+    # Private from the start: a new file of mode 0600 made here, never one SQLite makes (with the
+    # umask's 0644); its journal takes the same mode.
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.close(fd)
     source = connect(src, readonly=True, timeout_s=30.0)
     target = sqlite3.connect(dest, isolation_level=None)
     try:
