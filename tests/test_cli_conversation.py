@@ -78,3 +78,18 @@ def test_the_chat_streams_understands_a_follow_up_and_ctrl_c_stops_only_the_answ
             term.wait_for("A new conversation")
             term.type("/quit")
             assert term.finish() == 0
+
+
+def test_a_lone_surrogate_in_the_answer_reaches_the_terminal_replaced_and_in_traditional(tmp_path, run_kb):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+
+    def model(body: dict) -> Step:  # Simplified characters, and a lone surrogate the JSON carries as \ud800
+        said = "离港时间须在潮汐窗口内 \ud800 [1]"
+        return answer(said if "潮汐窗口" in body["messages"][-1]["content"] else "I don't know.")
+
+    with ThreadedFakeLLM(FakeLLM(responder=model)) as llm:
+        env = {"KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off", "KB_LANGUAGE": "zh-Hant"}
+        asked = run_kb("--home", str(home), "ask", FIRST["zh"], env=env)
+    assert asked.returncode == 0, asked.stderr
+    assert "離港時間須在潮汐視窗內 \ufffd" in asked.stdout and asked.stdout.encode("utf-8")

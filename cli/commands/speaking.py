@@ -29,10 +29,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="summarise a whole document with the model",
         description="Summarise one document (its id, from kb ls), however long: the model reads it part by "
         "part, each part as many passages as fit one prompt counted exactly (progress on stderr), then "
-        "summarises the parts' summaries; the summary cites the parts by their lines. Without the model: its "
-        'opening sentences, marked as such. --json prints {"doc_id","title","text","kind","citations",'
-        '"parts","calls","prompt_tokens","input_tokens","output_tokens"}. Exit status: 0 summarised by the '
-        "model, 1 no such document or only its opening (the model is down).",
+        "summarises the parts' summaries; the summary cites the parts by their lines. A document longer than "
+        "12 parts is read in 12 sections spread from its beginning to its end (whole: false). Without the "
+        'model: its opening sentences, marked as such. --json prints {"doc_id","title","text","kind",'
+        '"citations","parts","whole","calls","prompt_tokens","input_tokens","output_tokens"}. Exit status: 0 '
+        "summarised by the model, 1 no such document or only its opening (the model is down).",
     )
     p.add_argument("doc_id", metavar="DOC_ID")
     p.add_argument("--sentences", type=int, default=5, help="how long the summary is (5)")
@@ -91,7 +92,8 @@ def cmd_summarize(args: argparse.Namespace, settings: Settings, *, out: TextIO, 
     if args.json:
         print(json.dumps({
             "doc_id": doc.id, "title": doc.title, "text": summary.text, "kind": summary.kind,
-            "citations": [c.__dict__ for c in summary.citations], "parts": summary.parts, "calls": summary.calls,
+            "citations": [c.__dict__ for c in summary.citations], "parts": summary.parts, "whole": summary.whole,
+            "calls": summary.calls,
             "prompt_tokens": summary.prompt_tokens, "input_tokens": summary.input_tokens,
             "output_tokens": summary.output_tokens,
         }, ensure_ascii=False), file=out)  # fmt: skip

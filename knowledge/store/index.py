@@ -41,11 +41,12 @@ from knowledge.store.vectors import VectorTable, bump_vector_epoch, restore_vect
 class Index(VectorTable, SummaryTable):
     """Documents, chunks, full-text search and ingest records in one SQLite file."""
 
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, busy_timeout_s: float = 10.0) -> None:
+        """``busy_timeout_s``: how long a statement waits for another connection's lock."""
         self.path = path
         if readonly and not path.exists():
             raise IndexMissing(f"no index at {path} yet — add files with: kb ingest PATH")
-        self.conn = connect(path, readonly=readonly)
+        self.conn = connect(path, readonly=readonly, timeout_s=busy_timeout_s)
         if readonly:
             try:  # a file the writer has just created may not hold the tables yet
                 self.conn.execute("SELECT 1 FROM documents, chunks_fts, term_df LIMIT 0").fetchall()
