@@ -15,6 +15,7 @@ from cli.commands import EXIT_OK, EXIT_USAGE
 from cli.commands.search import search_meaning
 from cli.commands.web import describe_import, import_and_answer
 from knowledge.config import Settings
+from knowledge.conversation.store import ConversationError
 from knowledge.errors import KbError
 from knowledge.report.status import (
     activity_facts,
@@ -199,8 +200,9 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
         async with open_engine(settings) as engine:
             talk = conversing(settings, engine)
             if args.conversation:
-                if args.new:
-                    await asyncio.to_thread(talk.store.end, f"cli:{args.conversation}")
+                if args.new:  # a file that cannot be written (a full disk): the answer says so after it
+                    with contextlib.suppress(ConversationError):
+                        await asyncio.to_thread(talk.store.end, f"cli:{args.conversation}")
                 key = f"cli:{args.conversation}"
                 return await talk.ask(key, question, listener=printer, language=words.language)
             return await talk.ask_once(question, listener=printer, language=words.language)
