@@ -44,9 +44,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "digest",
         help="what was kept lately, the questions left open, one thing from long ago",
         description="What was kept since the last `kb digest` (a week back the first time, or --since), "
-        "grouped as files, web imports, notes and forwards, voice notes, each with its summary and id; the "
-        "questions no passage answered; and one document kept long ago that bears on the newest. No model "
-        "is asked. The bot sends the same with /digest, and on KB_DIGEST's schedule.",
+        "grouped as files, web imports, notes and forwards, voice notes, each with its summary and id, newest "
+        "first, all of them (a terminal has no message limit); the questions asked with kb ask --conversation "
+        "that no passage answered; and one document kept long ago that bears on the newest. No model is "
+        "asked. The bot sends the same with /digest (each chat its own questions), and on KB_DIGEST's "
+        'schedule. --json prints {"since","until","groups":{GROUP:[{"doc_id","title","kind","summary",'
+        '"indexed_at","source_url"}]},"more","unanswered","resurfaced","resurfaced_for"}.',
     )
     p.add_argument(
         "--since", metavar="PERIOD", help="how far back: 24h, 7d, 2w (default: since the last digest)"
@@ -123,9 +126,8 @@ def cmd_digest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
         print(f"kb: --since {exc}", file=err)
         return EXIT_USAGE
     try:
-        digest = digest_of(
-            settings.index_path, store.unanswered(since.timestamp(), now), since=since, until=until
-        )
+        asked = store.unanswered(since.timestamp(), now, keys=f"{CLI_KEY}:*")  # the command line's own
+        digest = digest_of(settings.index_path, asked, since=since, until=until, whole=True)
     except KbError as exc:
         print(f"kb: {exc}", file=err)
         return EXIT_FAILED

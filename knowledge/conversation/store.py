@@ -406,15 +406,17 @@ class Conversations:
 
         self._run(work)
 
-    def unanswered(self, since: float, until: float) -> list[str]:
-        """The questions asked in [since, until), in any conversation, that no passage answered
-        (their standalone form), oldest first."""
+    def unanswered(self, since: float, until: float, *, keys: str) -> list[str]:
+        """The questions asked in [since, until) that no passage answered (their standalone form),
+        oldest first, in the conversations whose key matches ``keys`` (a GLOB pattern: ``tg:123`` one
+        chat's, ``cli:*`` the command line's): one person's questions are never shown to another."""
 
         def work(db: sqlite3.Connection) -> list[str]:
             rows = db.execute(
-                "SELECT standalone FROM turns WHERE at >= ? AND at < ? AND cited = '[]' AND document_id IS NULL"
-                " ORDER BY at",
-                (since, until),
+                "SELECT t.standalone FROM turns t JOIN conversations c ON c.id = t.conversation_id"
+                " WHERE c.key GLOB ? AND t.at >= ? AND t.at < ? AND t.cited = '[]' AND t.document_id IS NULL"
+                " ORDER BY t.at, t.id",
+                (keys, since, until),
             )
             return [r[0] for r in rows]
 

@@ -225,6 +225,11 @@ class Index(VectorTable, SummaryTable):
         rows = self.conn.execute(f"SELECT {DOC_COLUMNS} FROM documents ORDER BY raw_path")
         return [DocumentRecord(*r) for r in rows]
 
+    def documents_newest_first(self) -> list[DocumentRecord]:
+        """All documents, the one kept last first (of two kept in the same second, the later one)."""
+        rows = self.conn.execute(f"SELECT {DOC_COLUMNS} FROM documents ORDER BY indexed_at DESC, rowid DESC")
+        return [DocumentRecord(*r) for r in rows]
+
     def chunks_by_rowid(self, rowids: Iterable[int]) -> dict[int, tuple[ChunkRecord, DocumentRecord]]:
         """Chunks with their documents, keyed by rowid."""
         ids = list(rowids)
