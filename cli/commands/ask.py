@@ -111,8 +111,9 @@ def chat_until_done(settings: Settings, language: Language | None = None, *, out
     try:
         with holding_the_terminal():
             return asyncio.run(_chat(settings, language, out=out))
-    except KeyboardInterrupt:
-        print(file=out, flush=True)  # leave the shell's prompt on a line of its own
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C; SIGHUP or SIGTERM (cli.chat)
+        with contextlib.suppress(OSError):  # a terminal that hung up takes no more lines
+            print(file=out, flush=True)  # leave the shell's prompt on a line of its own
         return EXIT_OK
 
 
