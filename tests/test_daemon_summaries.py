@@ -2,6 +2,7 @@
 while the model is down, replaced when the model answers; made again when the document changes,
 gone with it."""
 
+import json
 import sqlite3
 import threading
 import time
@@ -138,3 +139,23 @@ def test_a_new_note_is_summarised_before_a_long_document_the_worker_is_reading(t
     asked = [r["messages"][-1]["content"] for r in fake.requests]
     first_note = next(i for i, a in enumerate(asked) if "Lake Quillan" in a)
     assert any("harbour" in a for a in asked[:first_note]) and len(asked) <= 2 * (12 + 3) + 1
+
+
+def test_a_summary_with_a_lone_surrogate_is_kept_replaced_and_the_next_document_is_summarised(tmp_path):
+    def model(body: dict) -> Step:  # the JSON escape \ud800 is a lone surrogate once parsed
+        about = "Lake Quillan" if "Lake Quillan" in body["messages"][-1]["content"] else "Varn"
+        said = json.dumps({"choices": [{"message": {"content": f"{about} \ud800 is deep [1]."}}]})
+        return Step(body=said)
+
+    with ThreadedFakeLLM(FakeLLM(responder=model)) as served:
+        settings = make_settings(tmp_path / "kb", KB_LLM_URL=served.base_url, KB_LANGUAGE="en")
+        ingest_texts(settings, {"quillan.md": NOTE, "varn.md": "# Varn\n\nThe Varn valley holds the lake.\n"})
+        with Index(settings.index_path, readonly=True) as index:
+            docs = {d.title: d for d in index.documents()}
+        worker = Summaries(settings, ApproxCounter(), ChatTemplate(FALLBACK_TEMPLATE, {}), idle_s=0.1)
+        worker.start()
+        try:
+            kept = [wait_for(lambda d=d: summary_of(settings, d.id)) for d in docs.values()]
+        finally:
+            worker.stop()
+    assert sorted(s.text for s in kept) == ["Lake Quillan \ufffd is deep.", "Varn \ufffd is deep."]
