@@ -9,7 +9,8 @@ and those are replaced once the model answers again (tried again after growing p
 document is read within the summary's budget of parts, and gives way to a newer document between
 two model calls (it is summarised afresh after it). Nothing ends the thread but the daemon's stop:
 a busy index ("database is locked"), a document that cannot be read or kept, is tried again after
-growing pauses, and a document that fails three times is set aside until the daemon starts again.
+growing pauses, and a document that fails three times in a row is set aside until it changes or the
+daemon starts again.
 The summary is the model's words about untrusted text: it is stored and shown as data, never acted on.
 """
 
@@ -62,7 +63,7 @@ class Summaries:
         self.busy_timeout_s = busy_timeout_s
         self.language = settings.language or "en"
         self._retry_at, self._pause = 0.0, first_retry_s  # the model is tried again from _retry_at on
-        self._failed: dict[str, int] = {}  # document id -> failures in a row
+        self._failed: dict[tuple[str, str], int] = {}  # (document id, raw text's hash) -> failures in a row
         self._failures_pause = first_retry_s
         # stopped after the document in hand: a model call is bounded by KB_LLM_TIMEOUT_S
         self._worker = Worker("kb-summaries", self._run, stop_within_s=settings.llm_timeout_s + 5)
@@ -97,7 +98,7 @@ class Summaries:
                     await asyncio.to_thread(self._wake.wait, self.idle_s)
                     continue
                 await self._summarise(index, writer, doc)
-                self._failed.pop(doc.id, None)
+                self._failed.pop((doc.id, doc.raw_sha256), None)
                 self._failures_pause = self.first_retry_s
             except Preempted:
                 log.info("summary.preempted", doc_id=doc.id if doc else None)
@@ -107,7 +108,7 @@ class Summaries:
     async def _failed_once(self, doc: DocumentRecord | None, exc: Exception) -> None:
         """Say what failed, count it against the document, and pause (longer each time in a row)."""
         if doc is not None:
-            self._failed[doc.id] = self._failed.get(doc.id, 0) + 1
+            self._failed[doc.id, doc.raw_sha256] = self._failed.get((doc.id, doc.raw_sha256), 0) + 1
         log.warning("summary.retry", doc_id=doc.id if doc else None, error=str(exc),
                     retry_s=self._failures_pause)  # fmt: skip
         await asyncio.to_thread(self._stop.wait, self._failures_pause)
@@ -115,10 +116,10 @@ class Summaries:
 
     def _next(self, index: Index) -> DocumentRecord | None:
         """The newest document without a summary (or with only its opening, when the model may answer),
-        leaving out those set aside."""
-        aside = {d for d, n in self._failed.items() if n >= MAX_FAILURES}
+        leaving out those set aside (a document that changed since is tried again)."""
+        aside = {key for key, n in self._failed.items() if n >= MAX_FAILURES}
         docs = index.unsummarised(excerpts_too=time.monotonic() >= self._retry_at, limit=len(aside) + 1)
-        return next((d for d in docs if d.id not in aside), None)
+        return next((d for d in docs if (d.id, d.raw_sha256) not in aside), None)
 
     async def _summarise(self, index: Index, writer: Writer, doc: DocumentRecord) -> None:
         """Summarise one document and keep it (its opening while the model is down)."""
