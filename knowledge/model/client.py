@@ -206,7 +206,7 @@ class ModelClient:
         )
         async with self._slots:
             t0 = time.perf_counter()
-            body = await self._post_json("/chat/completions", payload)
+            body = await self._post_json("/chat/completions", payload, max_bytes=stream_caps(max_tokens)[1])
             return parse_completion(body, (time.perf_counter() - t0) * 1000)
 
     async def stream(
@@ -294,12 +294,12 @@ class ModelClient:
             )
         return [m["id"] for m in data]
 
-    async def _post_json(self, path: str, payload: dict[str, object]) -> object:
+    async def _post_json(self, path: str, payload: dict[str, object], *, max_bytes: int) -> object:
         url = self.base_url + path
         for attempt in (1, 2):
             try:
                 async with self.session.post(url, json=payload, timeout=self.timeout) as resp:
-                    raw = await resp.read()
+                    raw = await _read_capped(resp, max_bytes)
                     if resp.status != 200:
                         raise ModelBadResponse(f"the model server answered {resp.status}: {_error_text(raw)}")
                     return _json(raw)
@@ -430,6 +430,17 @@ class _Streamed:
             cut_off=self.cut_off,
             first_token_ms=self.first_token_ms,
         )
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """A reply's body, read until ``max_bytes``; ModelBadResponse past it (no answer is that long)."""
+    parts, size = [], 0
+    async for part in resp.content.iter_chunked(65536):
+        size += len(part)
+        if size > max_bytes:
+            raise ModelBadResponse(f"the model server sent more than {max_bytes} bytes for one answer")
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _held_back(text: str) -> str:
