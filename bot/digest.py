@@ -47,7 +47,11 @@ async def send_digest(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> None:
     until = datetime.fromtimestamp(now, UTC)
     last = await asyncio.to_thread(store.last_digest, key_of(chat_id)) if store is not None else None
     since = since_last(last, until)
-    asked = await asyncio.to_thread(store.unanswered, since.timestamp(), now) if store is not None else []
+    asked = (  # this chat's questions only: another allowed user's are theirs
+        await asyncio.to_thread(store.unanswered, since.timestamp(), now, keys=key_of(chat_id))
+        if store is not None
+        else []
+    )
     digest = await asyncio.to_thread(digest_of, deps.settings.index_path, asked, since=since, until=until)
     text, markup = digest_html(deps, chat_id, digest)
     await say(context, chat_id, text, reply_markup=markup)

@@ -82,9 +82,13 @@ def create(
 
     def on_signal() -> None:
         """SIGTERM or SIGINT: a speech model download or transcription under way ends now (the first
-        voice note may be fetching GBs), then the bot stops as python-telegram-bot stops it."""
+        voice note may be fetching GBs), so does an answer waiting on the model (it says "stopped"),
+        then the bot stops as python-telegram-bot stops it (it waits for the handlers running)."""
         log.info("bot.stopping")
         runner.interrupt()
+        deps = app.bot_data.get("deps")
+        for task in list(deps.answering.values()) if deps is not None else []:
+            task.cancel()
         app.stop_running()
 
     async def start(application) -> None:

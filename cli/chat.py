@@ -3,7 +3,8 @@ slash commands.
 
 Each ``kb>`` run is one conversation (``/new`` starts another): a follow-up ("and the second
 point?") is understood from what came before. Ctrl-C while an answer is being written stops that
-answer (what was said stays); at the prompt it leaves kb.
+answer (what was said stays); at the prompt it leaves kb. However the run ends (``/quit``, Ctrl-D,
+Ctrl-C, its terminal closed: SIGHUP, or SIGTERM), its conversation is deleted.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ async def answer(
     try:
         answered = await task
     except asyncio.CancelledError:
-        if not task.cancelled():
+        this = asyncio.current_task()
+        if not task.cancelled() or (this is not None and this.cancelling()):  # the chat itself ends
             raise
         print(("\n" if printer.shown else "") + words.tr("(stopped)"), file=out, flush=True)
         return None
@@ -128,11 +130,31 @@ async def chat_loop(
     print(words.tr("Ask a question; /help for commands."), file=out)
     key = f"chat:{uuid.uuid4().hex[:12]}"
     try:
-        await _questions(conversing, key, sources, status, read, out, on_import, on_url, words)
+        with _ended_by(signal.SIGHUP, signal.SIGTERM):  # a closed terminal, a stop: the chat ends here
+            await _questions(conversing, key, sources, status, read, out, on_import, on_url, words)
     finally:  # also when Ctrl-C cancels the chat
         _save_history(history_file)
         with contextlib.suppress(Exception):  # a terminal run's conversation is not kept after it
             conversing.store.forget(key)
+
+
+@contextlib.contextmanager
+def _ended_by(*signals: signal.Signals) -> Iterator[None]:
+    """While inside, these signals cancel the running task (its ``finally`` runs) instead of killing
+    the process outright; in the main thread only (elsewhere, nothing changes)."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    added = []
+    if task is not None and threading.current_thread() is threading.main_thread():
+        for sig in signals:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, task.cancel)
+                added.append(sig)
+    try:
+        yield
+    finally:
+        for sig in added:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
 
 
 async def _questions(conversing, key, sources, status, read, out, on_import, on_url, words) -> None:

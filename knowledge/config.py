@@ -169,6 +169,8 @@ SETTINGS: tuple[Setting, ...] = (
             "longest wait for the model to make a follow-up a standalone question"),
     Setting("KB_MIN_RELEVANCE", "0.5", _float(0, 1), "relevance the best passage needs for the documents to answer"),
     Setting("KB_LLM_TIMEOUT_S", "120", _float(1, 3600), "longest wait for one model answer"),
+    Setting("KB_LLM_STREAM_TIMEOUT_S", "600", _float(1, 86400),
+            "longest a streamed answer may take from start to end, keep-alive comments included"),
     Setting("KB_LLM_CONNECT_TIMEOUT_S", "5", _float(0.1, 600), "longest wait to connect to the model server"),
     Setting("KB_LLM_CONCURRENCY", "1", _int(1, 64), "model requests in flight at once from one process"),
     Setting("KB_EMBED", "auto", _choice("auto", "local", "url", "off"),
@@ -241,6 +243,7 @@ class Settings:
     rewrite_timeout_s: float
     min_relevance: float
     llm_timeout_s: float
+    llm_stream_timeout_s: float
     llm_connect_timeout_s: float
     llm_concurrency: int
     embed: str

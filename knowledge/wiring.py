@@ -73,6 +73,7 @@ def model_client(settings: Settings, session: aiohttp.ClientSession) -> ModelCli
         model_hint=settings.model,
         connect_timeout_s=settings.llm_connect_timeout_s,
         timeout_s=settings.llm_timeout_s,
+        stream_timeout_s=settings.llm_stream_timeout_s,
         max_concurrency=settings.llm_concurrency,
     )
 

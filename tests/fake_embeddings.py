@@ -4,6 +4,8 @@ It speaks the wire format (``input`` string or list, ``data[].embedding`` with `
 ``usage``, ``{"error": {...}}`` bodies) and answers with deterministic vectors: a hashed bag
 of the words (and CJK/Thai characters) of each text, so texts sharing words are close.
 Scripted failures, delays and a shuffled ``data`` order test the client; requests are recorded.
+``held`` keeps the requests it picks (by their texts) waiting until ``released`` is set: a client
+caught mid-request, for a test to kill.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import asyncio
 import hashlib
 import random
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,10 +53,15 @@ class FakeEmbeddings:
     dim: int = DIM  # llama.cpp serves whatever is loaded: a test may change it under the same name
     requests: list[dict] = field(default_factory=list)
     base_url: str = ""
+    held: Callable[[list[str]], bool] | None = None  # requests whose texts it picks wait for released
+    released: threading.Event = field(default_factory=threading.Event)
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.requests.append(body)
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if self.held is not None and self.held(texts):
+            await asyncio.to_thread(self.released.wait, 60)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.status != 200:

@@ -11,6 +11,7 @@ from knowledge.errors import IndexError_
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.search import search
+from knowledge.retrieval.vectors import stored_background
 from knowledge.store.index import Index
 from tests.conftest import make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
@@ -155,3 +156,39 @@ def test_a_search_after_an_ingest_without_vectors_finds_by_words_with_an_embedde
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)[0]["title"] == "Note 5"
     assert "0 of 1 passages have vectors" in found.stderr and "Traceback" not in found.stderr
+
+
+def test_kill_drill_a_daemon_killed_before_its_first_vector_leaves_search_and_ask_working_on_words(
+    tmp_path, run_kb
+):
+    home = tmp_path / "kb"
+    settings = make_settings(home)
+    fake = FakeEmbeddings(held=lambda texts: any("heron count" in t for t in texts))  # the chunks' batch
+    with threaded(fake):
+        env = {"KB_EMBED": "url", "KB_EMBED_URL": fake.base_url, "KB_EMBED_MODEL": "bow"}
+        drop(settings, NOTES)
+        daemon = start_daemon(home, **env)
+        try:  # killed once the background passages are stored and the first chunks are being embedded
+            wait_for(lambda: any(fake.held(r["input"]) for r in fake.requests if isinstance(r["input"], list)),
+                     timeout_s=60, what="the first batch of chunks")  # fmt: skip
+            wait_for(
+                lambda: vectors_of(settings, "url:bow") == (0, len(NOTES)), timeout_s=60, what="every note"
+            )
+            daemon.send_signal(signal.SIGKILL)
+            daemon.wait(timeout=10)
+        finally:
+            fake.released.set()
+            daemon.kill()
+            daemon.stderr.close()
+        assert vectors_of(settings, "url:bow") == (0, len(NOTES))
+        with Index(settings.index_path, readonly=True) as index:
+            assert stored_background(index, "url:bow") is not None  # the state that once crashed search
+        with ThreadedFakeLLM(FakeLLM(script=[answer("Pond 5 had 35 herons [1].")])) as llm:
+            found = run_kb("--home", str(home), "search", "--json", "heron count pond 5", env=env)
+            asked = run_kb("--home", str(home), "ask", "--json", "How many herons at pond 5?",
+                           env={**env, "KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off"})  # fmt: skip
+    assert found.returncode == 0 and "Traceback" not in found.stderr, found.stderr
+    assert json.loads(found.stdout)[0]["title"] == "Note 5"
+    assert asked.returncode == 0 and "Traceback" not in asked.stderr, asked.stderr
+    reply = json.loads(asked.stdout)
+    assert reply["mode"] == "local" and reply["citations"][0]["title"] == "Note 5"

@@ -2,6 +2,10 @@
 
 import json
 import re
+import signal
+import sqlite3
+
+import pytest
 
 from tests.conftest import ingest_texts, make_settings, subprocess_env
 from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, answer
@@ -78,3 +82,41 @@ def test_the_chat_streams_understands_a_follow_up_and_ctrl_c_stops_only_the_answ
             term.wait_for("A new conversation")
             term.type("/quit")
             assert term.finish() == 0
+
+
+def test_a_lone_surrogate_in_the_answer_reaches_the_terminal_replaced_and_in_traditional(tmp_path, run_kb):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+
+    def model(body: dict) -> Step:  # Simplified characters, and a lone surrogate the JSON carries as \ud800
+        said = "离港时间须在潮汐窗口内 \ud800 [1]"
+        return answer(said if "潮汐窗口" in body["messages"][-1]["content"] else "I don't know.")
+
+    with ThreadedFakeLLM(FakeLLM(responder=model)) as llm:
+        env = {"KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off", "KB_LANGUAGE": "zh-Hant"}
+        asked = run_kb("--home", str(home), "ask", FIRST["zh"], env=env)
+    assert asked.returncode == 0, asked.stderr
+    assert "離港時間須在潮汐視窗內 \ufffd" in asked.stdout and asked.stdout.encode("utf-8")
+
+
+@pytest.mark.parametrize("when", ["at the prompt", "while answering"])
+def test_a_chat_whose_terminal_hangs_up_deletes_its_conversation(tmp_path, when):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+    fake = FakeLLM(responder=scripted)
+    with ThreadedFakeLLM(fake):
+        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off")
+        with Terminal(home, "chat", env=env) as term:
+            term.wait_for(prompts(1))
+            term.type(FIRST["en"])
+            term.wait_for(prompts(2))  # answered and remembered, for the run
+            if when == "while answering":
+                fake.responder = None
+                fake.script = [Step(answer="word " * 400, tokens_per_s=20)]
+                term.type("What does the harbor release checklist require?")
+                term.wait_for(lambda s: s.count("word") >= 5)
+            term.proc.send_signal(signal.SIGHUP)  # the terminal window is closed
+            assert term.proc.wait(timeout=30) == 0
+    db = sqlite3.connect(make_settings(home).conversations_path)
+    assert db.execute("SELECT count(*) FROM conversations WHERE key GLOB 'chat:*'").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM turns").fetchone() == (0,)

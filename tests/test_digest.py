@@ -1,6 +1,7 @@
 """The digest without the model: grouped by how things came, the questions left open, one thing
 from long ago; its schedule and its period."""
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -98,3 +99,26 @@ def test_how_a_document_came(settings):
     with Index(settings.index_path, readonly=True) as index:
         kinds = {d.title: kind_of(d) for d in index.documents()}
     assert kinds == {"A post": "notes", "Report": "files"}
+
+
+def test_kb_digest_in_a_terminal_shows_everything_newest_first_and_only_its_own_questions(settings, run_kb):
+    from knowledge.conversation.store import Conversations
+
+    for n in range(1, 69):  # 68 logs kept one after the other, most of them within the same second
+        ingest_texts(
+            settings, {f"log-{n}.md": f"# Harbour log {n}\n\nThe harbour master counted {n} boats.\n"}
+        )
+    store = Conversations(settings.conversations_path)
+    for key, question in (("cli:pond", "When does the zebrafish sleep?"), ("tg:42", "When is my biopsy?")):
+        turn = store.current(key)
+        store.add_turn(turn.id, message=question, standalone=question, answer="", cited=[])
+    shown = run_kb("--home", str(settings.home), "digest", "--since", "1d")
+    assert shown.returncode == 0, shown.stderr
+    logs = [
+        line.split("  (doc-")[0].strip("• ") for line in shown.stdout.splitlines() if "Harbour log" in line
+    ]
+    assert logs == [f"Harbour log {n}" for n in range(68, 0, -1)] and "more" not in shown.stdout
+    assert "When does the zebrafish sleep?" in shown.stdout and "biopsy" not in shown.stdout
+    data = json.loads(run_kb("--home", str(settings.home), "digest", "--since", "1d", "--json").stdout)
+    assert [i["title"] for i in data["groups"]["files"]][:2] == ["Harbour log 68", "Harbour log 67"]
+    assert len(data["groups"]["files"]) == 68 and data["unanswered"] == ["When does the zebrafish sleep?"]

@@ -232,3 +232,60 @@ def test_kb_doctor_warns_before_the_disk_fills_and_fails_when_it_has():
     assert not low.is_ok and low.is_warning and "1.0 GiB free" in low.detail
     full = disk_finding(home, 10 * 2**20)
     assert not full.is_ok and not full.is_warning and "10 MiB free" in full.detail and "kb rm" in full.fix
+
+
+def test_a_conversation_that_cannot_be_remembered_still_gets_its_answer_first(home):
+    from knowledge.conversation.store import Conversations
+    from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
+
+    store = Conversations(make_settings(home).conversations_path)  # a conversation under way
+    turn = store.current("cli:pond")
+    store.add_turn(turn.id, message="what lives in the pond", standalone="what lives in the pond",
+                   answer="The zebrafish [1].", cited=[])  # fmt: skip
+    with ThreadedFakeLLM(FakeLLM(script=[answer("At noon, in the shallow pond [1].")])) as llm:
+        env = {"KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off", "KB_REWRITE_TIMEOUT_S": "5"}
+        asked = kb(
+            home, "ask", "--conversation", "pond", "when does the zebrafish sleep", max_bytes=2048, **env
+        )
+        data = kb(
+            home, "ask", "--json", "--conversation", "pond", "when does it sleep", max_bytes=2048, **env
+        )
+    assert asked.returncode == 0, asked.stderr
+    said = asked.stdout
+    assert (
+        said.index("At noon, in the shallow pond") < said.index("(Not remembered:") < said.index("Sources:")
+    )
+    reply = json.loads(data.stdout)
+    assert "At noon" in reply["text"] and reply["note"].startswith("(Not remembered:")
+    assert [t.message for t in store.current("cli:pond").turns] == ["what lives in the pond"]
+
+
+def test_not_remembered_says_the_disk_is_full_in_the_owners_language():
+    from bot.render import reply_blocks
+
+    reply = Reply("At noon [1].", "local", said=(Said("not-remembered-disk-full"),))
+    english = reply_blocks(reply, Words("en"))
+    assert english[0].startswith("At noon") and "disk is full" in english[-1]
+    chinese = " ".join(reply_blocks(reply, Words("zh-Hant")))
+    assert "磁碟" in chinese and "disk" not in chinese
+    thai = " ".join(reply_blocks(reply, Words("th")))
+    assert "disk" not in thai
+
+
+async def test_the_bot_answers_first_and_then_says_the_conversation_was_not_remembered(tmp_path, varn_site):
+    from tests.bot_env import drop_note, running_bot, wait_indexed
+    from tests.fake_llm import answer
+
+    async with running_bot(tmp_path / "kb", varn_site) as (env, _):
+        drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+        await wait_indexed(env, 1)
+        env.settings.conversations_path.parent.mkdir(parents=True, exist_ok=True)
+        env.settings.conversations_path.write_bytes(b"not a database: overwritten" * 200)
+        env.llm.script = [answer("It is 317 metres deep [1].")]
+        await env.say("How deep is Lake Quillan?")
+        call = await env.bot_said(
+            lambda c: "317 metres deep" in c.params["text"] and "Sources" in c.params["text"]
+        )
+    text = call.params["text"]
+    assert text.index("It is 317 metres deep") < text.index("(Not remembered: the conversation file cannot")
+    assert "went wrong" not in text

@@ -177,3 +177,17 @@ async def test_health_and_models_that_are_unreadable_are_a_bad_response(served, 
     setattr(fake, f"{endpoint}_step", step)
     with pytest.raises(ModelBadResponse, match=says):
         await getattr(client(fake, session), endpoint)()
+
+
+async def test_a_lone_surrogate_in_an_answer_is_replaced_once_for_every_reader(served):
+    fake, session = served
+    fake.script = [Step(body='{"choices": [{"message": {"content": "Oolong \\ud800 tea \\ud83c\\udf75"}}]}')]
+    done = await client(fake, session).chat(MESSAGES, max_tokens=32)
+    assert done.text == "Oolong \ufffd tea \U0001f375" and done.text.encode("utf-8")
+
+
+async def test_an_answer_larger_than_its_tokens_could_say_is_refused_unread(served):
+    fake, session = served
+    fake.script = [Step(body='{"choices": [{"message": {"content": "' + "x" * 4_000_000 + '"}}]}')]
+    with pytest.raises(ModelBadResponse, match="more than"):
+        await client(fake, session).chat(MESSAGES, max_tokens=32)

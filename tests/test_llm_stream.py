@@ -1,5 +1,6 @@
 """Streamed answers: the client against the scripted server (behaviour) and a real mlx_lm.server."""
 
+import asyncio
 import time
 
 import aiohttp
@@ -135,3 +136,39 @@ async def test_the_real_server_streams_with_usage(mlx_server):
     assert done.finish_reason in ("stop", "length") and not done.cut_off
     if done.text:  # a random model may say nothing visible; when it does, it arrived in pieces
         assert seen.texts[-1] == done.text
+
+
+async def test_keep_alive_comments_forever_end_at_the_streams_deadline(served):
+    fake, session = served
+    fake.script = [Step(answer="never said", prefill_s=3600)]  # reading the prompt, forever
+    client = ModelClient(session, fake.base_url, timeout_s=0.5, stream_timeout_s=1.5)
+    with pytest.raises(ModelUnavailable, match="KB_LLM_STREAM_TIMEOUT_S"):
+        await asyncio.wait_for(stream(client, Seen()), 60)  # the bound is the client's; 60 s: a safety net
+    fake.script = [Step(answer="word " * 2000, tokens_per_s=20)]  # flowing, but longer than the deadline
+    done = await asyncio.wait_for(stream(client, Seen()), 60)
+    assert done.cut_off and done.text.startswith("word word") and done.text.count("word") < 2000
+
+
+async def test_a_stream_longer_than_its_tokens_can_say_is_cut_at_its_cap(served):
+    fake, session = served
+    piece = 'data: {"choices": [{"delta": {"content": "' + "x" * 1000 + '"}}]}\n\n'
+    fake.script = [Step(body=piece * 2000)]  # 2 MB of text for an answer of 64 tokens
+    done = await stream(ModelClient(session, fake.base_url), Seen())
+    assert done.cut_off and 0 < len(done.text) <= 64 * 32
+    fake.script = [Step(body=": keepalive 1/2\n\n" * 200_000)]  # megabytes of comments, no answer
+    with pytest.raises(ModelBadResponse, match="without an answer"):
+        await stream(ModelClient(session, fake.base_url), Seen())
+
+
+async def test_a_lone_surrogate_from_the_model_is_replaced_and_a_split_pair_is_joined(served):
+    fake, session = served
+    events = [
+        '{"choices": [{"delta": {"content": "Tea \\ud800 and "}}]}',
+        '{"choices": [{"delta": {"content": "\\ud83c"}}]}',  # an emoji's pair, split across two events
+        '{"choices": [{"delta": {"content": "\\udf75."}, "finish_reason": "stop"}]}',
+    ]
+    fake.script = [Step(body="".join(f"data: {e}\n\n" for e in events) + "data: [DONE]\n\n")]
+    seen = Seen()
+    done = await stream(ModelClient(session, fake.base_url), seen)
+    assert done.text == "Tea \ufffd and \U0001f375." and not done.cut_off
+    assert all(t.encode("utf-8") for t in seen.texts)  # every text shown as it grew can be written

@@ -15,6 +15,7 @@ from cli.commands import EXIT_OK, EXIT_USAGE
 from cli.commands.search import search_meaning
 from cli.commands.web import describe_import, import_and_answer
 from knowledge.config import Settings
+from knowledge.conversation.store import ConversationError
 from knowledge.errors import KbError
 from knowledge.report.status import (
     activity_facts,
@@ -104,8 +105,9 @@ def chat_until_done(settings: Settings, language: Language | None = None, *, out
     try:
         with holding_the_terminal():
             return asyncio.run(_chat(settings, language, out=out))
-    except KeyboardInterrupt:
-        print(file=out, flush=True)  # leave the shell's prompt on a line of its own
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C; SIGHUP or SIGTERM (cli.chat)
+        with contextlib.suppress(OSError):  # a terminal that hung up takes no more lines
+            print(file=out, flush=True)  # leave the shell's prompt on a line of its own
         return EXIT_OK
 
 
@@ -193,8 +195,9 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
         async with open_engine(settings) as engine:
             talk = conversing(settings, engine)
             if args.conversation:
-                if args.new:
-                    await asyncio.to_thread(talk.store.end, f"cli:{args.conversation}")
+                if args.new:  # a file that cannot be written (a full disk): the answer says so after it
+                    with contextlib.suppress(ConversationError):
+                        await asyncio.to_thread(talk.store.end, f"cli:{args.conversation}")
                 key = f"cli:{args.conversation}"
                 return await talk.ask(key, question, listener=printer, language=words.language)
             return await talk.ask_once(question, listener=printer, language=words.language)

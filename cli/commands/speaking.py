@@ -29,10 +29,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="summarise a whole document with the model",
         description="Summarise one document (its id, from kb ls), however long: the model reads it part by "
         "part, each part as many passages as fit one prompt counted exactly (progress on stderr), then "
-        "summarises the parts' summaries; the summary cites the parts by their lines. Without the model: its "
-        'opening sentences, marked as such. --json prints {"doc_id","title","text","kind","citations",'
-        '"parts","calls","prompt_tokens","input_tokens","output_tokens"}. Exit status: 0 summarised by the '
-        "model, 1 no such document or only its opening (the model is down).",
+        "summarises the parts' summaries; the summary cites the parts by their lines. A document longer than "
+        "12 parts is read in 12 sections spread from its beginning to its end (whole: false). Without the "
+        'model: its opening sentences, marked as such. --json prints {"doc_id","title","text","kind",'
+        '"citations","parts","whole","calls","prompt_tokens","input_tokens","output_tokens"}. Exit status: 0 '
+        "summarised by the model, 1 no such document or only its opening (the model is down).",
     )
     p.add_argument("doc_id", metavar="DOC_ID")
     p.add_argument("--sentences", type=int, default=5, help="how long the summary is (5)")
@@ -43,9 +44,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "digest",
         help="what was kept lately, the questions left open, one thing from long ago",
         description="What was kept since the last `kb digest` (a week back the first time, or --since), "
-        "grouped as files, web imports, notes and forwards, voice notes, each with its summary and id; the "
-        "questions no passage answered; and one document kept long ago that bears on the newest. No model "
-        "is asked. The bot sends the same with /digest, and on KB_DIGEST's schedule.",
+        "grouped as files, web imports, notes and forwards, voice notes, each with its summary and id, newest "
+        "first, all of them (a terminal has no message limit); the questions asked with kb ask --conversation "
+        "that no passage answered; and one document kept long ago that bears on the newest. No model is "
+        "asked. The bot sends the same with /digest (each chat its own questions), and on KB_DIGEST's "
+        'schedule. --json prints {"since","until","groups":{GROUP:[{"doc_id","title","kind","summary",'
+        '"indexed_at","source_url"}]},"more","unanswered","resurfaced","resurfaced_for"}.',
     )
     p.add_argument(
         "--since", metavar="PERIOD", help="how far back: 24h, 7d, 2w (default: since the last digest)"
@@ -91,7 +95,8 @@ def cmd_summarize(args: argparse.Namespace, settings: Settings, *, out: TextIO, 
     if args.json:
         print(json.dumps({
             "doc_id": doc.id, "title": doc.title, "text": summary.text, "kind": summary.kind,
-            "citations": [c.__dict__ for c in summary.citations], "parts": summary.parts, "calls": summary.calls,
+            "citations": [c.__dict__ for c in summary.citations], "parts": summary.parts, "whole": summary.whole,
+            "calls": summary.calls,
             "prompt_tokens": summary.prompt_tokens, "input_tokens": summary.input_tokens,
             "output_tokens": summary.output_tokens,
         }, ensure_ascii=False), file=out)  # fmt: skip
@@ -121,9 +126,8 @@ def cmd_digest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
         print(f"kb: --since {exc}", file=err)
         return EXIT_USAGE
     try:
-        digest = digest_of(
-            settings.index_path, store.unanswered(since.timestamp(), now), since=since, until=until
-        )
+        asked = store.unanswered(since.timestamp(), now, keys=f"{CLI_KEY}:*")  # the command line's own
+        digest = digest_of(settings.index_path, asked, since=since, until=until, whole=True)
     except KbError as exc:
         print(f"kb: {exc}", file=err)
         return EXIT_FAILED

@@ -8,6 +8,12 @@ cites the parts, and each citation points at the lines that part covers. Every r
 ``build_prompt``, so it fits the context, and the document and every earlier summary are evidence:
 wrapped, cleaned of delimiters and control tokens, never an instruction.
 
+A summary has a budget: a map of at most ``max_parts`` parts. A document that takes more is read in
+as many sections, evenly spread from its beginning to its end, each section's part as much of it as
+fits one prompt (the last one ending at the document's end), so a 20 MiB file costs a dozen calls,
+not a thousand. A caller may stop a long summary between two calls (``preempted``: the daemon's
+worker does when a newer document waits), which raises ``Preempted``.
+
 Without the model the summary is the document's opening sentences (the degraded answer's excerpt
 rules), marked ``excerpt``.
 """
@@ -40,6 +46,7 @@ PART_OUTPUT_TOKENS = 320  # a part's summary: three to five sentences, in any of
 FINAL_OUTPUT_TOKENS = 512
 EXCERPT_CHARS = 400
 MAX_ROUNDS = 8  # reduce rounds: each at least halves the summaries (a prompt holds two at the very least)
+MAX_PARTS = 12  # the map's budget: a longer document is read in this many sections spread over it
 
 PART_QUESTION = (
     "Summarise what these passages of the document “{title}” say, in three to five sentences, "
@@ -58,12 +65,17 @@ class Summary:
     text: str
     kind: str
     citations: list[Citation] = field(default_factory=list)
-    parts: int = 0
+    parts: int = 0  # the parts read
     calls: int = 0
     prompt_tokens: int = 0  # the largest prompt sent, exactly counted
     input_tokens: int = 0  # all prompts together
     output_tokens: int = 0
     why: str | None = None  # the model error that made it an excerpt
+    whole: bool = True  # every passage was read (False: a long document, read in sections)
+
+
+class Preempted(Exception):  # noqa: N818 - not an error: the caller asked to stop
+    """The caller stopped a summary between two model calls (a newer document waits)."""
 
 
 @dataclass(frozen=True)
@@ -98,19 +110,24 @@ async def summarize(
     reader: str = "en",
     sentences: int = 3,
     progress: Progress | None = None,
+    max_parts: int = MAX_PARTS,
+    preempted: Callable[[], bool] | None = None,
 ) -> Summary:
-    """The summary of a document from its chunks (in document order), in the reader's language."""
+    """The summary of a document from its chunks (in document order), in the reader's language, in
+    at most ``max_parts`` parts and their reduce; ``preempted`` is asked before each model call
+    (True: stop, raising Preempted)."""
     if not chunks:
         return Summary("", "excerpt")
     t0 = time.perf_counter()
-    spent = _Spent()
+    spent = _Spent(stop=preempted, max_parts=max(2, max_parts))
     try:
         summary = await _summarize(writer, title, list(chunks), reader, sentences, progress, spent)
     except ModelError as exc:
         log.warning("summary.degraded", title=title, error=str(exc), calls=spent.calls)
         return Summary(opening(chunks), "excerpt", calls=spent.calls, why=str(exc))
     log.info(
-        "summary.done", title=title, chunks=len(chunks), parts=summary.parts, calls=summary.calls,
+        "summary.done", title=title, chunks=len(chunks), parts=summary.parts, whole=summary.whole,
+        calls=summary.calls,
         prompt_tokens=summary.prompt_tokens, output_tokens=summary.output_tokens,
         ms=round((time.perf_counter() - t0) * 1000),
     )  # fmt: skip
@@ -130,6 +147,9 @@ class _Spent:
     largest: int = 0
     inputs: int = 0
     outputs: int = 0
+    stop: Callable[[], bool] | None = None
+    max_parts: int = MAX_PARTS
+    whole: bool = True
 
 
 async def _summarize(
@@ -148,7 +168,7 @@ async def _summarize(
         text = await _ask(writer, whole, FINAL_OUTPUT_TOKENS, reader, spent)
         shown, citations = citations_for(text, whole.passages)
         return _summary(shown, citations, 1, spent)
-    parts = await _parts(writer, title, chunks, reader)
+    parts = await _parts(writer, title, chunks, reader, spent)
     summaries: list[SearchResult] = []
     for n, part in enumerate(parts, 1):
         _tell(progress, n, len(parts))
@@ -164,17 +184,55 @@ async def _summarize(
     raise ModelError(f"the summaries of {len(parts)} parts did not fit one prompt after {MAX_ROUNDS} rounds")
 
 
-async def _parts(writer: Writer, title: str, chunks: list[SearchResult], reader: str) -> list[Prompt]:
-    """The map prompts: each takes as many of the remaining chunks, in order, as fit."""
+async def _parts(
+    writer: Writer, title: str, chunks: list[SearchResult], reader: str, spent: _Spent
+) -> list[Prompt]:
+    """The map prompts: each takes as many of the remaining chunks, in order, as fit; past the budget,
+    one prompt per section of the document instead (see sections)."""
+    question = PART_QUESTION.format(title=title)
     parts: list[Prompt] = []
     rest = chunks
     while rest:
-        prompt = await _prompt(writer, PART_QUESTION.format(title=title), rest, PART_OUTPUT_TOKENS, reader)
-        if not prompt.passages:  # one chunk larger than a whole prompt: kb's chunks never are
-            raise ModelError(f"a passage of “{title}” does not fit one prompt (KB_CONTEXT_TOKENS)")
-        parts.append(prompt)
-        rest = rest[len(prompt.passages) :]
+        if len(parts) == spent.max_parts:  # more than the budget: read it in sections
+            spent.whole = False
+            runs = sections(chunks, spent.max_parts)
+            return [
+                await _section_part(writer, question, run, reader, last=n == len(runs))
+                for n, run in enumerate(runs, 1)
+            ]
+        parts.append(await _part(writer, question, rest, reader))
+        rest = rest[len(parts[-1].passages) :]
     return parts
+
+
+def sections(chunks: Sequence[SearchResult], n: int) -> list[list[SearchResult]]:
+    """``chunks`` cut into ``n`` runs of (nearly) equal length, in order (pure)."""
+    bounds = [round(i * len(chunks) / n) for i in range(n + 1)]
+    return [list(chunks[a:b]) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
+async def _part(writer: Writer, question: str, passages: Sequence[SearchResult], reader: str) -> Prompt:
+    prompt = await _prompt(writer, question, passages, PART_OUTPUT_TOKENS, reader)
+    if not prompt.passages:  # one chunk larger than a whole prompt: kb's chunks never are
+        raise ModelError("a passage does not fit one prompt (KB_CONTEXT_TOKENS)")
+    return prompt
+
+
+async def _section_part(
+    writer: Writer, question: str, section: list[SearchResult], reader: str, *, last: bool
+) -> Prompt:
+    """A section's part: as much of it as fits from its start, or for the document's last section,
+    as much as fits ending at its end (the document's last words are read too)."""
+    prompt = await _part(writer, question, section, reader)
+    if not last or len(prompt.passages) == len(section):
+        return prompt
+    start = len(section) - len(prompt.passages)
+    while start < len(section):
+        tail = await _part(writer, question, section[start:], reader)
+        if len(tail.passages) == len(section) - start:
+            return tail
+        start += 1
+    return prompt
 
 
 async def _reduce(
@@ -207,6 +265,8 @@ async def _prompt(
 
 
 async def _ask(writer: Writer, prompt: Prompt, output_tokens: int, reader: str, spent: _Spent) -> str:
+    if spent.stop is not None and spent.calls and spent.stop():
+        raise Preempted
     completion = await writer.llm.chat(prompt.messages, max_tokens=output_tokens)
     spent.calls += 1
     spent.largest = max(spent.largest, prompt.input_tokens)
@@ -230,7 +290,7 @@ def _as_passage(n: int, passages: Sequence[SearchResult], text: str) -> SearchRe
 def _summary(text: str, citations: list[Citation], parts: int, spent: _Spent) -> Summary:
     return Summary(
         text, "model", citations, parts=parts, calls=spent.calls, prompt_tokens=spent.largest,
-        input_tokens=spent.inputs, output_tokens=spent.outputs,
+        input_tokens=spent.inputs, output_tokens=spent.outputs, whole=spent.whole,
     )  # fmt: skip
 
 

@@ -6,20 +6,24 @@ message replies to (an anchor: one of kb's answers, a message carrying a documen
 kb knows nothing of, whose text is context). The turn it gets back says what was searched and
 whether the conversation started afresh; the front end remembers the message ids of its reply
 with :meth:`Conversations.anchor`.
+
+A conversation file that cannot be read or written (a full disk above all) never costs the answer:
+the message is answered as if it came first, and the reply says afterwards that it was not
+remembered (``not-remembered-disk-full``, ``not-remembered``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
 from knowledge.answer.assistant import Engine, Listener, Reply, Said
 from knowledge.answer.prompt import Exchange
 from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, points_back, stands_alone
-from knowledge.conversation.store import Anchor, Conversation, Conversations, Turn
+from knowledge.conversation.store import Anchor, Conversation, ConversationError, Conversations, Turn
 
 log = structlog.get_logger()
 
@@ -76,7 +80,11 @@ class Conversing:
         ``anchor``: what the message replies to, when kb knows it (a turn continues from there, a
         document is asked about); ``replied_text``: the text (or the highlighted quote) of a replied-to
         message kb knows nothing of, context marked as data; ``document``: ask about this document."""
-        conversation = await asyncio.to_thread(self.store.current, key)
+        forgotten: ConversationError | None = None
+        try:
+            conversation = await asyncio.to_thread(self.store.current, key)
+        except ConversationError as exc:  # answered all the same, as a first message
+            forgotten, conversation = exc, Conversation(0, key, (), None, None, fresh=False)
         turns = _turns_for(conversation, anchor)
         if replied_text and anchor is None:
             quoted = " ".join(replied_text.split())[:QUOTE_CHARS]
@@ -106,18 +114,32 @@ class Conversing:
             listener=listener,
             language=language,
         )
-        turn_id = await asyncio.to_thread(
-            self.store.add_turn,
-            conversation.id,
-            message=message,
-            standalone=searched.standalone,
-            answer=reply.text if reply.mode in ("local", "degraded") else "",
-            cited=[c.chunk_id for c in reply.citations],
-            titles=[c.title for c in reply.citations],
-            question_message_id=question_message_id,
-            document_id=document,
-        )
+        turn_id = None
+        if forgotten is None:
+            try:
+                turn_id = await asyncio.to_thread(
+                    self.store.add_turn,
+                    conversation.id,
+                    message=message,
+                    standalone=searched.standalone,
+                    answer=reply.text if reply.mode in ("local", "degraded") else "",
+                    cited=[c.chunk_id for c in reply.citations],
+                    titles=[c.title for c in reply.citations],
+                    question_message_id=question_message_id,
+                    document_id=document,
+                )
+            except ConversationError as exc:  # the answer stands; only the memory of it is lost
+                forgotten = exc
+        if forgotten is not None:
+            reply = _not_remembered(reply, forgotten)
         return Answered(reply, searched, turn_id, conversation.fresh, document)
+
+
+def _not_remembered(reply: Reply, exc: ConversationError) -> Reply:
+    """The reply, saying after it that its turn was not remembered (and why, when the disk is full)."""
+    log.warning("converse.not_remembered", reason=exc.reason, error=str(exc))
+    said = Said("not-remembered-disk-full") if exc.reason == "disk-full" else Said("not-remembered")
+    return replace(reply, said=(*reply.said, said))
 
 
 def _turns_for(conversation: Conversation, anchor: Anchor | None) -> tuple[Turn, ...]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knowledge.errors import KbError
+from knowledge.store.connection import index_problem
 from knowledge.store.migrations import Migration, migrate, statements
 
 MAX_TURNS = 20
@@ -37,7 +39,23 @@ DEFAULT_IDLE_S = 1800.0
 
 
 class ConversationError(KbError):
-    """The conversation file cannot be opened or written."""
+    """The conversation file cannot be opened or written; ``reason``: ``disk-full``, ``busy``,
+    ``damaged`` or ``io-error`` (as for the index)."""
+
+    def __init__(self, message: str, reason: str = "io-error") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _failed(path: Path, doing: str, exc: BaseException) -> ConversationError:
+    """The error for a conversation file that cannot be used, with why (a full disk above all)."""
+    try:
+        free: int | None = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    return ConversationError(
+        f"the conversation file {path} cannot be {doing}: {exc}", index_problem(exc, free)
+    )
 
 
 @dataclass(frozen=True)
@@ -191,7 +209,7 @@ class Conversations:
                 self._ready = True
             return db
         except (OSError, sqlite3.Error) as exc:
-            raise ConversationError(f"the conversation file {self.path} cannot be used: {exc}") from exc
+            raise _failed(self.path, "used", exc) from exc
 
     def _run(self, work: Callable[[sqlite3.Connection], object]) -> object:
         db = self._connect()
@@ -201,7 +219,7 @@ class Conversations:
             db.execute("COMMIT")
             return out
         except sqlite3.Error as exc:
-            raise ConversationError(f"the conversation file {self.path} cannot be written: {exc}") from exc
+            raise _failed(self.path, "written", exc) from exc
         finally:
             db.close()
 
@@ -388,15 +406,17 @@ class Conversations:
 
         self._run(work)
 
-    def unanswered(self, since: float, until: float) -> list[str]:
-        """The questions asked in [since, until), in any conversation, that no passage answered
-        (their standalone form), oldest first."""
+    def unanswered(self, since: float, until: float, *, keys: str) -> list[str]:
+        """The questions asked in [since, until) that no passage answered (their standalone form),
+        oldest first, in the conversations whose key matches ``keys`` (a GLOB pattern: ``tg:123`` one
+        chat's, ``cli:*`` the command line's): one person's questions are never shown to another."""
 
         def work(db: sqlite3.Connection) -> list[str]:
             rows = db.execute(
-                "SELECT standalone FROM turns WHERE at >= ? AND at < ? AND cited = '[]' AND document_id IS NULL"
-                " ORDER BY at",
-                (since, until),
+                "SELECT t.standalone FROM turns t JOIN conversations c ON c.id = t.conversation_id"
+                " WHERE c.key GLOB ? AND t.at >= ? AND t.at < ? AND t.cited = '[]' AND t.document_id IS NULL"
+                " ORDER BY t.at, t.id",
+                (keys, since, until),
             )
             return [r[0] for r in rows]
 

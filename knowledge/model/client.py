@@ -13,7 +13,12 @@
   ``ModelBadResponse``, never a foreign exception, so an answer degrades to the passages.
 * Answers can stream (``stream``): server-sent events read as they come, the keep-alive comments
   ``mlx_lm.server`` sends while it reads the prompt reported as progress, the usage chunk asked
-  for so the exact token counts are still known; a stream cut off keeps what was said.
+  for so the exact token counts are still known; a stream cut off keeps what was said. A stream has
+  one deadline (``stream_timeout_s`` for the whole answer, keep-alive comments or not) and a size cap (the
+  text ``max_tokens`` can say, the bytes such an answer takes): past either it ends, cut off.
+* The model's text is made safe once, here, for every consumer (the terminal, the zh-Hant
+  conversion, the index, Telegram): a surrogate pair split across events is joined, a lone
+  surrogate (JSON may carry ``\\ud800``) becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -32,9 +37,12 @@ import aiohttp
 
 from knowledge.errors import ModelError
 from knowledge.model.untrusted import safe_messages
-from knowledge.text import one_line
+from knowledge.text import has_surrogates, one_line
 
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
+TOKEN_CHARS = 32  # the most text one token says (a run of spaces, a long word): a stream's text cap
+STREAM_BYTES = 2**20  # a stream may take this much besides its text's share (events, keep-alive comments)
+EVENT_BYTES_PER_TOKEN = 1024  # a token's event is ~200 bytes of JSON: five times that, to spare
 
 
 class ModelUnavailable(ModelError):
@@ -61,6 +69,18 @@ class Completion:
     elapsed_ms: float
     cut_off: bool = False  # the stream ended before the model finished (the text is what was said)
     first_token_ms: float | None = None  # streamed: when the first text arrived
+
+
+def model_text(text: str) -> str:
+    """The model's words as kb keeps them: surrogate pairs joined, a lone surrogate made U+FFFD (pure)."""
+    if not has_surrogates(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def stream_caps(max_tokens: int) -> tuple[int, int]:
+    """The most text (characters) and bytes a stream of ``max_tokens`` tokens is read for (pure)."""
+    return max_tokens * TOKEN_CHARS, STREAM_BYTES + max_tokens * EVENT_BYTES_PER_TOKEN
 
 
 def strip_thinking(text: str) -> str:
@@ -120,7 +140,7 @@ def parse_completion(body: object, elapsed_ms: float) -> Completion:
     usage = usage if isinstance(usage, dict) else {}
     finish_reason = choice.get("finish_reason")
     return Completion(
-        text=strip_thinking(content),
+        text=strip_thinking(model_text(content)),
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
@@ -139,6 +159,7 @@ class ModelClient:
         model_hint: str = "",
         connect_timeout_s: float = 5.0,
         timeout_s: float = 120.0,
+        stream_timeout_s: float = 600.0,
         max_concurrency: int = 1,
         enable_thinking: bool = False,
     ) -> None:
@@ -146,10 +167,11 @@ class ModelClient:
         self.base_url = base_url.rstrip("/")
         self.model_hint = model_hint
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
-        # a stream is never cut while it flows (keep-alive comments while the prompt is read, then the
-        # text): it fails when nothing at all has come for timeout_s
-        self.stream_timeout = aiohttp.ClientTimeout(sock_read=timeout_s, sock_connect=connect_timeout_s)
+        # a stream is not cut while it flows (keep-alive comments while the prompt is read, then the
+        # text): it fails when nothing at all has come for timeout_s, or when stream_timeout_s is over
+        self.stream_reads = aiohttp.ClientTimeout(sock_read=timeout_s, sock_connect=connect_timeout_s)
         self.timeout_s = timeout_s
+        self.stream_timeout_s = stream_timeout_s  # a whole stream, keep-alive comments or not
         self.enable_thinking = enable_thinking
         self._slots = asyncio.Semaphore(max_concurrency)
 
@@ -184,7 +206,7 @@ class ModelClient:
         )
         async with self._slots:
             t0 = time.perf_counter()
-            body = await self._post_json("/chat/completions", payload)
+            body = await self._post_json("/chat/completions", payload, max_bytes=stream_caps(max_tokens)[1])
             return parse_completion(body, (time.perf_counter() - t0) * 1000)
 
     async def stream(
@@ -199,25 +221,19 @@ class ModelClient:
         """One chat completion streamed: ``on_text(text so far)`` as it grows (reasoning removed),
         ``on_reading(done, total)`` while the server reads the prompt. Raises ModelUnavailable or
         ModelBadResponse when nothing was said; a stream cut off after some text returns it, with
-        ``cut_off`` set."""
+        ``cut_off`` set. The whole stream ends within ``stream_timeout_s`` (a server that sends keep-alive
+        comments forever holds nothing) and past the text and bytes ``max_tokens`` can take."""
         payload = chat_payload(
             messages, max_tokens=max_tokens, temperature=temperature, stop=None,
             enable_thinking=self.enable_thinking, stream=True,
         )  # fmt: skip
         async with self._slots:
             t0 = time.perf_counter()
-            state = _Streamed(t0)
+            state = _Streamed(t0, *stream_caps(max_tokens))
+            deadline = asyncio.timeout(self.stream_timeout_s)
             try:
-                async with self.session.post(
-                    self.base_url + "/chat/completions", json=payload, timeout=self.stream_timeout
-                ) as resp:
-                    if resp.status != 200:
-                        raise ModelBadResponse(
-                            f"the model server answered {resp.status}: {_error_text(await resp.read())}"
-                        )
-                    async for raw in resp.content:
-                        if await state.feed(raw, on_text, on_reading):
-                            break
+                async with deadline:
+                    await self._read_stream(payload, state, on_text, on_reading)
             except ModelError:
                 if not state.raw:
                     raise
@@ -228,6 +244,11 @@ class ModelClient:
                 state.cut_off = True
             except (TimeoutError, aiohttp.ClientError) as exc:
                 if not state.raw:
+                    if deadline.expired():
+                        raise ModelUnavailable(
+                            f"the model server at {self.base_url} did not answer within {self.stream_timeout_s:g} s"
+                            " (KB_LLM_STREAM_TIMEOUT_S); is it overloaded or stuck?"
+                        ) from exc
                     if isinstance(exc, TimeoutError):
                         raise ModelUnavailable(
                             f"the model server at {self.base_url} sent nothing for {self.timeout_s:g} s"
@@ -236,6 +257,25 @@ class ModelClient:
                     raise self._unreachable(exc) from exc
                 state.cut_off = True
             return state.completion()
+
+    async def _read_stream(
+        self,
+        payload: dict[str, object],
+        state: _Streamed,
+        on_text: Callable[[str], Awaitable[None]],
+        on_reading: Callable[[int, int], Awaitable[None]] | None,
+    ) -> None:
+        """Read the events into ``state`` until [DONE], the end of the body or a cap."""
+        async with self.session.post(
+            self.base_url + "/chat/completions", json=payload, timeout=self.stream_reads
+        ) as resp:
+            if resp.status != 200:
+                raise ModelBadResponse(
+                    f"the model server answered {resp.status}: {_error_text(await resp.read())}"
+                )
+            async for raw in resp.content:
+                if await state.feed(raw, on_text, on_reading):
+                    return
 
     async def health(self) -> dict[str, object]:
         """GET /health (served at the server root, beside /v1)."""
@@ -254,12 +294,12 @@ class ModelClient:
             )
         return [m["id"] for m in data]
 
-    async def _post_json(self, path: str, payload: dict[str, object]) -> object:
+    async def _post_json(self, path: str, payload: dict[str, object], *, max_bytes: int) -> object:
         url = self.base_url + path
         for attempt in (1, 2):
             try:
                 async with self.session.post(url, json=payload, timeout=self.timeout) as resp:
-                    raw = await resp.read()
+                    raw = await _read_capped(resp, max_bytes)
                     if resp.status != 200:
                         raise ModelBadResponse(f"the model server answered {resp.status}: {_error_text(raw)}")
                     return _json(raw)
@@ -303,8 +343,10 @@ class ModelClient:
 class _Streamed:
     """What a stream has said so far: its text, how it ended, its usage."""
 
-    def __init__(self, t0: float) -> None:
+    def __init__(self, t0: float, max_chars: int, max_bytes: int) -> None:
         self.t0 = t0
+        self.max_chars, self.max_bytes = max_chars, max_bytes
+        self.read_bytes = 0
         self.raw = ""
         self.finish_reason: str | None = None
         self.usage: dict[str, object] = {}
@@ -319,8 +361,11 @@ class _Streamed:
         on_text: Callable[[str], Awaitable[None]],
         on_reading: Callable[[int, int], Awaitable[None]] | None,
     ) -> bool:
-        """Take one line of the event stream; True at its end ([DONE]). ModelBadResponse for an event
-        that cannot be read."""
+        """Take one line of the event stream; True at its end ([DONE], or a cap reached: cut off).
+        ModelBadResponse for an event that cannot be read."""
+        self.read_bytes += len(line)
+        if self.read_bytes > self.max_bytes:
+            return self._capped(f"more than {self.max_bytes} bytes")
         line = line.strip()
         if not line:
             return False
@@ -355,12 +400,21 @@ class _Streamed:
             if isinstance(content, str) and content:
                 if self.first_token_ms is None:
                     self.first_token_ms = (time.perf_counter() - self.t0) * 1000
-                self.raw += content
-                shown = visible(self.raw)
+                self.raw += content[: self.max_chars - len(self.raw)]
+                shown = visible(model_text(_held_back(self.raw)))
                 if shown != self._shown:
                     self._shown = shown
                     await on_text(shown)
+                if len(self.raw) >= self.max_chars:
+                    return self._capped(f"more than {self.max_chars} characters")
         return False
+
+    def _capped(self, what: str) -> bool:
+        """The stream is past its cap: it ends here, cut off (nothing said: the server is not a model)."""
+        if not self.raw:
+            raise ModelBadResponse(f"the model server sent {what} without an answer")
+        self.cut_off = True
+        return True
 
     def completion(self) -> Completion:
         if not self.done and self.finish_reason is None:
@@ -368,7 +422,7 @@ class _Streamed:
         if self.cut_off and not self.raw:
             raise ModelUnavailable("the model server ended the answer before it said anything")
         return Completion(
-            text=strip_thinking(self.raw),
+            text=strip_thinking(model_text(self.raw)),
             finish_reason=self.finish_reason,
             prompt_tokens=_int_or_none(self.usage.get("prompt_tokens")),
             completion_tokens=_int_or_none(self.usage.get("completion_tokens")),
@@ -376,6 +430,23 @@ class _Streamed:
             cut_off=self.cut_off,
             first_token_ms=self.first_token_ms,
         )
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+    """A reply's body, read until ``max_bytes``; ModelBadResponse past it (no answer is that long)."""
+    parts, size = [], 0
+    async for part in resp.content.iter_chunked(65536):
+        size += len(part)
+        if size > max_bytes:
+            raise ModelBadResponse(f"the model server sent more than {max_bytes} bytes for one answer")
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _held_back(text: str) -> str:
+    """A streamed text without its last character while that is the first half of a surrogate pair
+    whose second half is still to come."""
+    return text[:-1] if text and "\ud800" <= text[-1] <= "\udbff" else text
 
 
 def _int_or_none(value: object) -> int | None:
@@ -410,7 +481,7 @@ def _error_text(raw: bytes) -> str:
     try:
         body = json.loads(text)
         if isinstance(body, dict) and "error" in body:
-            return one_line(str(body["error"]), 300)
+            return one_line(model_text(str(body["error"])), 300)
     except (ValueError, RecursionError):  # not JSON, or a nesting bomb: the text as it is
         pass
     return one_line(text, 300) or "(empty body)"

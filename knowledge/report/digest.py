@@ -29,7 +29,8 @@ PROBES = 12  # the newest documents whose titles and summaries look for an older
 # summary is at least this: lower than the gate for answering a question (0.5), as a document's
 # title and summary hold many more words than any one older passage shares with it.
 RESURFACE_RELEVANCE = 0.2
-MAX_ITEMS = 50  # per group; the rest is counted
+MAX_ITEMS = 50  # per group in a message (the bot); the rest is counted. A terminal shows them all
+MAX_QUESTIONS = 10  # the latest questions left unanswered, in a message
 SINCE = re.compile(r"(\d{1,3})([hdw])")
 
 
@@ -90,13 +91,16 @@ def since_last(last_sent: float | None, now: datetime) -> datetime:
     return datetime.fromtimestamp(last_sent, UTC) if last_sent is not None else now - FIRST_SINCE
 
 
-def digest_of(index_path: Path, unanswered: Sequence[str], *, since: datetime, until: datetime) -> Digest:
-    """The digest of the knowledge base at ``index_path`` (the questions alone while it has no index)."""
+def digest_of(
+    index_path: Path, unanswered: Sequence[str], *, since: datetime, until: datetime, whole: bool = False
+) -> Digest:
+    """The digest of the knowledge base at ``index_path`` (the questions alone while it has no index);
+    ``whole``: every document and question (a terminal), not a message's share."""
     try:
         with Index(index_path, readonly=True) as index:
-            return make_digest(index, unanswered, since=since, until=until)
+            return make_digest(index, unanswered, since=since, until=until, whole=whole)
     except IndexMissing:
-        return Digest(since, until, unanswered=list(unanswered))
+        return Digest(since, until, unanswered=_questions(unanswered, whole=whole))
 
 
 def make_digest(
@@ -106,26 +110,34 @@ def make_digest(
     since: datetime,
     until: datetime,
     threshold: float = RESURFACE_RELEVANCE,
+    whole: bool = False,
 ) -> Digest:
-    """The digest of what was kept in [since, until): ``unanswered`` are the period's questions that
-    no passage answered (from the conversation store), newest last."""
-    docs = [d for d in index.documents() if _at(d) >= since and _at(d) < until]
-    docs.sort(key=_at, reverse=True)
+    """The digest of what was kept in [since, until), newest first: ``unanswered`` are the period's
+    questions that no passage answered (from the conversation store), newest last; ``whole``: all
+    of them and every document (else MAX_ITEMS a group and the last MAX_QUESTIONS questions)."""
+    docs = [d for d in index.documents_newest_first() if _at(d) >= since and _at(d) < until]
+    docs.sort(key=_at, reverse=True)  # stable: of one second, the one kept last stays first
     summaries = index.summaries_of(d.id for d in docs)
     groups: dict[str, list[Item]] = {g: [] for g in GROUPS}
     more: dict[str, int] = {}
     for d in docs:
         kind = kind_of(d)
         summary = summaries[d.id].text if d.id in summaries and summaries[d.id].text else None
-        if len(groups[kind]) < MAX_ITEMS:
+        if whole or len(groups[kind]) < MAX_ITEMS:
             groups[kind].append(Item(d.id, d.title, kind, summary, d.indexed_at, d.source_url))
         else:
             more[kind] = more.get(kind, 0) + 1
     resurfaced, bears_on = _resurfaced(index, docs[:PROBES], summaries, since - LONG_AGO, threshold)
     return Digest(
         since, until, {g: items for g, items in groups.items() if items}, more,
-        list(dict.fromkeys(q for q in unanswered if q.strip()))[-10:], resurfaced, bears_on,
+        _questions(unanswered, whole=whole), resurfaced, bears_on,
     )  # fmt: skip
+
+
+def _questions(unanswered: Sequence[str], *, whole: bool) -> list[str]:
+    """The questions left unanswered, each once, the latest MAX_QUESTIONS of them unless ``whole``."""
+    asked = list(dict.fromkeys(q for q in unanswered if q.strip()))
+    return asked if whole else asked[-MAX_QUESTIONS:]
 
 
 def _resurfaced(

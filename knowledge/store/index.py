@@ -41,11 +41,12 @@ from knowledge.store.vectors import VectorTable, bump_vector_epoch, restore_vect
 class Index(VectorTable, SummaryTable):
     """Documents, chunks, full-text search and ingest records in one SQLite file."""
 
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, busy_timeout_s: float = 10.0) -> None:
+        """``busy_timeout_s``: how long a statement waits for another connection's lock."""
         self.path = path
         if readonly and not path.exists():
             raise IndexMissing(f"no index at {path} yet — add files with: kb ingest PATH")
-        self.conn = connect(path, readonly=readonly)
+        self.conn = connect(path, readonly=readonly, timeout_s=busy_timeout_s)
         if readonly:
             try:  # a file the writer has just created may not hold the tables yet
                 self.conn.execute("SELECT 1 FROM documents, chunks_fts, term_df LIMIT 0").fetchall()
@@ -222,6 +223,11 @@ class Index(VectorTable, SummaryTable):
     def documents(self) -> list[DocumentRecord]:
         """All documents, by raw path."""
         rows = self.conn.execute(f"SELECT {DOC_COLUMNS} FROM documents ORDER BY raw_path")
+        return [DocumentRecord(*r) for r in rows]
+
+    def documents_newest_first(self) -> list[DocumentRecord]:
+        """All documents, the one kept last first (of two kept in the same second, the later one)."""
+        rows = self.conn.execute(f"SELECT {DOC_COLUMNS} FROM documents ORDER BY indexed_at DESC, rowid DESC")
         return [DocumentRecord(*r) for r in rows]
 
     def chunks_by_rowid(self, rowids: Iterable[int]) -> dict[int, tuple[ChunkRecord, DocumentRecord]]:

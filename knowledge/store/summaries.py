@@ -40,12 +40,13 @@ class SummaryTable:
 
     def unsummarised(self, *, excerpts_too: bool, limit: int) -> list[DocumentRecord]:
         """Documents without a summary of their current text, newest first (with ``excerpts_too``, also
-        those whose summary is only their opening sentences)."""
+        those whose summary is only their opening sentences); of two kept in the same second, the one
+        kept last first."""
         rows = self.conn.execute(
             f"SELECT {DOC_COLUMNS_D} FROM documents d"
             " LEFT JOIN summaries s ON s.document_id = d.id"
             " WHERE s.document_id IS NULL OR s.raw_sha256 != d.raw_sha256 OR (? AND s.kind = 'excerpt')"
-            " ORDER BY d.indexed_at DESC, d.id LIMIT ?",
+            " ORDER BY d.indexed_at DESC, d.rowid DESC LIMIT ?",
             (int(excerpts_too), limit),
         )
         return [DocumentRecord(*r) for r in rows]

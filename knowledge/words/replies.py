@@ -38,6 +38,12 @@ NOTES = {
     "document-not-answered": N_("That document does not answer it."),
     "evidence-too-small": N_("(the passages found do not fit the evidence budget)"),
     "cut-off": N_("(The answer was cut off: the model server stopped.)"),
+    "not-remembered-disk-full": N_(
+        "(Not remembered: the disk is full. The answer stands, but a follow-up will not know it; free some space.)"
+    ),
+    "not-remembered": N_(
+        "(Not remembered: the conversation file cannot be written. The answer stands, but a follow-up will not know it.)"
+    ),
 }
 # Shown in place of the reply's text when it has none (a web search without a summary or results).
 BODIES = {
