@@ -5,6 +5,8 @@ cut off, and the model's Markdown rendered."""
 import asyncio
 import json
 import re
+import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -75,21 +77,17 @@ async def test_follow_ups_in_three_languages_new_and_unknown_commands(tmp_path, 
 
 async def test_a_restart_keeps_the_conversation_and_the_idle_limit_ends_it(tmp_path, varn_site):
     home = tmp_path / "kb"
-    async with running_bot(home, varn_site, transcribe=ScriptedTranscriber(), KB_CONVERSATION_IDLE_S="3") as (
-        env,
-        _,
-    ):
+    idle = {"KB_CONVERSATION_IDLE_S": "600"}
+    async with running_bot(home, varn_site, transcribe=ScriptedTranscriber(), **idle) as (env, _):
         env.llm.responder = scripted
         await kb_with_docs(env)
         await turn(env, FIRST["en"], lambda t: "[1]" in t)
-    async with running_bot(home, varn_site, transcribe=ScriptedTranscriber(), KB_CONVERSATION_IDLE_S="3") as (
-        env,
-        _,
-    ):
+    async with running_bot(home, varn_site, transcribe=ScriptedTranscriber(), **idle) as (env, _):
         env.llm.responder = scripted
         await turn(env, FOLLOW["en"], lambda t: SECOND["en"] in t)
         assert any(is_rewrite(r) and FIRST["en"] in r["messages"][1]["content"] for r in env.llm.requests)
-        await asyncio.sleep(3.2)
+        with closing(sqlite3.connect(home / "runs" / "conversations.sqlite3")) as db, db:
+            db.execute("UPDATE conversations SET last_at = last_at - 601")  # ten minutes of silence
         fresh = await turn(env, FIRST["zh"], lambda t: "A new conversation" in t)
         assert "[1]" in fresh.params["text"]
 
