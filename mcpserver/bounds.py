@@ -78,10 +78,10 @@ def take_lines(
     line = first
     while line <= last and len(kept) < max_lines:
         text = lines[line - 1]
-        if kept and size + len(text) + 1 > max_chars:
+        if kept and size + 1 + len(text) > max_chars:  # the joined text's length, newlines counted
             break
         kept.append(text[:max_chars])
-        size += len(text) + 1
+        size += (1 if len(kept) > 1 else 0) + len(kept[-1])
         line += 1
     shown_last = first + len(kept) - 1
     return Lines(first, shown_last, "\n".join(kept), line if line <= last else None, last)
