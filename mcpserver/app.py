@@ -132,9 +132,9 @@ def build_server(kb: Kb) -> MCPServer:
         except Refused as exc:
             return consent.NotOffered(exc.reason, str(exc))
         capabilities = ctx.client_capabilities
-        if capabilities is None or capabilities.elicitation is None:
-            return consent.NoChannel()
-        return Elicit(consent.question(candidate, kb.words), consent.Choice)
+        if capabilities is not None and capabilities.elicitation is not None:
+            return Elicit(consent.question(candidate, kb.words), consent.Choice)
+        return consent.ViaTelegram() if kb.can_reach_owner() else consent.NoChannel()
 
     @server.tool(
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
@@ -144,13 +144,22 @@ def build_server(kb: Kb) -> MCPServer:
     async def import_web_source(
         source_id: SourceId,
         choice: Annotated[ElicitationResult[consent.Choice], Resolve(owner_choice)],
+        ctx: Context,
     ) -> Annotated[CallToolResult, Imported]:
         """Import web-N of the latest web_search into the knowledge base, only if the owner chooses it: kb
-        asks the owner through the client (title, host and URL shown). Refused when the client cannot ask."""
+        asks the owner through the client (title, host and URL shown), or else sends it to the owner's
+        Telegram chat, where their tap imports it ("waiting"). Refused when the owner cannot be asked."""
         outcome = choice.data if isinstance(choice, AcceptedElicitation) else choice
         why = consent.refusal(outcome, kb.words)
         if isinstance(outcome, consent.NotOffered):  # the caller's mistake: an error it can correct
             raise ToolError(why)
+        if isinstance(outcome, consent.ViaTelegram):
+            client = _client_name(ctx.request_context) or "An MCP client"
+            try:
+                sent = await kb.offer_to_owner(source_id, client=client, waiting=consent.waiting(kb.words))
+            except KbError as exc:
+                raise _failing(exc) from exc
+            return _result(sent, sent.message)
         if why is not None:
             candidate = kb.candidate(source_id)
             refused = Imported(

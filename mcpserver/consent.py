@@ -24,11 +24,24 @@ class NoChannel:
 
 
 @dataclass(frozen=True)
+class ViaTelegram:
+    """The client cannot ask, but the owner's Telegram chat can: the candidate goes there with its button."""
+
+
+@dataclass(frozen=True)
 class NotOffered:
     """The id names no candidate of the latest MCP web search; ``why`` says so."""
 
     reason: str
     why: str
+
+
+def waiting(words: Words) -> str:
+    """What the tool answers once the candidate is in the owner's Telegram chat."""
+    return words.tr(
+        "waiting for the owner's choice: the page was sent to the owner's Telegram chat; "
+        "nothing is imported unless they tap it"
+    )
 
 
 def question(candidate: Candidate, words: Words) -> str:
@@ -42,7 +55,8 @@ def question(candidate: Candidate, words: Words) -> str:
 
 
 def refusal(outcome: object, words: Words) -> str | None:
-    """Why nothing is imported for this outcome of asking the owner, or None when the owner chose to import."""
+    """Why nothing is imported for this outcome of asking the owner, or None when the owner chose to import
+    (or is being asked in Telegram)."""
     if isinstance(outcome, Choice):
         return None if outcome.import_page else words.tr("nothing was imported: the owner did not choose it")
     if isinstance(outcome, NoChannel):
@@ -52,4 +66,6 @@ def refusal(outcome: object, words: Words) -> str | None:
         )
     if isinstance(outcome, NotOffered):
         return words.tr("nothing was imported: {why}", why=outcome.why)
+    if isinstance(outcome, ViaTelegram):
+        return None
     return words.tr("nothing was imported: the owner declined or did not answer")

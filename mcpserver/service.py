@@ -183,6 +183,28 @@ class Kb:
             host=host_of(result.url), url=result.url, document_id=result.doc_id, message=message,
         )  # fmt: skip
 
+    def can_reach_owner(self) -> bool:
+        """Whether a Telegram bot is configured to ask the owner (KB_TELEGRAM_TOKEN and an allowed user)."""
+        from mcpserver.owner_chat import owner_chat
+
+        return owner_chat(self.settings) is not None
+
+    async def offer_to_owner(self, source_id: str, *, client: str, waiting: str) -> Imported:
+        """Send the candidate to the owner's Telegram chat with its button: their tap imports it, in the bot."""
+        from knowledge.wiring import http_session
+        from mcpserver.owner_chat import offer
+
+        record, candidate = select(self.store, CHAT, source_id)
+        async with http_session() as session:
+            await offer(
+                self.settings, self.store, candidate, record.question, client=client, words=self.words,
+                session=session,
+            )  # fmt: skip
+        return Imported(
+            status="waiting", source_id=source_id, title=candidate.title, host=host_of(candidate.url),
+            url=candidate.url, document_id=None, message=waiting,
+        )  # fmt: skip
+
     async def status(self) -> Status:
         """Documents, chunks, vectors waiting, the last ingests, whether the model server answers."""
         model = await probe_model(self.engine.llm, timeout_s=2.0)

@@ -286,21 +286,29 @@ async def test_an_import_is_refused_when_the_client_cannot_ask_the_owner(tmp_pat
     assert seen == [] and not settings.inbox.exists()  # nothing fetched, nothing put in the inbox
 
 
-async def test_an_import_is_refused_when_the_owner_declines(tmp_path, varn_site):
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        (types.ElicitResult(action="decline"), "the owner declined or did not answer"),
+        (types.ElicitResult(action="cancel"), "the owner declined or did not answer"),
+        (types.ElicitResult(action="accept", content={"import_page": False}), "the owner did not choose it"),
+    ],
+)
+async def test_an_import_is_refused_when_the_owner_declines(tmp_path, varn_site, reply, said):
     base, port, seen = varn_site
     settings = make_settings(tmp_path / "kb", KB_FETCH_PORTS=str(port))
     _seed_candidates(settings, base)
     asked: list[str] = []
 
-    async def decline(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def owner(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
-        return types.ElicitResult(action="decline")
+        return reply
 
     fetch = make_fetcher(settings, allow_hosts=[("127.0.0.1", port)]).fetch
-    async with serving(settings, fetch=fetch) as url, client(url, elicitation_callback=decline) as c:
+    async with serving(settings, fetch=fetch) as url, client(url, elicitation_callback=owner) as c:
         declined = await c.call_tool("import_web_source", {"source_id": "web-1"})
     assert declined.structured_content["status"] == "refused"
-    assert "declined" in declined.structured_content["message"]
+    assert declined.structured_content["message"] == f"nothing was imported: {said}"
     assert asked and "The Varn valley" in asked[0] and "127.0.0.1" in asked[0] and f"{base}/varn" in asked[0]
     assert seen == [] and not settings.inbox.exists()
 
@@ -388,3 +396,38 @@ async def test_kb_mcp_over_stdio_serves_its_client_and_writes_nothing_else_to_st
     logged = [json.loads(line) for line in kb_home.log_path.read_text(encoding="utf-8").splitlines()]
     calls = [e for e in logged if e.get("event") == "mcp.call"]
     assert calls and calls[-1]["tool"] == "search" and calls[-1]["client"] == "stdio-test"
+
+
+async def test_without_elicitation_the_owner_is_asked_in_telegram_and_the_tap_imports(tmp_path, varn_site):
+    from tests.bot_env import OWNER, ScriptedTranscriber, running_bot
+
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber()) as (env, base):
+        _seed_candidates(env.settings, base)
+        await env.say("/help")  # the owner has talked to the bot before (a bot cannot open a chat)
+        await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
+        info = types.Implementation(name="Claude Desktop", version="1")
+        async with serving(env.settings) as url, client(url, client_info=info) as c:
+            waiting = await c.call_tool("import_web_source", {"source_id": "web-1"})
+            offer = await env.bot_said(
+                lambda c: c.method == "sendMessage" and "Claude Desktop" in c.params["text"]
+            )
+            assert not settings_inbox_has_files(env.settings)  # nothing imported before the tap
+            button = offer.params["reply_markup"]["inline_keyboard"][0][0]
+            env.telegram.push_callback(OWNER, OWNER, offer.result["message_id"], button["callback_data"])
+            await env.bot_said(lambda c: c.method == "editMessageText" and "indexed" in c.params["text"], 30)
+            found = await c.call_tool("search", {"query": "How deep is Lake Quillan?", "limit": 1})
+    assert (
+        waiting.structured_content["status"] == "waiting"
+        and "owner's Telegram chat" in waiting.content[0].text
+    )
+    assert offer.params["chat_id"] == OWNER and "Claude Desktop" in offer.params["text"]
+    assert f"{base}/varn" in offer.params["text"] and button["text"].startswith(
+        "web-1 · 127.0.0.1 — The Varn valley"
+    )
+    best = found.structured_content["passages"][0]
+    assert best["url"] == f"{base}/varn" and "317 metres deep" in best["text"]
+
+
+def settings_inbox_has_files(settings: Settings) -> bool:
+    """Whether anything (but folders) is in the inbox."""
+    return settings.inbox.exists() and any(p.is_file() for p in settings.inbox.iterdir())
