@@ -92,3 +92,17 @@ def test_doctor_warns_while_http_serves_without_a_token(tmp_path, run_kb):
     assert "warn  mcp http" in out.stdout and "KB_MCP_TOKEN" in out.stdout, out.stdout
     assert serving(tmp_path / "runs") is None  # the marker goes with the server
     assert "mcp http" not in run_kb("--home", str(tmp_path), "doctor").stdout
+
+
+def test_kb_mcp_usage_and_a_port_in_use_are_said(tmp_path, run_kb):
+    import socket
+
+    assert "--http" in run_kb("mcp", "--help").stdout
+    usage = run_kb("--home", str(tmp_path), "mcp", "--port", "8765")
+    assert usage.returncode == 2 and "--port goes with --http" in usage.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        busy = run_kb("--home", str(tmp_path), "mcp", "--http", "--port", str(port))
+    assert busy.returncode == 1 and f"port {port} on 127.0.0.1 is in use" in busy.stderr
