@@ -41,8 +41,8 @@ test-all: compiled
 	$(PYTEST) --fuzz-full
 
 lint: $(STAMP)
-	$(BIN)/ruff check knowledge daemon bot cli tests bench
-	$(BIN)/ruff format --check knowledge daemon bot cli tests bench
+	$(BIN)/ruff check knowledge daemon bot cli mcpserver tests bench
+	$(BIN)/ruff format --check knowledge daemon bot cli mcpserver tests bench
 
 # The message catalog: extract what kb writes to people, then bring each language's catalog up to date
 # (new messages come in untranslated: translate them in knowledge/words/locale/*/LC_MESSAGES/kb.po)

@@ -22,6 +22,7 @@ from knowledge.store.analysis import ANALYZER_VERSION
 from knowledge.store.connection import LOW_DISK_BYTES
 from knowledge.store.index import Index
 from knowledge.wiring import build_engine, http_session, load_language, model_client
+from mcpserver.http import serving
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ async def doctor(settings: Settings) -> list[Finding]:
         _check_voice(settings),
         _check_telegram(settings),
     ]
-    return findings
+    return findings + [f for f in (mcp_finding(serving(settings.runs)),) if f is not None]
 
 
 async def _check_model(settings: Settings) -> Finding:
@@ -189,6 +190,22 @@ def _check_ocr(settings: Settings) -> Finding:
     notes = ocr_warnings(OcrSpec(kind=settings.ocr, langs=langs), unknown)
     fix = "change KB_OCR or KB_OCR_LANGS (kb config shows them)" if notes else ""
     return Finding("OCR", not notes, describe_ocr(settings), fix, is_warning=bool(notes))
+
+
+def mcp_finding(state: dict[str, object] | None) -> Finding | None:
+    """A running ``kb mcp --http`` (its runs/mcp-http.json), and a warning when it requires no token."""
+    if state is None:
+        return None
+    url = f"http://127.0.0.1:{state.get('port')}/mcp"
+    if state.get("token"):
+        return Finding("mcp http", True, f"{url} requires a bearer token (KB_MCP_TOKEN)")
+    return Finding(
+        "mcp http",
+        False,
+        f"{url} serves without a token: any program on this machine can search and ask your knowledge base",
+        "set KB_MCP_TOKEN and restart kb mcp --http; clients send Authorization: Bearer <the token>",
+        is_warning=True,
+    )
 
 
 def _check_telegram(settings: Settings) -> Finding:

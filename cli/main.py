@@ -14,7 +14,19 @@ from typing import IO, Any, TextIO
 
 import structlog
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, admin, ask, ingest, library, search, speaking, web
+from cli.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    admin,
+    ask,
+    ingest,
+    library,
+    mcp_server,
+    search,
+    speaking,
+    web,
+)
 from cli.terminal import SafeStream, neutralise
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, load_settings
@@ -72,6 +84,7 @@ def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> arg
     add_named(sub, library.PARSERS, "rm", "restore", "backup", "restore-backup")
     speaking.add_commands(sub)  # summarize, digest
     add_named(sub, admin.PARSERS, "status", "config")
+    mcp_server.add_commands(sub)  # mcp
     return parser
 
 
@@ -109,7 +122,7 @@ def main(
         print(f"kb: configuration error: {neutralise(str(exc))}", file=stderr)
         return EXIT_USAGE
     # Everything printed from here on: no terminal control characters, no secrets.
-    secrets = (settings.telegram_token, settings.brave_api_key)
+    secrets = (settings.telegram_token, settings.brave_api_key, settings.mcp_token)
     out, err = SafeStream(stdout, redactor(secrets)), SafeStream(stderr, redactor(secrets))
     with kept_logging():  # this call's logging ends with it: nothing reaches the next call in this process
         if args.command != "config":

@@ -196,6 +196,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_TELEGRAM_TOKEN", "", _text, "Telegram bot token; when set, kb run starts the bot"),
     Setting("KB_TELEGRAM_API_URL", "https://api.telegram.org/bot", _url, "Bot API base URL (PTB base_url)"),
     Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
+    Setting("KB_MCP_TOKEN", "", _text,
+            "bearer token kb mcp --http requires (Authorization: Bearer TOKEN); empty: none (kb doctor warns)"),
+    Setting("KB_MCP_PORT", "8765", _int(1, 65535), "loopback port of kb mcp --http"),
     Setting("KB_SUMMARIES", "on", _choice("on", "off"),
             "the daemon summarises each document with the model (its opening sentences while the model is down)"),
     Setting("KB_DIGEST", "off", _digest,
@@ -266,6 +269,8 @@ class Settings:
     telegram_token: str
     telegram_api_url: str
     telegram_allowed_users: tuple[int, ...]
+    mcp_token: str
+    mcp_port: int
     log_level: str
     summaries: str
     digest: str

@@ -236,7 +236,9 @@ class _Job:
         env_text, toml_text = self._settings_text(".env"), self._settings_text("kb.toml")
         self.settings_text = {".env": env_text, "kb.toml": toml_text}
         self.secrets = secret_values(
-            env_text or "", toml_text or "", (settings.telegram_token, settings.brave_api_key)
+            env_text or "",
+            toml_text or "",
+            (settings.telegram_token, settings.brave_api_key, settings.mcp_token),
         )
         self.needles = [s.encode("utf-8", "surrogateescape") for s in self.secrets]
 
