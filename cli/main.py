@@ -84,7 +84,7 @@ def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> arg
     add_named(sub, library.PARSERS, "rm", "restore", "backup", "restore-backup")
     speaking.add_commands(sub)  # summarize, digest
     add_named(sub, admin.PARSERS, "status", "config")
-    mcp_server.add_commands(sub)  # mcp
+    add_named(sub, mcp_server.PARSERS, "mcp")
     return parser
 
 

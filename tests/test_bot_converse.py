@@ -2,7 +2,6 @@
 idle limit, a restart, replies as anchors, answers streamed as drafts (or edits), paced, stopped,
 cut off, and the model's Markdown rendered."""
 
-import asyncio
 import json
 import re
 import sqlite3

@@ -35,12 +35,6 @@ def _add_mcp(sub: argparse._SubParsersAction) -> None:
 PARSERS = {"mcp": _add_mcp}
 
 
-def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
-    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
-    for name in names or PARSERS:
-        PARSERS[name](sub)
-
-
 def cmd_mcp(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb mcp [--http [--port P]]"""
     from mcpserver.main import run
