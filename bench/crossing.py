@@ -24,11 +24,7 @@ import argparse
 import io
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,45 +40,14 @@ from bench.retrieval import (  # noqa: E402
     setup,
 )
 from bench.sufficiency import halves  # noqa: E402
+from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
 from knowledge.retrieval.backfill import embed_missing, embed_second_missing  # noqa: E402
 from knowledge.retrieval.search import Meaning, search  # noqa: E402
-from knowledge.retrieval.second import Second, UseEncoder  # noqa: E402
+from knowledge.retrieval.second import Second  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
-
-USE_CACHE = ROOT / "runs" / "bench" / "xquad-use.npz"
-
-
-class CachedUse(UseEncoder):
-    """The Universal Sentence Encoder, its vectors remembered by text and saved between runs."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
-        self.memo: dict[str, np.ndarray] = {}
-        self.computed, self.seconds = 0, 0.0
-        if path.is_file():
-            data = np.load(path, allow_pickle=False)
-            self.memo = {str(t): v for t, v in zip(data["texts"], data["vectors"], strict=True)}
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray | None:
-        todo = [t for t in dict.fromkeys(texts) if t not in self.memo]
-        if todo:
-            t0 = time.perf_counter()
-            vectors = super().encode(todo)
-            if vectors is None:
-                return None
-            self.seconds += time.perf_counter() - t0
-            self.computed += len(todo)
-            self.memo.update(zip(todo, vectors, strict=True))
-        return np.stack([self.memo[t] for t in texts])
-
-    def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        texts = list(self.memo)
-        np.savez(self.path, texts=np.array(texts), vectors=np.stack([self.memo[t] for t in texts]))
 
 
 def pair_label(ql: str, dl: str) -> str:

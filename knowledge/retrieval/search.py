@@ -473,6 +473,7 @@ def _hybrid(
                 lex.relevance if lex else 0.0,
                 lex.score if lex and rowid in seen[n] else 0.0,
                 chunk_group == group if chunk_group is not None else True,
+                opinions[rowid].cosine if rowid in opinions else None,
             )
             _judge(judged, rowid, evidence, n)
     fused = [Ranked(rowid, ranked.combine(each[rowid]), *judged[rowid]) for rowid in pooled]
