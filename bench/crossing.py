@@ -65,6 +65,7 @@ def main() -> int:
     parser.add_argument("--use-cache", type=Path, default=USE_CACHE, help="USE vector cache file")
     parser.add_argument("--shares", default="0.3,0.5,0.7", help="SECOND_SHARE values to compare")
     parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--every", type=int, default=1, help="ask every n-th question only (a quicker run)")
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())
     shares = [float(x) for x in args.shares.split(",")]
@@ -108,7 +109,7 @@ def main() -> int:
                 use_bytes += index.conn.execute("SELECT sum(length(vec)) FROM use_vectors").fetchone()[0] or 0
                 plain = Meaning.of(embedder, second=False)
                 helped = Meaning.of(embedder, second=second)
-                for q in questions:
+                for q in questions[:: args.every]:
                     dlang = lang_of[q[1]]
                     answers = by_lang[dlang][position[id(q)]][3]
                     gold = doc_ids[(dlang, q[1])]
