@@ -27,18 +27,13 @@ LANGS = ("en", "zh", "th")
 
 def best_relevance(candidates: list[list], weights: tuple[float, ...]) -> float:
     """The best candidate's relevance under these weights (0 without candidates)."""
-    kept = sufficiency.HYBRID_WEIGHTS
-    sufficiency.HYBRID_WEIGHTS = weights
-    try:
-        return max(
-            (
-                sufficiency.relevance(Evidence(s, c, lx, bool(same), agree))
-                for s, c, lx, same, agree, _ in candidates
-            ),
-            default=0.0,
-        )
-    finally:
-        sufficiency.HYBRID_WEIGHTS = kept
+    return max(
+        (
+            sufficiency.relevance(Evidence(s, c, lx, bool(same), agree), weights=weights)
+            for s, c, lx, same, agree, _ in candidates
+        ),
+        default=0.0,
+    )
 
 
 def main() -> int:

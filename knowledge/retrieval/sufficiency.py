@@ -86,12 +86,12 @@ def chance_best(passages: int) -> float:
     return _NORMAL.inv_cdf((1.0 - CHANCE) ** (1.0 / max(passages, 1)))
 
 
-def relevance(evidence: Evidence) -> float:
-    """The probability that the passage answers the question (0-1)."""
+def relevance(evidence: Evidence, *, weights: tuple[float, ...] | None = None) -> float:
+    """The probability that the passage answers the question (0-1); ``weights``: others than kb's
+    (with meaning; a benchmark's, to compare)."""
     by_meaning = evidence.standout is not None
-    w_standout, w_coverage, w_lexical, w_same, w_agree, bias = (
-        HYBRID_WEIGHTS if by_meaning else LEXICAL_WEIGHTS
-    )
+    chosen = (weights or HYBRID_WEIGHTS) if by_meaning else LEXICAL_WEIGHTS
+    w_standout, w_coverage, w_lexical, w_same, w_agree, bias = chosen
     z = (
         (w_standout * evidence.standout if by_meaning else 0.0)
         + w_coverage * evidence.coverage
