@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from bench.use_cache import USE_CACHE, CachedUse
 from knowledge.answer.evidence import pack
 from knowledge.answer.prompt import build_prompt, evidence_fits
 from knowledge.config import Settings, load_settings
@@ -45,14 +46,23 @@ from knowledge.ingest.pipeline import Ingestor
 from knowledge.logs import configure_logging
 from knowledge.model.template import ChatTemplate, load_template
 from knowledge.model.tokenizer import HfCounter, TokenCounter, hf_cache_dir, load_counter, reference_tokenizer
-from knowledge.retrieval.backfill import embed_missing
+from knowledge.retrieval.backfill import embed_missing, embed_second_missing
 from knowledge.retrieval.embed import Embedder, Side, make_embedder
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find, search
+from knowledge.retrieval.second import Second
 from knowledge.retrieval.translate import LANGUAGES, Translate, Translation, Translator, search_translated
 from knowledge.store.index import Index
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "xquad"
+# The shared data folder beside the checkout (or beside the folder of worktrees it is in).
+DEFAULT_DATA = next(
+    (
+        p / "shared" / "data" / "xquad"
+        for p in (ROOT.parent, ROOT.parent.parent)
+        if (p / "shared" / "data").is_dir()
+    ),
+    ROOT.parent / "shared" / "data" / "xquad",
+)
 DEFAULT_CACHE = ROOT / "runs" / "bench" / "xquad-vectors.npz"
 LANGS = ("en", "zh", "th")
 TARGETS = {"r1": {"en": 0.95, "zh": 0.93, "th": 0.85}, "r5": 0.98, "cross_r5": 0.90, "cross_r1": 0.70}
@@ -265,6 +275,11 @@ def main() -> int:
     parser.add_argument("--no-cross", action="store_true", help="skip the cross-lingual table")
     parser.add_argument("--only-cross", action="store_true", help="only the cross-lingual table")
     parser.add_argument(
+        "--second",
+        action="store_true",
+        help="cross-lingual table: with the Universal Sentence Encoder's opinion",
+    )
+    parser.add_argument(
         "--llm-url",
         default="",
         help="a model server (e.g. http://127.0.0.1:8081/v1) whose translations are measured too",
@@ -277,13 +292,14 @@ def main() -> int:
     loop = asyncio.new_event_loop()  # one for the run: the model client's session lives in it
     run = loop.run_until_complete
     translate, calls = model_translator(args.llm_url, 60.0, loop) if args.llm_url else (None, [])
+    second = Second(CachedUse(USE_CACHE)) if args.second else None
 
     if args.only_cross:
         if embedder is None:
             raise SystemExit("--only-cross needs an embedder")
         with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
             untitled, _ = load_xquad(args.data, titles=False)
-            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, run, translate)
+            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, run, translate, second)
         embedder.save()
         report_calls(calls)
         return 0
@@ -411,7 +427,7 @@ def main() -> int:
 
         if meaning is not None and not args.no_cross:
             untitled, _ = load_xquad(args.data, titles=False)
-            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, run, translate)
+            cross(Path(tmp), untitled, questions, env, counter, embedder, args.k, run, translate, second)
         if embedder is not None:
             embedder.save()
     report_calls(calls)
@@ -468,6 +484,7 @@ def cross(
     k: int,
     run: Run,
     translate: Translate | None = None,
+    second: Second | None = None,
 ) -> None:
     """Each article in one language only (three rotations); recall per question × document language:
     words only, hybrid without the model, hybrid with the reference translations (XQuAD is
@@ -489,9 +506,11 @@ def cross(
         subset = {(lang, key): text for (lang, key), text in docs.items() if lang_of[key] == lang}
         doc_ids = build(home, subset, settings, counter)
         with Index(settings.index_path) as index:
-            embed_missing(index, embedder, batch=settings.embed_batch)
+            embed_missing(index, embedder, batch=settings.embed_batch, second=False)
             embedder.save()  # a long first run keeps what it embedded
-            meaning = Meaning.of(embedder)
+            if second is not None:  # the Universal Sentence Encoder's opinion across scripts
+                embed_second_missing(index, second, batch=settings.embed_batch)
+            meaning = Meaning.of(embedder, second=second or False)
             for q in questions:
                 dlang = lang_of[q[1]]
                 n = position[id(q)]

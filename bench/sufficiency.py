@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -68,11 +69,13 @@ from bench.retrieval import (  # noqa: E402
     load_xquad,
     setup,
 )
+from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.retrieval import sufficiency  # noqa: E402
-from knowledge.retrieval.backfill import embed_missing  # noqa: E402
+from knowledge.retrieval.backfill import embed_missing, embed_second_missing  # noqa: E402
 from knowledge.retrieval.search import Meaning, rank  # noqa: E402
+from knowledge.retrieval.second import Second  # noqa: E402
 from knowledge.retrieval.sufficiency import Evidence  # noqa: E402
 from knowledge.retrieval.translate import LANGUAGES, Translation, search_translated  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
@@ -81,6 +84,10 @@ HELDOUT_CACHE = ROOT / "runs" / "bench" / "heldout-vectors.npz"
 LANGS = ("en", "zh", "th")
 OTHER_TYDI = ("russian", "korean", "indonesian", "finnish", "arabic")
 TARGETS = {"kept": 0.97, "sent": 0.90}
+# Weights of the second embedder's agreement (for every unit of standout) tried by choose: 0 is the
+# gate without it. CROSS_KEPT: the share of cross-language answerable questions that must stay local.
+AGREEMENT_GRID = (0.0, 2.0, 4.0, 8.0, 12.0, 16.0, 24.0)
+CROSS_KEPT = 0.80
 STARTED = time.perf_counter()
 
 
@@ -213,12 +220,21 @@ def xquad_set(
 
 
 def embed(index: Index, embedder: CachingEmbedder | None, settings) -> Meaning | None:
-    """Embed what is missing (saving the cache) and return search by meaning, or None (words only)."""
+    """Embed what is missing (saving the caches) and return search by meaning, or None (words only);
+    with the second embedder's opinion across scripts unless ``--no-second``."""
     if embedder is None:
         return None
-    embed_missing(index, embedder, batch=settings.embed_batch)
+    embed_missing(index, embedder, batch=settings.embed_batch, second=False)
     embedder.save()
-    return Meaning.of(embedder)
+    if SECOND.encoder is None:
+        return Meaning.of(embedder, second=False)
+    second = Second(SECOND.encoder)
+    embed_second_missing(index, second, batch=settings.embed_batch)
+    SECOND.encoder.save()
+    return Meaning.of(embedder, second=second)
+
+
+SECOND = SimpleNamespace(encoder=None)  # the cached Universal Sentence Encoder, None with --no-second
 
 
 def heldout_set(tmp: Path, env: dict[str, str], counter, embedder) -> list[Asked]:
@@ -353,17 +369,29 @@ def sweep(same: list[Asked], cross: list[Asked], thresholds: Iterable[float]) ->
         print(f"  {threshold:<5} " + "  ".join(parts))
 
 
-def best_scores(asked: list[Asked], weights: tuple[float, float, float, float]) -> np.ndarray:
-    """Each question's best candidate under (standout, coverage, lexical, same script) weights."""
-    out = np.full(len(asked), -50.0)
+FEATURES = 5  # standout, coverage, lexical, same script, agreement (less its centre)
+
+
+def features(asked: list[Asked]) -> tuple[np.ndarray, np.ndarray]:
+    """Every candidate's features (questions x candidates x FEATURES, padded) and which are real."""
+    width = max((len(a.candidates) for a in asked), default=0) or 1
+    out = np.zeros((len(asked), width, FEATURES))
+    real = np.zeros((len(asked), width), dtype=bool)
     for n, a in enumerate(asked):
-        if a.candidates:
-            out[n] = max(
-                weights[0] * (e.standout or 0.0) + weights[1] * e.coverage + weights[2] * e.lexical
-                + weights[3] * e.same_script
-                for e, _ in a.candidates
-            )  # fmt: skip
-    return out
+        for m, (e, _) in enumerate(a.candidates):
+            agreement = 0.0 if e.agreement is None else e.agreement - sufficiency.AGREEMENT_CENTRE
+            out[n, m] = (e.standout or 0.0, e.coverage, e.lexical, e.same_script, agreement)
+            real[n, m] = True
+    return out, real
+
+
+def best_scores(asked: list[Asked] | tuple[np.ndarray, np.ndarray], weights: tuple[float, ...]) -> np.ndarray:
+    """Each question's best candidate under (standout, coverage, lexical, same script[, agreement]) weights
+    (``asked``: the questions, or their features)."""
+    found, real = features(asked) if isinstance(asked, list) else asked
+    w = np.zeros(FEATURES)
+    w[: len(weights)] = weights
+    return np.where(real, found @ w, -50.0).max(axis=1)
 
 
 def choose(same: list[Asked], cross: list[Asked], *, words_only: bool) -> tuple[float, ...]:
@@ -373,29 +401,31 @@ def choose(same: list[Asked], cross: list[Asked], *, words_only: bool) -> tuple[
     language counts) while keeping 80 % of ``cross``'s questions that cross languages; words only,
     the one sending most to the web while keeping 94 % of all answerable ones. Then a slope that
     makes relevance follow the share of answerable questions of ``same``, 0.5 at the decision."""
-    grid = [(1.0, a, b, c) for a in (0, 0.5, 1, 2, 3, 4, 6, 8) for b in (0, 0.25, 0.5, 1, 1.5, 2)
-            for c in (0, -0.5, -1, -1.5, -2, -3)]  # fmt: skip
+    grid = [(1.0, a, b, c, d) for a in (0, 0.5, 1, 2, 3, 4, 6, 8) for b in (0, 0.25, 0.5, 1, 1.5, 2)
+            for c in (0, -0.5, -1, -1.5, -2, -3) for d in AGREEMENT_GRID]  # fmt: skip
     if words_only:
-        grid = [(0.0, 1.0, b, c) for b in (0, 0.05, 0.1, 0.2) for c in (0, -0.05, -0.1, -0.2, -0.3)]
+        grid = [(0.0, 1.0, b, c, 0.0) for b in (0, 0.05, 0.1, 0.2) for c in (0, -0.05, -0.1, -0.2, -0.3)]
     lang = np.array([a.lang for a in same])
     yes = np.array([a.answerable for a in same])
-    crossing = [a for a in cross if a.answerable and a.crosses]
+    crossing = features([a for a in cross if a.answerable and a.crosses])
+    same_features = features(same)
     best: tuple[float, tuple[float, ...], float] | None = None
     for weights in grid:
-        z = best_scores(same, weights)
+        z = best_scores(same_features, weights)
         if words_only:
             cut = float(np.quantile(z[yes], 0.06))
             worth = float(np.mean(z[~yes] < cut))
         else:
             cut = min(float(np.quantile(z[yes & (lang == g)], 0.03)) for g in LANGS)
-            if np.mean(best_scores(crossing, weights) >= cut) < 0.80:
+            if np.mean(best_scores(crossing, weights) >= cut) < CROSS_KEPT:
                 continue
             worth = min(float(np.mean(z[~yes & (lang == g)] < cut)) for g in LANGS)
         if best is None or worth > best[0]:
             best = (worth, weights, cut)
     assert best is not None, "no weights meet the constraints"
     _, weights, cut = best
-    z = np.clip(best_scores(same, weights) - cut, -20, 20)
+    print(f"  chosen before the slope: {weights}, sending {best[0]:.3f} (worst language) at cut {cut:.3f}")
+    z = np.clip(best_scores(same_features, weights) - cut, -20, 20)
     y = yes.astype(float)
     slope, shift = 1.0, 0.0
     for _ in range(100):  # a one-feature logistic fit (Newton's method, steps bounded)
@@ -462,6 +492,9 @@ def main() -> int:
     )
     parser.add_argument("--embed", default="local", help="KB_EMBED: local, or off (words only)")
     parser.add_argument(
+        "--no-second", action="store_true", help="e5 alone: without the Universal Sentence Encoder's opinion"
+    )
+    parser.add_argument(
         "--only", default="same,cross,heldout,other,one,big,cost",
         help="comma-separated sets: same, cross, heldout, other, one, big, cost",
     )  # fmt: skip
@@ -472,6 +505,7 @@ def main() -> int:
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())
     wanted = set(args.only.split(","))
+    SECOND.encoder = None if args.no_second else CachedUse(USE_CACHE)
     env, counter, _, inner, embedder, _ = setup("", args.embed, "160/24", DEFAULT_CACHE)
     if embedder is not None and HELDOUT_CACHE.is_file():  # the held-out vectors bench/heldout.py made
         embedder.memo.update(CachingEmbedder(inner, HELDOUT_CACHE).memo)
@@ -499,12 +533,14 @@ def main() -> int:
                 for name, asked in results.items():
                     for a in asked:
                         row = {"set": name, "lang": a.lang, "answerable": a.answerable, "crosses": a.crosses,
-                               "candidates": [[e.standout, e.coverage, e.lexical, e.same_script, holds]
+                               "candidates": [[e.standout, e.coverage, e.lexical, e.same_script, e.agreement, holds]
                                               for e, holds in a.candidates]}  # fmt: skip
                         out.write(json.dumps(row) + "\n")
         if args.choose:
             weights = choose(results["same"], results["cross"], words_only=embedder is None)
-            print(f"\nchosen weights (standout, coverage, lexical, same script, intercept): {weights}")
+            print(
+                f"\nchosen weights (standout, coverage, lexical, same script, agreement, intercept): {weights}"
+            )
             return 0
         for name in ("same", "cross"):
             if name in results:

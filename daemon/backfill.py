@@ -7,6 +7,10 @@ checking again every ``IDLE_S``. It runs at a lower CPU priority than the ingest
 new files are never kept waiting behind embedding. A kill loses at most the batch in hand:
 the chunks without vectors are found again on the next start. When the embedder fails the
 thread says so once and tries again later, with growing pauses.
+
+Once the first embedder has nothing left to do, the second (the Universal Sentence Encoder, asked
+across scripts: knowledge.retrieval.second) fills in its vectors the same way, its progress logged
+as ``embed.second_done``; when its package is missing or broken it says so once and e5 goes on alone.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import structlog
 from daemon.worker import Worker
 from knowledge.config import Settings
 from knowledge.ingest import working
-from knowledge.retrieval.backfill import coverage, embed_missing
+from knowledge.retrieval.backfill import coverage, embed_missing, embed_second_missing, second_coverage
 from knowledge.retrieval.embed import Embedder, EmbedderError
+from knowledge.retrieval.second import Second, beside
 from knowledge.store.index import Index
 
 log = structlog.get_logger()
@@ -33,9 +38,12 @@ MAX_BACKOFF_S = 300.0
 class Backfill:
     """Fills in missing vectors of one index until stopped."""
 
-    def __init__(self, settings: Settings, embedder: Embedder, *, idle_s: float = IDLE_S) -> None:
+    def __init__(
+        self, settings: Settings, embedder: Embedder, *, idle_s: float = IDLE_S, second: Second | bool = True
+    ) -> None:
         self.settings = settings
         self.embedder = embedder
+        self.second = beside(embedder, second)  # one encoder for the daemon's life (see second.beside)
         self.idle_s = idle_s
         # stopped after the batch in hand, bounded by the embedder's own deadline
         self._worker = Worker("kb-embed", self._run, stop_within_s=settings.embed_timeout_s + 5)
@@ -67,7 +75,7 @@ class Backfill:
                 try:
                     done = embed_missing(
                         index, self.embedder, batch=self.settings.embed_batch, should_stop=self._stop.is_set,
-                        progress=self._paced(),
+                        progress=self._paced(), second=False,
                     )  # fmt: skip
                 except EmbedderError as exc:
                     if not backoff:
@@ -92,4 +100,24 @@ class Backfill:
                         total=cov.chunks,
                         model=self.embedder.name,
                     )
+                if self.second is not None and not self._stop.is_set():
+                    self._second(index)
                 self._wake.wait(self.idle_s)
+
+    def _second(self, index: Index) -> None:
+        """The second embedder's missing vectors (never takes the thread down)."""
+        assert self.second is not None
+        t0 = time.perf_counter()
+        try:
+            done = embed_second_missing(
+                index, self.second, batch=self.settings.embed_batch, should_stop=self._stop.is_set
+            )
+        except Exception as exc:  # a busy or damaged index: the next turn tries again
+            log.exception("embed.second_failed", error=str(exc))
+            return
+        if done:
+            cov = second_coverage(index, self.second)
+            log.info(
+                "embed.second_done", chunks=done, ms=round((time.perf_counter() - t0) * 1000),
+                vectors=cov.vectors, total=cov.chunks, model=self.second.model,
+            )  # fmt: skip

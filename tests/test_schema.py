@@ -15,7 +15,9 @@ from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 
-RECORDED = [(1, "m001_tables"), (2, "m002_vector_stamps")]
+RECORDED = [(1, "m001_tables"), (2, "m002_vector_stamps"), (3, "m003_use_vectors")]
+# What m003_use_vectors adds to the schema an older kb made (the second embedder's vectors).
+USE_OBJECTS = {("table", "use_vectors"), ("index", "chunks_text_sha256")}
 
 DOCS = {
     "lake.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n",
@@ -223,7 +225,12 @@ def test_the_migrations_make_the_schema_the_old_script_made(tmp_path):
         for statement in OLD_VECTOR_STAMPS:
             conn.execute(statement)
     Index(tmp_path / "new.sqlite3").close()
-    assert shape(tmp_path / "new.sqlite3") == shape(tmp_path / "old.sqlite3")
+    new = shape(tmp_path / "new.sqlite3")
+    assert {key: columns for key, columns in new.items() if key not in USE_OBJECTS} == shape(
+        tmp_path / "old.sqlite3"
+    )
+    assert set(new) >= USE_OBJECTS
+    assert [c[1] for c in new[("table", "use_vectors")]] == ["text_sha256", "model", "script", "vec"]
 
 
 def test_a_new_index_opened_by_several_writers_at_once_is_migrated_once(tmp_path):

@@ -175,3 +175,12 @@ async def test_a_question_near_the_notes_that_they_do_not_answer_still_reaches_t
     assert got.route.by in ("retrieval", "model") and text_of(got).startswith(
         "Your documents do not answer this."
     )
+
+
+def test_the_second_embedders_agreement_moves_a_cross_script_passage_and_its_absence_changes_nothing():
+    found = Evidence(standout=1.0, coverage=0.0, lexical=0.0, same_script=False)
+    agrees = Evidence(standout=1.0, coverage=0.0, lexical=0.0, same_script=False, agreement=0.45)
+    unrelated = Evidence(standout=1.0, coverage=0.0, lexical=0.0, same_script=False, agreement=0.02)
+    assert sufficiency.relevance(unrelated) < 0.5 < sufficiency.relevance(agrees)
+    # without it (Vietnamese, the package missing) the passage is judged by the weights from before it
+    assert sufficiency.relevance(found) == sufficiency.relevance(found, weights=sufficiency.HYBRID_WEIGHTS)

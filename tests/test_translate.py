@@ -14,6 +14,7 @@ from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
 from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
 from knowledge.retrieval.translate import (
+    STRONG_AGREEMENT,
     Translation,
     TranslationError,
     Translator,
@@ -79,6 +80,12 @@ def test_strong_lexical_evidence_is_a_passage_of_the_questions_own_script_found_
     assert not is_strong(Evidence(1.0, 0.2, 1.2, True))  # a few of the question's words only
     assert not is_strong(Evidence(1.0, 0.8, 0.0, True))  # found by meaning, not by words
     assert not is_strong(None)
+
+
+def test_a_passage_in_another_script_is_strong_when_the_second_embedder_agrees_strongly():
+    assert is_strong(Evidence(1.0, 0.0, 0.0, False, agreement=STRONG_AGREEMENT + 0.05))
+    assert not is_strong(Evidence(1.0, 0.0, 0.0, False, agreement=STRONG_AGREEMENT - 0.05))
+    assert not is_strong(Evidence(1.0, 0.0, 0.0, False))  # Vietnamese, or no second embedder: ask the model
 
 
 async def test_one_call_at_temperature_zero_then_the_cache():

@@ -1,5 +1,9 @@
 """Backfill: chunk vectors filled in after the lexical commit, and the background passages embedded.
 
+Two embedders fill in their own vectors: the first (e5, :func:`embed_missing`) and the second,
+the Universal Sentence Encoder asked across scripts (:func:`embed_second_missing`, after the first
+has nothing left to do; its vectors are kept by chunk text, see knowledge.store.use_vectors).
+
 :func:`embed_missing` works in small batches taken in turns (each document's next few chunks a
 turn, the newest document first: a note added after a big file is not kept waiting behind it);
 a kill loses at most the batch in hand, and the next call carries on. Chunks whose vector
@@ -19,6 +23,7 @@ import structlog
 from knowledge.retrieval import background as background_passages
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, passage_text
+from knowledge.retrieval.second import Second, beside, encoded, script_of
 from knowledge.retrieval.vectors import stored_background
 from knowledge.store.index import Index
 from knowledge.store.vectors import DTYPE_BYTES, encode
@@ -49,6 +54,12 @@ def coverage(index: Index, model: str | None) -> Coverage:
     return Coverage(model, index.vector_count(model) if model else 0, chunks)
 
 
+def second_coverage(index: Index, second: Second | None) -> Coverage:
+    """The second embedder's vectors against chunks in the index (model None: it is off or broken)."""
+    model = second.model if second is not None and not second.encoder.is_broken else None
+    return Coverage(model, index.use_vector_count(model) if model else 0, index.chunk_total())
+
+
 # Batches of missing chunks read per query (embed_missing): the query sorts every missing chunk
 # (260 ms at 100,000), while a batch of 16 takes ~2 s to embed on a CPU; a note added meanwhile
 # waits for at most this many batches.
@@ -63,14 +74,34 @@ def embed_missing(
     limit: int | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], None] | None = None,
+    second: Second | bool = True,
 ) -> int:
     """Embed chunks that have no vector of the embedder's model, batch by batch; how many were stored.
 
     Stops when nothing is missing, after ``limit`` chunks, or when ``should_stop()`` says so
     between batches. Raises EmbedderError when the embedder fails (nothing of that batch is stored).
+    Once nothing is missing, the second embedder (``second``: see knowledge.retrieval.second.beside)
+    fills in its own vectors the same way (not counted in what is returned).
     """
     if not index.chunk_total():
         return 0
+    done = _embed_first(index, embedder, batch=batch, limit=limit, should_stop=should_stop, progress=progress)
+    other = beside(embedder, second)
+    if other is not None and not should_stop() and (limit is None or done < limit):
+        embed_second_missing(index, other, batch=batch, should_stop=should_stop)
+    return done
+
+
+def _embed_first(
+    index: Index,
+    embedder: Embedder,
+    *,
+    batch: int,
+    limit: int | None,
+    should_stop: Callable[[], bool],
+    progress: Callable[[int], None] | None,
+) -> int:
+    """embed_missing's work for the first embedder."""
     dimension = None  # a server may change its model's size under the same name: asked each time
     if not getattr(embedder, "has_fixed_dimension", False):
         dimension = len(embedder.embed(["dimension"], "passage")[0])
@@ -116,3 +147,44 @@ def embed_background(embedder: Embedder) -> Background:
     vectors = embedder.embed([text for _, text in found], "passage")
     groups = np.array([group for group, _ in found], dtype=object)
     return Background(background_passages.VERSION, groups, np.asarray(vectors, dtype=np.float32))  # unit rows
+
+
+def embed_second_missing(
+    index: Index,
+    second: Second,
+    *,
+    batch: int = 16,
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """The second embedder's vectors for chunk texts that have none, batch by batch, the newest chunks
+    first; how many were stored. Forgets the vectors of texts no chunk holds any longer first. A broken
+    encoder (knowledge.retrieval.second.UseEncoder) stops it, having said so once."""
+    if index.use_vector_rows() > index.chunk_total():  # some are of texts edited away or deleted
+        log.debug("embed.second_pruned", rows=index.prune_use_vectors())
+    done = 0
+    while not should_stop():
+        ahead = index.texts_without_use_vectors(second.model, limit=batch * READ_AHEAD)
+        if not ahead:
+            break
+        for start in range(0, len(ahead), batch):
+            if should_stop():
+                break
+            rows = ahead[start : start + batch]
+            t0 = time.perf_counter()
+            vectors = second.encoder.encode([text for _, text in rows])
+            if vectors is None:
+                return done
+            stored = index.store_use_vectors(
+                second.model,
+                [
+                    (sha, script_of(text), vec)
+                    for (sha, text), vec in zip(rows, encoded(vectors), strict=True)
+                ],
+            )
+            done += stored
+            ms = round((time.perf_counter() - t0) * 1000)
+            log.debug("embed.second_batch", chunks=len(rows), stored=stored, ms=ms)
+            if progress:
+                progress(len(rows))
+    return done

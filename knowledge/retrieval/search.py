@@ -38,6 +38,7 @@ from knowledge.retrieval import sufficiency
 from knowledge.retrieval.backfill import embed_background
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
+from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
 from knowledge.retrieval.vectors import VectorCache, stored_background
 from knowledge.store import analysis
@@ -80,6 +81,9 @@ WRITTEN_WEIGHT = 0.7
 JOINED_WEIGHT = 0.5
 # A chunk's meaning score is how far its (language-centred) cosine rises above the question's
 # typical cosine with any chunk, relative to the best.
+# Across scripts, the share of that cosine the second embedder's z-score takes (see fuse). Tuned on
+# the first half of XQuAD en/zh/th's articles, checked on the second half (bench/crossing.py).
+SECOND_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -204,10 +208,16 @@ class Meaning:
     cache: VectorCache
     failed: bool = False  # the embedder failed once: logged once, lexical from then on until it works
     background: Background | None = None  # embedded here when the index has none stored (once)
+    second: Second | None = None  # the second opinion across scripts (knowledge.retrieval.second)
 
     @classmethod
-    def of(cls, embedder: Embedder | None) -> Meaning | None:
-        return cls(embedder, VectorCache(embedder.name)) if embedder is not None else None
+    def of(cls, embedder: Embedder | None, *, second: Second | bool = True) -> Meaning | None:
+        """Search by meaning with this embedder, or None without one. ``second``: True asks the
+        Universal Sentence Encoder across scripts beside the local e5 (the pair its fusion and the
+        relevance weights were fitted for), False never; or the one to ask."""
+        if embedder is None:
+            return None
+        return cls(embedder, VectorCache(embedder.name), second=beside(embedder, second))
 
     def refresh(self, index: Index) -> None:
         """Bring the vectors up to date, with the background passages (embedding them here, once,
@@ -344,13 +354,26 @@ class _Texts:
 
 
 def fuse(
-    lexical: float, coverage: float, cosine: float | None, *, top_cosine: float, typical: float
+    lexical: float,
+    coverage: float,
+    cosine: float | None,
+    *,
+    top_cosine: float,
+    typical: float,
+    opinion: Opinion | None = None,
 ) -> float:
     """One score from a chunk's lexical score (best = 1), the share of the question its words cover,
-    and its cosine with the question (``typical``: the question's median cosine with any chunk)."""
+    and its cosine with the question (``typical``: the question's median cosine with any chunk).
+
+    A cross-script chunk's cosine is first blended with the second embedder's ``opinion``: the two
+    per-question z-scores (each over the question's cross-script candidates) weighed SECOND_SHARE to
+    the second, expressed in the first's units (its mean and spread over the same candidates), so the
+    chunk is then ranked against the others exactly as before."""
     words = LEXICAL_WEIGHT * lexical * min(1.0, coverage / LEXICAL_FULL_COVERAGE)
     if cosine is None:
         return words
+    if opinion is not None:
+        cosine = (1.0 - SECOND_SHARE) * cosine + SECOND_SHARE * (opinion.mean + opinion.spread * opinion.z)
     return words + VECTOR_WEIGHT * max(cosine - typical, 0.0) / max(top_cosine - typical, 1e-6)
 
 
@@ -415,10 +438,12 @@ def _hybrid(
     pooled = [c.rowid for c in pool]
     each: dict[int, list[float]] = {rowid: [] for rowid in pooled}
     groups = meaning.cache.groups_of(pooled)
+    second = meaning.second.rows(index, pooled) if meaning.second is not None else {}
     judged: dict[int, tuple[float, Evidence]] = {}
     for n, (vector, near, scoring) in enumerate(zip(vectors, nearest, scorings, strict=True)):
         lexical = _lexical(pool, scoring)
         cosines = {**meaning.cache.cosines(vector, [r for r in pooled if r not in near]), **near}
+        opinions = meaning.second.opinions(texts[n], cosines, second) if second and meaning.second else {}
         typical_of, typical, passages, noise = meaning.cache.reference(vector)
         top_cosine = max(cosines.values(), default=typical)
         top_lexical = max((r.score for r in lexical.values()), default=0.0) or 1.0
@@ -431,6 +456,7 @@ def _hybrid(
                 cosines.get(rowid),
                 top_cosine=top_cosine,
                 typical=typical,
+                opinion=opinions.get(rowid),
             )
             each[rowid].append(score)
         if n >= ranked.judged:  # the other queries rank, but the question alone is judged
@@ -447,6 +473,7 @@ def _hybrid(
                 lex.relevance if lex else 0.0,
                 lex.score if lex and rowid in seen[n] else 0.0,
                 chunk_group == group if chunk_group is not None else True,
+                opinions[rowid].cosine if rowid in opinions else None,
             )
             _judge(judged, rowid, evidence, n)
     fused = [Ranked(rowid, ranked.combine(each[rowid]), *judged[rowid]) for rowid in pooled]

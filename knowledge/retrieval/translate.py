@@ -8,12 +8,14 @@ to the model gives those translations; search weighs each below the original que
 The call is made only when it can help:
 
 * the index holds text in a language group other than the question's (counted per group);
-* the lexical evidence is not already strong: the best passage found without translations is
-  in the question's own script, came from its words, and holds at least ``STRONG_COVERAGE`` of
-  the question's idf mass (its rare words). On XQuAD that skips 89 % of the questions asked in
-  the language of their page and 5 % of those asked in another language. (At 0.6 it skipped 44 %
-  and 1 %: a little more recall across languages, but where the same page is indexed in several
-  languages, its translations then often put the question's page in another language first.)
+* the evidence is not already strong: the best passage found without translations is in the
+  question's own script, came from its words, and holds at least ``STRONG_COVERAGE`` of
+  the question's idf mass (its rare words); or it is in another script and the second embedder
+  (knowledge.retrieval.second) gives it a cosine of at least ``STRONG_AGREEMENT``. On XQuAD
+  the words alone skip 89 % of the questions asked in the language of their page and 5 % of
+  those asked in another language. (At 0.6 it skipped 44 % and 1 %: a little more recall across
+  languages, but where the same page is indexed in several languages, its translations then often
+  put the question's page in another language first.)
 
 One call, temperature 0, a short JSON answer checked strictly (the keys asked for, strings in
 the script asked for, bounded lengths), a timeout; any failure leaves search as it is without
@@ -45,6 +47,12 @@ LANGUAGES: dict[str, tuple[str, str]] = {
     "thai": ("th", "Thai"),
 }
 STRONG_COVERAGE = 0.3
+# The second embedder's cosine (knowledge.retrieval.second) above which the best passage in another
+# script needs no translation to be found: on XQuAD 5-6 % of the questions across scripts, their best
+# passage the answer .91 (tuning half) / .88 (held-out half) of the time (see bench/crossing.py; at
+# 0.45: 13-15 %, but .90 / .85, and a question whose best passage answers it at .46 was no longer
+# translated).
+STRONG_AGREEMENT = 0.5
 MAX_QUESTION_CHARS = 500  # longer questions are not translated (a pasted text, not a question)
 MAX_OUTPUT_TOKENS = 256
 DEFAULT_TIMEOUT_S = 8.0
@@ -81,8 +89,13 @@ def targets(question: str, groups: Mapping[str, int]) -> list[str]:
 
 
 def is_strong(best: Evidence | None, *, coverage: float = STRONG_COVERAGE) -> bool:
-    """Whether the question's own words already found a passage in its own script (see the module)."""
-    return best is not None and best.same_script and best.lexical > 0 and best.coverage >= coverage
+    """Whether the question's own words already found a passage in its own script, or the second
+    embedder agrees strongly with a passage in another script (see the module)."""
+    if best is None:
+        return False
+    if not best.same_script:
+        return best.agreement is not None and best.agreement >= STRONG_AGREEMENT
+    return best.lexical > 0 and best.coverage >= coverage
 
 
 def messages(question: str, groups: Sequence[str]) -> list[dict[str, str]]:

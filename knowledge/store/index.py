@@ -6,7 +6,7 @@ number of readers (the bot, ``kb search``), who never see half a document becaus
 document is written in one ``BEGIN IMMEDIATE`` transaction.
 
 The vector tables and the summaries are parts of the same :class:`Index` (knowledge.store.vectors,
-knowledge.store.summaries); its schema is the numbered migrations of knowledge.store.schema.
+knowledge.store.use_vectors, knowledge.store.summaries); its schema is the numbered migrations of knowledge.store.schema.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from knowledge.store.records import (
 )
 from knowledge.store.schema import MIGRATIONS, adopt
 from knowledge.store.summaries import SummaryTable
+from knowledge.store.use_vectors import UseVectorTable
 from knowledge.store.vectors import VectorTable, bump_vector_epoch, restore_vectors, save_vectors
 
 
-class Index(VectorTable, SummaryTable):
+class Index(VectorTable, UseVectorTable, SummaryTable):
     """Documents, chunks, full-text search and ingest records in one SQLite file."""
 
     def __init__(self, path: Path, *, readonly: bool = False, busy_timeout_s: float = 10.0) -> None:

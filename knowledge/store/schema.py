@@ -121,7 +121,26 @@ def m002_vector_stamps(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_tables, m002_vector_stamps)
+def m003_use_vectors(db: sqlite3.Connection) -> None:
+    """The second embedder's vectors (the multilingual Universal Sentence Encoder), one per chunk text and
+    model, with the script of the text (see knowledge.store.use_vectors); chunks found by their text."""
+    # IF NOT EXISTS: a file adopted without its migrations table may hold them already.
+    statements(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS use_vectors (
+            text_sha256 TEXT NOT NULL,
+            model TEXT NOT NULL,
+            script TEXT NOT NULL,  -- as knowledge.retrieval.second.script_of tells it ('' : not one it knows)
+            vec BLOB NOT NULL,
+            PRIMARY KEY (text_sha256, model)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS chunks_text_sha256 ON chunks (text_sha256)
+        """,
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (m001_tables, m002_vector_stamps, m003_use_vectors)
 
 
 def adopt(db: sqlite3.Connection) -> int:

