@@ -115,10 +115,8 @@ def test_the_dont_know_phrase_is_recognised_in_every_language_and_shape(text, re
 async def test_a_dead_model_server_degrades_to_passages_quickly(kb):
     async with aiohttp.ClientSession() as session:
         engine = engine_for(kb, session, f"http://127.0.0.1:{free_port()}/v1")
-        t0 = time.monotonic()
         reply = await engine.ask("How deep is Lake Quillan?")
-    assert time.monotonic() - t0 < 5
-    assert reply.mode == "degraded"
+    assert reply.mode == "degraded" and reply.said[0].facts["reason"] == "not-running"  # no timeout awaited
     assert "model is unavailable" in text_of(reply) and "317 metres deep" in text_of(reply)
     assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
 
@@ -209,9 +207,10 @@ async def test_an_unreadable_model_answer_degrades_to_the_passages(kb, fake, ste
 async def test_a_slow_model_server_degrades_within_the_timeout(kb, fake):
     fake.script = [Step(answer="late", delay_s=3)]
     async with aiohttp.ClientSession() as session:
-        t0 = time.monotonic()
         reply = await engine_for(kb, session, fake.base_url, timeout_s=0.5).ask("How deep is Lake Quillan?")
-    assert reply.mode == "degraded" and time.monotonic() - t0 < 3
+    said = reply.said[0]
+    assert reply.mode == "degraded" and "late" not in reply.text
+    assert said.facts["reason"] == "no-answer" and "within 0.5 s" in said.facts["detail"]
 
 
 async def test_a_document_giving_orders_changes_neither_mode_nor_sources(kb, fake):
