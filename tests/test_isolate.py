@@ -13,6 +13,7 @@ import pytest
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, ConversionInterrupted
 from tests import isolate_targets as targets
+from tests.clocks import TickingClock
 from tests.conftest import is_reaped
 from tests.ocr_stand_ins import counted_steps
 
@@ -54,17 +55,6 @@ def test_unpicklable_result_becomes_internal_error(runner):
         runner.call(targets.unpicklable_result, timeout_s=10)
     assert caught.value.reason == "internal-error"
     assert runner.call(targets.add, 1, 2, timeout_s=10) == 3
-
-
-class TickingClock:
-    """Virtual time that moves ``step_s`` each time it is read; it keeps every reading."""
-
-    def __init__(self, step_s: float) -> None:
-        self.step_s, self.readings = step_s, [0.0]
-
-    def __call__(self) -> float:
-        self.readings.append(self.readings[-1] + self.step_s)
-        return self.readings[-1]
 
 
 def test_hang_is_killed_after_the_timeout_and_the_next_call_works():

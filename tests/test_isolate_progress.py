@@ -8,20 +8,8 @@ import pytest
 
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError
+from tests.clocks import VirtualClock
 from tests.ocr_stand_ins import counted_steps
-
-
-class VirtualClock:
-    """Seconds that pass only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_progress_reaches_the_caller_and_each_report_moves_the_deadline() -> None:
