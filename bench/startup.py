@@ -8,12 +8,13 @@ start to the moment a person could go on:
 * ``kb ask``     the answer printed and the process ended;
 * ``kb run``     the ``kb>`` prompt on the terminal (a pseudo-terminal, as a person has);
 * ``kb daemon``  the inbox folder made and ``daemon.start`` logged;
-* ``kb bot``     the first ``getUpdates`` reaching a local Bot API stand-in.
+* ``kb bot``     the first ``getUpdates`` reaching a local Bot API stand-in;
+* ``ctrl-c``     the other way: from Ctrl-C at the ``kb>`` prompt to the end of the process (target 1 s).
 
 Median, minimum and maximum of ``--runs`` (5) runs each. ``--tree DIR`` runs another checkout's
 code (a ``git worktree`` of an earlier commit, with this environment's packages) for a side by side.
 
-    python bench/startup.py [--runs 5] [--tree DIR] [--only ask,run,daemon,bot]
+    python bench/startup.py [--runs 5] [--tree DIR] [--only ask,run,daemon,bot,ctrl-c]
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from tests.terminal import Terminal  # noqa: E402
 
 TARGET_S = 3.0
+TARGETS_S = {"ctrl-c": 1.0}  # the others: TARGET_S
 TOKEN = "123456:BENCH-token"
 
 
@@ -80,6 +82,19 @@ def time_run(tree: Path, tmp: Path) -> float:
     return took
 
 
+def time_ctrl_c(tree: Path, tmp: Path) -> float:
+    """Seconds from Ctrl-C at the ``kb>`` prompt until the process has ended (with status 0)."""
+    with Terminal(tmp / "kb", env=offline_env(tmp), command=kb_command(tree, tmp / "kb", "run")) as term:
+        term.wait_for(lambda screen: "kb>" in screen, timeout_s=300)
+        t0 = time.perf_counter()
+        term.interrupt()
+        status = term.finish(timeout_s=60)
+        took = time.perf_counter() - t0
+    if status != 0:
+        raise SystemExit(f"kb run ended with status {status} on Ctrl-C")
+    return took
+
+
 def time_daemon(tree: Path, tmp: Path) -> float:
     home = tmp / "kb"
     log = home / "runs" / "logs" / "kb.jsonl"
@@ -121,7 +136,7 @@ def time_until(command: list[str], env: dict[str, str], ready: Callable[[], bool
         proc.wait(timeout=60)
 
 
-MEASURES = {"ask": time_ask, "run": time_run, "daemon": time_daemon, "bot": time_bot}
+MEASURES = {"ask": time_ask, "run": time_run, "daemon": time_daemon, "bot": time_bot, "ctrl-c": time_ctrl_c}
 
 
 def main() -> int:
@@ -132,7 +147,9 @@ def main() -> int:
     parser.add_argument(
         "--tree", type=Path, default=ROOT, help="the checkout whose code runs (default: this one)"
     )
-    parser.add_argument("--only", default=",".join(MEASURES), help="comma-separated: ask, run, daemon, bot")
+    parser.add_argument(
+        "--only", default=",".join(MEASURES), help="comma-separated: ask, run, daemon, bot, ctrl-c"
+    )
     args = parser.parse_args()
     print(
         f"kb start-up with no network, {args.tree}: seconds from process start, median (min-max) of {args.runs}"
@@ -145,9 +162,10 @@ def main() -> int:
                 times.append(MEASURES[name](args.tree.resolve(), Path(tmp)))
         median = statistics.median(times)
         results[name] = median
-        verdict = "met" if median <= TARGET_S else "NOT met"
+        target_s = TARGETS_S.get(name, TARGET_S)
+        verdict = "met" if median <= target_s else "NOT met"
         print(
-            f"  kb {name:<7} {median:6.2f} s  ({min(times):.2f}-{max(times):.2f})  target {TARGET_S:g} s {verdict}"
+            f"  kb {name:<7} {median:6.2f} s  ({min(times):.2f}-{max(times):.2f})  target {target_s:g} s {verdict}"
         )
     print(json.dumps({k: round(v, 3) for k, v in results.items()}))
     return 0

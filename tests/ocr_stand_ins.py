@@ -12,6 +12,7 @@ import time
 from PIL import Image
 
 from knowledge.convert.ocr_text import OcrLine
+from tests.clocks import VirtualClock
 
 
 def line(text: str, x0: float, y0: float, x1: float, y1: float, confidence: float = 0.95) -> OcrLine:
@@ -39,6 +40,20 @@ class ScriptedEngine:
             OcrLine(text, self.confidence, (10.0, 10.0 + 40 * i, 10.0 + 20 * len(text), 40.0 + 40 * i))
             for i, text in enumerate(self.lines)
         ]
+
+
+class ClockedEngine(ScriptedEngine):
+    """Reads like ScriptedEngine, each picture taking ``page_s`` on ``clock`` (a tests.clocks.VirtualClock)
+    instead of real time; hand OcrSpec the same clock: pickled together, they stay one in the worker."""
+
+    def __init__(self, lines: list[str], clock: VirtualClock, *, page_s: float) -> None:
+        super().__init__(lines)
+        self.clock = clock
+        self.page_s = page_s
+
+    def read(self, image: Image.Image) -> list[OcrLine]:
+        self.clock.advance(self.page_s)
+        return super().read(image)
 
 
 class StuckEngine:

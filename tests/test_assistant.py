@@ -1,7 +1,5 @@
 """The engine: cited answers, no evidence, degraded mode, and documents that try to give orders."""
 
-import time
-
 import aiohttp
 import pytest
 
@@ -115,10 +113,8 @@ def test_the_dont_know_phrase_is_recognised_in_every_language_and_shape(text, re
 async def test_a_dead_model_server_degrades_to_passages_quickly(kb):
     async with aiohttp.ClientSession() as session:
         engine = engine_for(kb, session, f"http://127.0.0.1:{free_port()}/v1")
-        t0 = time.monotonic()
         reply = await engine.ask("How deep is Lake Quillan?")
-    assert time.monotonic() - t0 < 5
-    assert reply.mode == "degraded"
+    assert reply.mode == "degraded" and reply.said[0].facts["reason"] == "not-running"  # no timeout awaited
     assert "model is unavailable" in text_of(reply) and "317 metres deep" in text_of(reply)
     assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
 
@@ -209,9 +205,10 @@ async def test_an_unreadable_model_answer_degrades_to_the_passages(kb, fake, ste
 async def test_a_slow_model_server_degrades_within_the_timeout(kb, fake):
     fake.script = [Step(answer="late", delay_s=3)]
     async with aiohttp.ClientSession() as session:
-        t0 = time.monotonic()
         reply = await engine_for(kb, session, fake.base_url, timeout_s=0.5).ask("How deep is Lake Quillan?")
-    assert reply.mode == "degraded" and time.monotonic() - t0 < 3
+    said = reply.said[0]
+    assert reply.mode == "degraded" and "late" not in reply.text
+    assert said.facts["reason"] == "no-answer" and "within 0.5 s" in said.facts["detail"]
 
 
 async def test_a_document_giving_orders_changes_neither_mode_nor_sources(kb, fake):
@@ -401,30 +398,41 @@ async def test_the_chat_loop_answers_and_runs_commands(kb, fake):
     assert "unknown command /nope" in text and "never read" not in text
 
 
-async def test_a_long_hostile_question_never_stalls_the_event_loop(kb, fake):
-    """The bot serves every chat on one event loop: retrieval, prompt building and planning run beside it."""
-    import asyncio
+async def test_a_long_hostile_question_never_stalls_the_event_loop(kb, fake, monkeypatch):
+    """The bot serves every chat on one event loop: retrieval, prompt building and planning run beside it,
+    in worker threads (what each costs on hostile text: bench/hostile_inputs.py)."""
+    import threading
     from datetime import date
 
-    from knowledge.websearch.search import make_plan
+    from knowledge.websearch import search as web
 
-    gaps: list[float] = []
-    running = True
+    loop_thread, seen = threading.get_ident(), {"count": set(), "index": set(), "plan": set()}
 
-    async def heartbeat() -> None:
-        last = time.perf_counter()
-        while running:
-            await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+    class NotingCounter(ApproxCounter):  # the engine's token counter, noting the threads it runs in
+        def spans(self, text):
+            seen["count"].add(threading.get_ident())
+            return super().spans(text)
 
+        def count_many(self, texts):
+            seen["count"].add(threading.get_ident())
+            return super().count_many(texts)
+
+    def open_index():
+        seen["index"].add(threading.get_ident())
+        return Index(kb.index_path, readonly=True)
+
+    def planned(*args, **kwargs):
+        seen["plan"].add(threading.get_ident())
+        return heuristic_plan(*args, **kwargs)
+
+    heuristic_plan = web.heuristic_plan
+    monkeypatch.setattr(web, "heuristic_plan", planned)
     question = "Zorblat " * 200 + "-" * 2_400 + " what is " + "1 - " * 300 + "x?"
-    beat = asyncio.create_task(heartbeat())
     fake.script = [answer("It brews 12 cups [1].")]
     async with aiohttp.ClientSession() as session:
-        await engine_for(kb, session, fake.base_url).ask(question)
-    plan = await make_plan(question, date(2026, 1, 1), None)
-    running = False
-    await beat
-    assert plan.needs_search and max(gaps) < 0.25
+        engine = Engine(open_index, ModelClient(session, fake.base_url, timeout_s=5), NotingCounter(),
+                        ChatTemplate(FALLBACK_TEMPLATE, {}), EngineSettings())  # fmt: skip
+        await engine.ask(question)
+    plan = await web.make_plan(question, date(2026, 1, 1), None)
+    assert plan.needs_search
+    assert all(seen.values()) and loop_thread not in set().union(*seen.values()), seen

@@ -452,9 +452,7 @@ def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_res
     (src / "heron.md").write_text("# Heron\n\nThe heron count at pond 6 was 42 birds.\n")
     (src / "locked.pdf").write_bytes(pdfs.encrypted(pdfs.text_pdf([["secret"]]), user_password="pw"))
     with background(settings, ApproxCounter()):
-        t0 = time.monotonic()
         out = run_kb("--home", str(home), "ingest", str(src), env={"KB_SETTLE_S": "0.1"})
-        elapsed = time.monotonic() - t0
     assert out.returncode == 1, out.stderr  # one file failed, as when kb ingest indexes them itself
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("the daemon is running (pid ") and "handing 2 file(s) to its inbox" in lines[0]
@@ -468,9 +466,7 @@ def test_ingest_while_the_daemon_runs_hands_the_files_over_and_reports_their_res
     assert lines[-2].startswith("1 indexed, 1 failed in ") and lines[-1].startswith(
         "failed by reason: pdf-encrypted 1"
     )
-    assert (
-        elapsed < 30 and (src / "heron.md").exists()
-    )  # no wait for the lock; the original stays where it was
+    assert (src / "heron.md").exists()  # handed over, no wait for the lock; the original stays where it was
     assert "heron count" in run_kb("--home", str(home), "search", "heron count").stdout
 
 

@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import ipaddress
 import socket
-import time
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -575,11 +574,9 @@ async def test_slow_bodies_hit_a_timeout(
     site: Site, every: str, read_s: float, total_s: float, words: str
 ) -> None:
     fetcher = make_rig(allow_hosts={("127.0.0.1", site.port)}, read_s=read_s, total_s=total_s).fetcher
-    started = time.monotonic()
-    with pytest.raises(FetchRefused) as info:
+    with pytest.raises(FetchRefused) as info:  # the body would go on for 50 s (or 100 min)
         await fetcher.fetch(site.url("/slow", every=every))
-    assert info.value.reason == "timeout" and words in str(info.value)
-    assert time.monotonic() - started < min(read_s, total_s) + 1.0
+    assert info.value.reason == "timeout" and words in str(info.value)  # the limit that stopped it
 
 
 async def test_a_full_accept_queue_hits_the_connect_timeout() -> None:
@@ -595,11 +592,9 @@ async def test_a_full_accept_queue_hits_the_connect_timeout() -> None:
             filler.connect(("127.0.0.1", port))
     try:
         fetcher = make_rig(allow_hosts={("127.0.0.1", port)}, connect_s=0.3).fetcher
-        started = time.monotonic()
-        with pytest.raises(FetchRefused) as info:
+        with pytest.raises(FetchRefused) as info:  # the connect would hang for good
             await fetcher.fetch(f"http://127.0.0.1:{port}/")
         assert info.value.reason == "timeout" and "connecting to 127.0.0.1 took over 0.3 s" in str(info.value)
-        assert time.monotonic() - started < 1.5
     finally:
         for sock in (server, *fillers):
             sock.close()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from knowledge.convert.html import convert_html_bytes, html_to_markdown
@@ -500,14 +498,11 @@ def test_deeply_nested_divs_convert_quickly(depth: int) -> None:
         + "</div>" * depth
         + "</body></html>"
     )
-    started = time.perf_counter()
-    converted = html_to_markdown(html)
-    elapsed = time.perf_counter() - started
+    converted = html_to_markdown(html)  # its seconds: bench/hostile_inputs.py
     assert (
         converted.markdown == "Text before the nesting starts.\n\nText at the very bottom of the nesting.\n"
     )
     assert converted.title == "Deep"
-    assert elapsed < 10  # measured: about 0.8 s for 100,000 levels
 
 
 def test_unclosed_nesting_of_block_quotes_converts() -> None:
@@ -520,9 +515,7 @@ def test_unclosed_nesting_of_block_quotes_converts() -> None:
 @pytest.mark.slow
 def test_five_megabyte_paragraph_converts() -> None:
     html = "<html><body><p>" + "word " * 1_000_000 + "</p></body></html>"
-    started = time.perf_counter()
-    markdown = html_to_markdown(html).markdown
-    assert time.perf_counter() - started < 20  # measured: about 0.3 s
+    markdown = html_to_markdown(html).markdown  # its seconds: bench/hostile_inputs.py
     assert markdown == ("word " * 1_000_000).strip() + "\n"
 
 
@@ -531,9 +524,7 @@ def test_hundred_thousand_paragraphs_convert() -> None:
     html = (
         "<html><body>" + "".join(f"<p>Paragraph number {i}.</p>" for i in range(100_000)) + "</body></html>"
     )
-    started = time.perf_counter()
-    markdown = html_to_markdown(html).markdown
-    assert time.perf_counter() - started < 20  # measured: about 0.7 s
+    markdown = html_to_markdown(html).markdown  # its seconds: bench/hostile_inputs.py
     paragraphs = markdown.split("\n\n")
     assert len(paragraphs) == 100_000
     assert paragraphs[0] == "Paragraph number 0."

@@ -141,22 +141,30 @@ def test_a_stopped_download_ends_at_once_and_the_next_one_resumes_where_it_stopp
     own = tmp_path / "own"
     own.mkdir()
     (own / "weights.npz").write_bytes(b"the previous weights")
-    stop = threading.Event()
+    stop, coming, seen = threading.Event(), threading.Event(), []
+
+    def progress(got: int, size: int | None) -> None:
+        seen.append(got)
+        if len(seen) == 3:  # kb is told to shut down while the file is coming
+            coming.set()
+            stop.wait(5)
+
     thread, box = in_thread(
-        lambda: download("acme/tiny", "weights.npz", own, timeout_s=5, max_bytes=1 << 30, stop=stop)
+        lambda: download(
+            "acme/tiny", "weights.npz", own, timeout_s=5, max_bytes=1 << 30, stop=stop, progress=progress
+        )
     )
-    time.sleep(0.4)  # kb is told to shut down while the file is coming
+    assert coming.wait(5)
     stop.set()
-    stopped = time.monotonic()
-    thread.join(5)
-    assert not thread.is_alive() and time.monotonic() - stopped < 0.5
+    thread.join(5)  # a safety net: the stop is obeyed at the next piece
+    assert not thread.is_alive() and len(seen) == 3  # not one more piece was read
     assert isinstance(box.get("error"), HubError) and box["error"].kind == "stopped", box
     assert "stopped" in str(box["error"])
     part = kb_hub.part_path(own, "weights.npz")
     assert leftovers(own) == [part.name, "weights.npz"]
     assert (own / "weights.npz").read_bytes() == b"the previous weights"
     kept = part.stat().st_size
-    assert 0 < kept < len(WEIGHTS)
+    assert 0 < kept == seen[-1] < len(WEIGHTS)
     hub.slow = 0.0
     assert download("acme/tiny", "weights.npz", own, timeout_s=5, max_bytes=1 << 30) == own / "weights.npz"
     assert hub.received[-1]["Range"] == f"bytes={kept}-"  # only the rest was asked for
@@ -214,16 +222,22 @@ def test_two_downloads_of_one_file_fetch_it_once(mirror, tmp_path):
     hub = mirror(Hub({"weights.npz": WEIGHTS}, hold={"weights.npz": release}))
     own = tmp_path / "own"
 
-    def fetch():
-        return download("acme/tiny", "weights.npz", own, timeout_s=5, max_bytes=1 << 30)
+    looked = threading.Semaphore(0)
+
+    def clock() -> float:  # each read: the download's start, then each look while waiting for the .part
+        looked.release()
+        return time.monotonic()
+
+    def fetch(clock=time.monotonic):
+        return download("acme/tiny", "weights.npz", own, timeout_s=5, max_bytes=1 << 30, clock=clock)
 
     first, first_box = in_thread(fetch)
     for _ in range(250):
         if hub.downloads():
             break
         time.sleep(0.02)
-    second, second_box = in_thread(fetch)  # a second voice note while the model is coming
-    time.sleep(0.3)
+    second, second_box = in_thread(lambda: fetch(clock))  # a second voice note while the model is coming
+    assert looked.acquire(timeout=5) and looked.acquire(timeout=5)  # it waits for the first one's .part
     release.set()
     first.join(10)
     second.join(10)
@@ -319,20 +333,26 @@ def test_the_token_is_kept_on_a_redirect_only_to_the_same_https_origin(origin, t
 
 
 def test_a_mirror_that_trickles_bytes_fails_at_the_deadline_not_never(mirror, tmp_path):
-    """A byte every 0.3 s, each well inside the 5 s wait for one read: the deadline of the whole
-    download ends it, on time, and the previous file stays in place."""
-    mirror(Hub({"weights.npz": b"PK" + bytes(998)}, slow=0.3, piece=1))
+    """A byte every 2.5 s (by a clock the test moves), each well inside the 5 s wait for one read: the
+    deadline of the whole download ends it, on time, and the previous file stays in place."""
+    mirror(Hub({"weights.npz": b"PK" + bytes(998)}, slow=0.01, piece=1))
     own = tmp_path / "own"
     own.mkdir()
     (own / "weights.npz").write_bytes(b"the previous weights")
-    started = time.monotonic()
+    now, pieces = [0.0], []
+
+    def progress(got: int, size: int | None) -> None:
+        pieces.append(got)
+        now[0] += 2.5
+
     thread, box = in_thread(
-        lambda: download("acme/tiny", "weights.npz", own, timeout_s=5, max_bytes=1 << 20, deadline_s=1.0)
-    )
-    thread.join(8)
+        lambda: download("acme/tiny", "weights.npz", own, timeout_s=5, max_bytes=1 << 20, deadline_s=10,
+                         progress=progress, clock=lambda: now[0])
+    )  # fmt: skip
+    thread.join(8)  # a safety net
     assert not thread.is_alive(), "still downloading from a mirror that trickles"
-    assert time.monotonic() - started < 3
+    assert len(pieces) == 4 and now[0] == 10  # stopped at the first read past the deadline
     failure = box.get("error")
     assert isinstance(failure, HubError) and failure.kind == "unreachable", box
-    assert "weights.npz of acme/tiny took longer than 1 s" in str(failure)
+    assert "weights.npz of acme/tiny took longer than 10 s" in str(failure)
     assert (own / "weights.npz").read_bytes() == b"the previous weights"

@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -152,9 +151,8 @@ async def test_a_page_that_cannot_be_converted_reports_why_and_stays_in_failed(t
         return page(url, spa)
 
     with background(settings, ApproxCounter()):
-        t0 = time.monotonic()
         result = await import_web_source(
             "web-3", chat_id="chat", settings=settings, store=store, fetch=fetch, wait_s=20, clock=lambda: NOW
         )
-    assert result.status == "failed" and result.reason == "requires-javascript" and time.monotonic() - t0 < 20
+    assert result.status == "failed" and result.reason == "requires-javascript"  # a wait run out says queued
     assert "JavaScript" in result.message and (settings.failed / "varn-valley.html").is_file()

@@ -386,16 +386,13 @@ def test_failed_records_carry_the_hash_of_the_bytes_that_failed(tmp_path):
 
 def test_a_huge_file_is_refused_without_being_read(settings):
     """A sparse 1 TiB file (no disk used): refused from its size; hashing it would take twenty minutes."""
-    import time
-
     settings.inbox.mkdir(parents=True, exist_ok=True)
     huge = settings.inbox / "huge.txt"
     with open(huge, "wb") as fh:
         fh.truncate(2**40)
-    t0 = time.monotonic()
     with Index(settings.index_path) as index:
         outcome = Ingestor(settings, index, ApproxCounter()).ingest(huge)
         record = index.conn.execute("SELECT status, sha256 FROM ingests").fetchone()
     assert outcome.reason == "too-large" and "1048576.0 MiB" in outcome.message
-    assert record == ("failed", None) and time.monotonic() - t0 < 30
+    assert record == ("failed", None)  # no hash: its bytes were never read
     assert (settings.failed / "huge.txt").exists()  # kept, as every refused original

@@ -6,7 +6,6 @@ import os
 import resource
 import signal
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +13,9 @@ import pytest
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError, ConversionInterrupted
 from tests import isolate_targets as targets
+from tests.clocks import TickingClock
 from tests.conftest import is_reaped
+from tests.ocr_stand_ins import counted_steps
 
 
 @pytest.fixture
@@ -56,29 +57,35 @@ def test_unpicklable_result_becomes_internal_error(runner):
     assert runner.call(targets.add, 1, 2, timeout_s=10) == 3
 
 
-def test_hang_is_killed_after_the_timeout_and_the_next_call_works(runner):
-    first_pid = runner.call(targets.worker_pid, timeout_s=10)
-    started = time.monotonic()
-    with pytest.raises(ConversionError) as caught:
-        runner.call(targets.sleep, 60, timeout_s=0.5)
-    elapsed = time.monotonic() - started
-    assert caught.value.reason == "timeout"
-    assert "0.5 s" in str(caught.value)
-    assert 0.5 <= elapsed < 1.5
-    assert is_reaped(first_pid)
-    assert runner.call(targets.sleep, 0, timeout_s=10) == "slept"
-    assert runner.pid != first_pid
+def test_hang_is_killed_after_the_timeout_and_the_next_call_works():
+    clock = TickingClock(0.125)
+    with IsolatedRunner(memory_bytes=256 * 1024**2, clock=clock) as runner:
+        first_pid = runner.call(targets.worker_pid, timeout_s=10)
+        mark = len(clock.readings)
+        with pytest.raises(ConversionError) as caught:
+            runner.call(targets.sleep, 60, timeout_s=0.5)
+        read = clock.readings[mark:]  # the call's start, then its looks at the time
+        assert caught.value.reason == "timeout"
+        assert "0.5 s" in str(caught.value)
+        assert 0.5 <= read[-1] - read[0] <= 0.5 + 2 * clock.step_s  # stopped once the timeout was past
+        assert is_reaped(first_pid)
+        assert runner.call(targets.sleep, 0, timeout_s=10) == "slept"
+        assert runner.pid != first_pid
 
 
 def test_interrupt_stops_a_running_call_at_once():
-    with IsolatedRunner(memory_bytes=256 * 1024**2) as runner:
+    # The runner's clock stands still: the timeout never comes, only the interrupt can end the call.
+    with IsolatedRunner(memory_bytes=256 * 1024**2, clock=lambda: 0.0) as runner:
         pid = runner.call(targets.worker_pid, timeout_s=10)
-        timer = threading.Timer(0.3, runner.interrupt)
-        timer.start()
-        started = time.monotonic()
-        with pytest.raises(ConversionInterrupted):
-            runner.call(targets.sleep, 60, timeout_s=30)
-        assert time.monotonic() - started < 2.0
+        running = threading.Event()
+        stopper = threading.Thread(target=lambda: running.wait(10) and runner.interrupt())
+        stopper.start()
+        with pytest.raises(ConversionInterrupted, match="was stopped"):  # not "was not started"
+            runner.call(
+                counted_steps, b"", steps=1, step_s=60, timeout_s=30, progress_timeout_s=30,
+                on_progress=lambda done, total: running.set(),  # the worker is in its 60 s step
+            )  # fmt: skip
+        stopper.join()
         assert is_reaped(pid)
         with pytest.raises(ConversionInterrupted):  # a stopping kb starts no new conversion
             runner.call(targets.add, 1, 1, timeout_s=10)
@@ -113,7 +120,7 @@ def test_os_exit_is_reported_as_crash_and_the_next_call_works(runner):
 def test_worker_killed_while_idle_is_replaced(runner):
     pid = runner.call(targets.worker_pid, timeout_s=10)
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.2)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # until it is dead (left for the runner to reap)
     assert runner.call(targets.worker_pid, timeout_s=10) not in {pid, os.getpid()}
 
 
@@ -123,13 +130,14 @@ def test_call_interrupted_in_the_parent_does_not_leak_its_reply_into_the_next_ca
 
     previous = signal.signal(signal.SIGALRM, interrupt)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.3)
-        with pytest.raises(KeyboardInterrupt):
-            runner.call(targets.sleep, 0.6, timeout_s=10)
+        with pytest.raises(KeyboardInterrupt):  # the signal comes while the worker is in the call
+            runner.call(
+                counted_steps, b"", steps=1, step_s=0.2, timeout_s=10, progress_timeout_s=10,
+                on_progress=lambda done, total: done == 0 and signal.raise_signal(signal.SIGALRM),
+            )  # fmt: skip
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    time.sleep(0.5)  # past the moment the interrupted call would have answered
+    # Had the worker been kept, its late answers (a report, then 1) would be read first here.
     assert runner.call(targets.add, 1, 2, timeout_s=10) == 3
 
 

@@ -1,7 +1,6 @@
 """The model client against a scripted OpenAI-compatible server on 127.0.0.1."""
 
 import asyncio
-import time
 
 import aiohttp
 import pytest
@@ -67,10 +66,9 @@ async def test_bad_answers_become_typed_errors(served, step, error, says):
 async def test_a_slow_server_times_out_and_never_hangs(served):
     fake, session = served
     fake.script = [Step(answer="late", delay_s=1.5)]
-    t0 = time.monotonic()
-    with pytest.raises(ModelUnavailable, match="did not answer within 0.5 s"):
+    with pytest.raises(ModelUnavailable, match="did not answer within 0.5 s"):  # "late" never came back
         await client(fake, session, timeout_s=0.5).chat(MESSAGES, max_tokens=8)
-    assert time.monotonic() - t0 < 3
+    assert len(fake.requests) == 1  # a timeout is not retried
 
 
 async def test_one_dropped_connection_is_retried(served):
@@ -92,11 +90,9 @@ async def test_a_dead_server_says_how_to_start_it():
     async with aiohttp.ClientSession() as session:
         port = free_port()
         c = ModelClient(session, f"http://127.0.0.1:{port}/v1", model_hint="mlx-community/Qwen3-4B")
-        t0 = time.monotonic()
         with pytest.raises(ModelUnavailable) as err:
             await c.chat(MESSAGES, max_tokens=8)
-        assert time.monotonic() - t0 < 5
-        assert f"not reachable at http://127.0.0.1:{port}/v1" in str(err.value)
+        assert f"not reachable at http://127.0.0.1:{port}/v1 (ClientConnectorError)" in str(err.value)
         assert f"mlx_lm.server --model mlx-community/Qwen3-4B --port {port}" in str(err.value)
 
 

@@ -1,7 +1,6 @@
 """Streamed answers: the client against the scripted server (behaviour) and a real mlx_lm.server."""
 
 import asyncio
-import time
 
 import aiohttp
 import pytest
@@ -103,10 +102,9 @@ async def test_an_unreadable_error_answer_is_a_bad_response_not_a_crash(served, 
 async def test_a_silent_server_times_out_but_a_long_stream_that_flows_does_not(served):
     fake, session = served
     fake.script = [Step(answer="late", delay_s=2.0)]  # nothing at all for 2 s
-    t0 = time.monotonic()
-    with pytest.raises(ModelUnavailable, match="sent nothing for 0.5 s"):
+    with pytest.raises(ModelUnavailable, match="sent nothing for 0.5 s"):  # "late" never came back
         await stream(ModelClient(session, fake.base_url, timeout_s=0.5), Seen())
-    assert time.monotonic() - t0 < 3
+    assert len(fake.requests) == 1  # given up, not asked again
     fake.script = [Step(answer="one two three four five six seven eight", prefill_s=0.8, tokens_per_s=6)]
     done = await stream(ModelClient(session, fake.base_url, timeout_s=0.5), Seen())  # 2 s in all, never idle
     assert done.text == "one two three four five six seven eight" and not done.cut_off

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import logging
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,17 +12,17 @@ from knowledge.convert.isolate import IsolatedRunner
 from knowledge.convert.pdf import choose_title, clean_text, pdf_to_markdown
 from knowledge.errors import ConversionError
 from tests import pdfs
+from tests.clocks import TickingClock
 
 BOMB_BYTES = 300 * 1024**2
 THREE_PAGES = [["Alpha report", "first page text"], ["second page text"], ["third page text"]]
 
 
-def convert_error(data: bytes, **kwargs: object) -> tuple[ConversionError, float]:
-    """The ConversionError raised for ``data`` and the seconds it took."""
-    started = time.monotonic()
+def convert_error(data: bytes, **kwargs: object) -> ConversionError:
+    """The ConversionError raised for ``data`` (its seconds are measured in bench/hostile_inputs.py)."""
     with pytest.raises(ConversionError) as caught:
         pdf_to_markdown(data, **kwargs)
-    return caught.value, time.monotonic() - started
+    return caught.value
 
 
 def test_three_pages_become_three_sections_titled_from_info():
@@ -136,9 +135,7 @@ def test_text_with_injection_strings_is_converted_as_data():
 
 def test_circular_xref_prev_finishes_quickly_with_the_text():
     data = pdfs.document([(pdfs.FONT, pdfs.stream(pdfs.text_content(["loop"])))], circular_prev=True)
-    started = time.monotonic()
-    converted = pdf_to_markdown(data)
-    assert time.monotonic() - started < 5
+    converted = pdf_to_markdown(data)  # its seconds: bench/hostile_inputs.py
     assert "loop" in converted.markdown
 
 
@@ -212,10 +209,9 @@ FAILURES = [
 
 @pytest.mark.parametrize(("build", "reasons", "said"), FAILURES)
 def test_broken_or_hostile_pdf_fails_with_a_reason_within_seconds(build, reasons, said):
-    error, elapsed = convert_error(build())
+    error = convert_error(build())  # its seconds: bench/hostile_inputs.py
     assert error.reason in reasons
     assert said in str(error)
-    assert elapsed < 5
 
 
 def test_pypdf_warnings_on_broken_files_do_not_reach_the_logs(caplog):
@@ -225,17 +221,17 @@ def test_pypdf_warnings_on_broken_files_do_not_reach_the_logs(caplog):
 
 
 def test_more_pages_than_allowed():
-    error, _ = convert_error(pdfs.text_pdf([[f"page {n}"] for n in range(6)]), max_pages=5)
+    error = convert_error(pdfs.text_pdf([[f"page {n}"] for n in range(6)]), max_pages=5)
     assert error.reason == "pdf-too-many-pages"
     assert "6 pages" in str(error) and "limit of 5" in str(error)
 
 
 def test_deadline_passing_between_pages_stops_the_conversion():
     data = pdfs.text_pdf([[f"page {n} of many", "more text"] for n in range(400)])
-    error, elapsed = convert_error(data, timeout_s=0.05)
+    error = convert_error(data, timeout_s=0.5, clock=TickingClock(0.125))  # a look at the time: 0.125 s on
     assert error.reason == "timeout"
-    assert "0.05 s" in str(error)
-    assert elapsed < 1
+    assert "0.5 s" in str(error)
+    assert "(stopped before page 5 of 400)" in str(error)  # the first page begun past the deadline
 
 
 @pytest.fixture
@@ -251,10 +247,8 @@ def test_pdf_converts_through_the_isolated_runner(runner):
 
 
 def test_flate_bomb_in_a_small_worker_fails_cleanly_and_the_next_file_converts(runner):
-    started = time.monotonic()
-    with pytest.raises(ConversionError) as caught:
+    with pytest.raises(ConversionError) as caught:  # its seconds: bench/hostile_inputs.py
         runner.call(pdf_to_markdown, pdfs.flate_bomb(BOMB_BYTES, rounds=2), timeout_s=30)
     assert caught.value.reason in {"pdf-limit", "converter-error", "converter-crashed"}
-    assert time.monotonic() - started < 10
     converted = runner.call(pdf_to_markdown, pdfs.text_pdf([["still alive"]]), timeout_s=30)
     assert "still alive" in converted.markdown

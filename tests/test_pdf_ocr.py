@@ -1,7 +1,6 @@
 """Scanned PDFs: pages without a text layer read by real RapidOCR, page by page, within time limits."""
 
 import re
-import time
 
 import pytest
 import structlog
@@ -17,8 +16,9 @@ from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.search import search
 from knowledge.store.index import Index
 from tests import ocr_images
+from tests.clocks import VirtualClock
 from tests.conftest import subprocess_env
-from tests.ocr_stand_ins import ScriptedEngine, StuckEngine
+from tests.ocr_stand_ins import ClockedEngine, ScriptedEngine, StuckEngine
 from tests.terminal import Terminal
 
 RAPIDOCR = OcrSpec(kind="rapidocr")
@@ -119,27 +119,31 @@ def test_a_page_that_takes_too_long_stops_the_conversion(scan) -> None:
 
 def test_a_long_scan_keeps_going_past_the_conversion_timeout_while_pages_are_read() -> None:
     pdf = ocr_images.scanned_pdf([page([f"Page {n} of the scan."]) for n in range(1, 7)])
-    slow = OcrSpec(engine=ScriptedEngine(["A page read slowly."], delay_s=1.0))
     told = []
-    with IsolatedRunner() as runner:
-        started = time.monotonic()
+    clock = VirtualClock()  # the runner's
+
+    def progress(done: int, total: int) -> None:
+        told.append((done, total))
+        clock.advance(1.0)  # a page read each second
+
+    with IsolatedRunner(clock=clock) as runner:
         converted = convert_source(
             pdf,
             name="scan.pdf",
             limits=Limits(convert_timeout_s=0.5, ocr_page_timeout_s=3),  # 6 pages × 1 s > 0.5 + 5 s
-            ocr=slow,
+            ocr=OcrSpec(engine=ScriptedEngine(["A page read slowly."])),
             runner=runner,
-            progress=lambda done, total: told.append((done, total)),
+            progress=progress,
         )
-        assert time.monotonic() - started > 5.5
+    assert clock.now > 0.5 + 5  # past the conversion timeout and the runner's backstop
     assert converted.ocr.pages == (1, 2, 3, 4, 5, 6)
     assert told == [(n, 6) for n in range(7)]
 
 
 def test_a_stuck_page_is_stopped_by_the_worker_timeout() -> None:
     pdf = ocr_images.scanned_pdf([page(PAGE_1), page(PAGE_2)])
-    with IsolatedRunner() as runner:
-        started = time.monotonic()
+    clock = VirtualClock()  # the runner's
+    with IsolatedRunner(clock=clock) as runner:
         with pytest.raises(ConversionError) as caught:
             convert_source(
                 pdf,
@@ -147,13 +151,13 @@ def test_a_stuck_page_is_stopped_by_the_worker_timeout() -> None:
                 limits=Limits(convert_timeout_s=1, ocr_page_timeout_s=1),
                 ocr=OcrSpec(engine=StuckEngine()),
                 runner=runner,
+                progress=lambda done, total: clock.advance(6.5),  # before page 1, which never ends
             )
-        took_s = time.monotonic() - started
+        assert runner.pid is None  # the stuck worker was killed
     assert caught.value.reason == "timeout"
     assert "reading a scanned page took longer than 6 s" in str(
         caught.value
     ) and "(0 of 2 pages read)" in str(caught.value)
-    assert took_s < 15
 
 
 def test_kb_ingest_on_a_terminal_shows_the_scanned_pages_being_read(tmp_path) -> None:
@@ -178,32 +182,32 @@ def small_scan(pages: int) -> bytes:
 
 
 def test_a_scan_longer_than_the_files_ocr_budget_keeps_what_was_read_and_lists_the_rest() -> None:
-    slow = OcrSpec(engine=ScriptedEngine(["The pilots meet at nine."], delay_s=0.1))
+    clock = VirtualClock()
+    slow = OcrSpec(engine=ClockedEngine(["The pilots meet at nine."], clock, page_s=0.125), clock=clock)
     with IsolatedRunner() as runner:
-        started = time.monotonic()
         converted = convert_source(
             small_scan(60), name="scan.pdf", limits=Limits(ocr_budget_s=1.0), ocr=slow, runner=runner
         )
-        took_s = time.monotonic() - started
     read, unread = converted.ocr.pages, converted.ocr.unread_pages
-    assert 5 <= len(read) <= 12 and read == tuple(range(1, len(read) + 1))
-    assert unread == tuple(range(len(read) + 1, 61))  # every page is either read or listed
+    assert read == tuple(range(1, 9))  # 8 pages × 0.125 s spend the 1 s budget; 60 would take 7.5 s
+    assert unread == tuple(range(9, 61))  # every page is either read or listed
     assert converted.markdown.count("The pilots meet at nine.") == len(read)
-    assert took_s < 20  # 60 pages × 0.1 s would be 6 s of OCR alone; it stopped at the budget
 
 
 def test_the_runner_stops_a_worker_that_reports_progress_forever() -> None:
     from tests.ocr_stand_ins import counted_steps
 
-    with IsolatedRunner() as runner:
-        runner.call(len, b"", timeout_s=60)  # the worker is up
-        started = time.monotonic()
-        with pytest.raises(ConversionError) as caught:
-            runner.call(counted_steps, b"", steps=1000, step_s=0.05, timeout_s=0.5, progress_timeout_s=1.0,
-                        total_timeout_s=2.0)  # fmt: skip
-        took_s = time.monotonic() - started
+    clock, told = VirtualClock(), []
+
+    def progress(done: int, total: int) -> None:
+        told.append(done)
+        clock.advance(0.25)  # a step each 0.25 s, well inside the progress timeout
+
+    with IsolatedRunner(clock=clock) as runner, pytest.raises(ConversionError) as caught:
+        runner.call(counted_steps, b"", steps=1000, step_s=0, timeout_s=0.5, progress_timeout_s=1.0,
+                    total_timeout_s=2.0, on_progress=progress)  # fmt: skip
     assert caught.value.reason == "timeout" and "all one file may have in one go" in str(caught.value)
-    assert 2.0 <= took_s < 10
+    assert told == list(range(8)) and clock.now == 2.0  # stopped once the 2 s were spent, not before
 
 
 def test_a_long_scan_is_read_in_turns_and_a_restart_goes_on_from_the_pages_read(settings) -> None:
@@ -213,7 +217,8 @@ def test_a_long_scan_is_read_in_turns_and_a_restart_goes_on_from_the_pages_read(
     settings.inbox.mkdir(parents=True)
     scan = settings.inbox / "harbour-ledger.pdf"
     scan.write_bytes(small_scan(24))
-    spec = OcrSpec(engine=ScriptedEngine(["Ledger entry: two ferries."], delay_s=0.1))
+    clock = VirtualClock()
+    spec = OcrSpec(engine=ClockedEngine(["Ledger entry: two ferries."], clock, page_s=0.125), clock=clock)
     firsts, statuses = [], []
     with Index(settings.index_path) as index:
         for _ in range(20):
@@ -232,10 +237,8 @@ def test_a_long_scan_is_read_in_turns_and_a_restart_goes_on_from_the_pages_read(
             if outcome.status != "later":
                 break
             assert scan.exists() and outcome.reason == "ocr-paused"
-    assert statuses[-1] == "indexed" and 3 <= statuses.count("later") <= 10, statuses
-    assert (
-        firsts[0] == 0 and firsts == sorted(firsts) and len(set(firsts)) == len(firsts)
-    )  # never page 1 again
+    assert statuses == ["later"] * 5 + ["indexed"]  # turns of 0.5 s: 4 pages × 0.125 s each
+    assert firsts == [0, 4, 8, 12, 16, 20]  # never page 1 again
     meta = rawfile.parse(
         (settings.raw / outcome.raw_path.removeprefix("raw/")).read_text(encoding="utf-8"),
         fallback_name="x",
@@ -255,6 +258,7 @@ def test_the_daemon_indexes_a_note_dropped_behind_a_long_scan_before_the_scan_is
 
     from daemon.service import Daemon
     from tests.conftest import make_settings
+    from tests.test_daemon import wait_for
 
     settings = make_settings(tmp_path / "kb", KB_SETTLE_S="0.2", KB_OCR_TURN_S=turn_s)
     settings.inbox.mkdir(parents=True)
@@ -266,7 +270,7 @@ def test_the_daemon_indexes_a_note_dropped_behind_a_long_scan_before_the_scan_is
         assert daemon.started.wait(30)
         try:
             (settings.inbox / "ledger.pdf").write_bytes(small_scan(40))  # 4 s of OCR, in turns of 0.5 s
-            time.sleep(1.0)  # the scan is being read
+            wait_for(lambda: any(settings.ocr_pages_dir.glob("*.jsonl")), what="a page of the scan read")
             (settings.inbox / "note.md").write_text("# Note\n\nThe narwhal count was 12.\n")
             assert daemon.wait_idle(60)
         finally:

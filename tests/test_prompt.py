@@ -184,7 +184,7 @@ ON_EVIDENCE = "{% if '<evidence-' in messages[-1].content %}"  # the probe at lo
 
 # Run in a child process, killed at the deadline: a template that hangs must fail the test, not hang it.
 CHILD = r"""
-import json, sys, time
+import json, sys
 from pathlib import Path
 from structlog.testing import capture_logs
 from knowledge.answer.prompt import build_prompt
@@ -192,10 +192,9 @@ from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate, load_templ
 from knowledge.model.tokenizer import ApproxCounter
 from tests.test_prompt import PASSAGES
 
-t0 = time.monotonic()
 with capture_logs() as logs:
     template = load_template(Path(sys.argv[1]))
-    loaded_s, loaded_note = time.monotonic() - t0, template.note
+    loaded_note = template.note
     if sys.argv[2] == "prompt":
         messages = build_prompt("What is the value?", PASSAGES, counter=ApproxCounter(), template=template,
                                 evidence_tokens=640, context_tokens=8192, max_output_tokens=512).messages
@@ -204,7 +203,7 @@ with capture_logs() as logs:
     text = template.render(messages)
     again = template.render(messages)
 print(json.dumps({
-    "note": template.note, "loaded_note": loaded_note, "loaded_s": loaded_s, "s": time.monotonic() - t0,
+    "note": template.note, "loaded_note": loaded_note,
     "chatml": text == again == ChatTemplate(FALLBACK_TEMPLATE, {}).render(messages),
     "events": [[e["event"], e["log_level"]] for e in logs],
 }))
@@ -233,9 +232,8 @@ def render_in_child(tmp_path, source: str, what: str = "prompt", timeout_s: floa
 )
 def test_a_template_that_never_ends_or_fails_is_refused_at_load_and_chatml_counts(tmp_path, source):
     seen = render_in_child(tmp_path, source)
-    assert seen["chatml"] and seen["loaded_s"] < 5 and seen["s"] < 10
+    assert seen["chatml"] and seen["events"] == [["prompt.template_refused", "warning"]]  # at load, once
     assert "tokenizer_config.json" in seen["loaded_note"] and "ChatML" in seen["loaded_note"]
-    assert ["prompt.template_refused", "warning"] in seen["events"]
 
 
 @pytest.mark.parametrize(
@@ -253,8 +251,11 @@ def test_a_template_that_passes_the_check_but_never_ends_on_an_answer_does_not_h
 ):
     seen = render_in_child(tmp_path, source, what)
     assert seen["loaded_note"] is None  # it passed the check at load
-    assert seen["chatml"] and seen["s"] < 15  # counted with ChatML, once the budget ran out (not twice)
-    assert ["prompt.template_over_budget", "warning"] in seen["events"]
+    assert seen["chatml"]  # counted with ChatML, once the budget ran out (not twice: one warning)
+    assert seen["events"] == [
+        ["prompt.template_checked", "debug"],
+        ["prompt.template_over_budget", "warning"],
+    ]
     assert "tokenizer_config.json" in seen["note"] and "ChatML" in seen["note"]
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -537,10 +536,9 @@ async def test_a_no_results_answer_is_an_empty_list(fake: FakeSearch, session: a
 
 async def test_a_dead_port_is_a_search_error_within_the_timeout(session: aiohttp.ClientSession) -> None:
     url = f"http://127.0.0.1:{free_port()}/lite/"
-    started = time.monotonic()
-    with pytest.raises(SearchError, match="DuckDuckGo did not answer: .*check the network"):
+    with pytest.raises(SearchError, match="DuckDuckGo did not answer: .*check the network") as caught:
         await DuckDuckGoLite(session, base_url=url, timeout_s=2).search("x", language=None, freshness=None)
-    assert time.monotonic() - started < 2
+    assert "no answer within" not in str(caught.value)  # refused at once, not waited out
     with pytest.raises(SearchError, match="Brave Search did not answer"):
         await BraveSearch(session, "k", base_url=url, timeout_s=2).search("x", language=None, freshness=None)
 
@@ -549,12 +547,11 @@ async def test_a_server_that_never_answers_is_a_search_error_after_the_timeout(
     fake: FakeSearch, session: aiohttp.ClientSession
 ) -> None:
     fake.script["ddg"] = [ddg_results("slow", WEATHER, delay_s=1.5)]
-    started = time.monotonic()
     with pytest.raises(SearchError, match=r"DuckDuckGo did not answer: no answer within 0.3 s"):
         await DuckDuckGoLite(session, base_url=fake.ddg_url, timeout_s=0.3).search(
             "slow", language=None, freshness=None
         )
-    assert time.monotonic() - started < 1.2
+    assert len(fake.seen) == 1  # given up, not asked again
 
 
 # --- Brave over HTTP ---------------------------------------------------------------------------
@@ -676,12 +673,10 @@ async def test_two_queries_run_at_once_and_their_results_take_turns(
     q2 = [Result("two 1", "https://two.example/1", "s"), Result("same page", "https://one.example/2", "s")]
     fake.by_query["ddg", "first query"] = ddg_results("first query", q1, delay_s=0.4)
     fake.by_query["ddg", "second query"] = ddg_results("second query", q2, delay_s=0.4)
-    started = time.monotonic()
     hits, notes = await search_all(
         [DuckDuckGoLite(session, base_url=fake.ddg_url)],
         [("first query", "en", None), ("second query", "zh-TW", "week")],
     )
-    assert time.monotonic() - started < 0.75  # not 0.8 s one after the other
     assert [kind for kind, _ in fake.events[:2]] == ["arrived", "arrived"]  # both in before either answered
     assert [h.url for h in hits] == [
         "https://one.example/1",

@@ -131,15 +131,12 @@ def test_lengths_are_said_as_a_person_says_them(seconds, said):
 )
 def test_a_voice_note_that_only_looks_like_audio_opens_nothing(data, tmp_path, monkeypatch):
     """Refused from its first bytes, before FFmpeg sees it: no demuxer reads a file or opens a port."""
-    import time
-
     monkeypatch.chdir(tmp_path)
     (tmp_path / "secret.txt").write_text("not for the speech decoder")
-    t0 = time.monotonic()
     with pytest.raises(SpeechError) as caught:
         decode_audio(data, max_s=60)
+    # the sniffer's words: FFmpeg never saw it (an SDP it opened would hold the worker until its timeout)
     assert caught.value.reason == "audio-unreadable" and "not a sound file I know" in str(caught.value)
-    assert time.monotonic() - t0 < 2  # an SDP opened by FFmpeg would hold the worker until its timeout
 
 
 def test_the_containers_voice_notes_come_in_are_told_by_their_first_bytes():

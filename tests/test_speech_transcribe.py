@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,16 +104,13 @@ def test_a_transcription_past_the_timeout_is_stopped_and_the_worker_replaced(
     # Ten 30 s windows of noise: the random model retries each at six temperatures, far beyond 1 s.
     long_noise = encode(noise(290.0, 16_000), 16_000, "flac")
     slow = settings_for(tmp_path, whisper_random, KB_TRANSCRIBE_TIMEOUT_S="1")
-    started = time.monotonic()
-    with pytest.raises(SpeechError) as caught:
+    with pytest.raises(SpeechError) as caught:  # stopped at the timeout itself: see test_isolate.py
         transcribe_audio(long_noise, settings=slow, runner=runner)
-    elapsed = time.monotonic() - started
     assert caught.value.reason == "timeout"
     assert str(caught.value) == (
         "Transcribing took longer than 1 s and was stopped; send a shorter voice note, "
         "or raise KB_TRANSCRIBE_TIMEOUT_S."
     )
-    assert 1.0 <= elapsed < 3.0
     assert is_reaped(warm_pid)
     assert transcribe_audio(voice_note(2.0), settings=settings_for(tmp_path, whisper_en), runner=runner).text
     assert runner.pid != warm_pid
@@ -123,9 +119,7 @@ def test_a_transcription_past_the_timeout_is_stopped_and_the_worker_replaced(
 def test_a_random_model_gives_a_transcript_in_one_of_the_three_languages(runner, whisper_random):
     samples = noise(5.0, SAMPLE_RATE)[0]
     transcriber = WhisperTranscriber(folder=str(whisper_random), name="random")
-    started = time.monotonic()
-    transcript = runner.call(transcriber.transcribe, samples, timeout_s=120)
-    assert time.monotonic() - started < 120
+    transcript = runner.call(transcriber.transcribe, samples, timeout_s=120)  # raises past 120 s
     # Random weights say nothing sensible; what is knowable is the shape of the answer.
     assert isinstance(transcript, Transcript) and isinstance(transcript.text, str)
     assert transcript.language in ("zh", "en", "th")

@@ -33,8 +33,6 @@ def test_short_and_non_ascii_words_are_left_alone(word):
 
 @pytest.mark.parametrize("n", [40, 60, 1_100, 100_000])
 def test_long_runs_of_y_neither_recurse_nor_crawl(n):
-    import time
-
-    t0 = time.perf_counter()
+    """No RecursionError at 100,000; its seconds are measured by bench/hostile_inputs.py."""
     stem = porter_stem("y" * n + "ed")
-    assert stem.startswith("y" * (min(n, 40) - 1)) and time.perf_counter() - t0 < 0.5
+    assert stem.startswith("y" * (min(n, 40) - 1))

@@ -167,11 +167,9 @@ def test_ctrl_c_at_the_prompt_leaves_the_chat_at_once_with_status_0(home):
     env = subprocess_env(KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off")
     with Terminal(home, "run", env=env) as term:
         term.wait_for(prompts(1))
-        t0 = time.monotonic()
         term.interrupt()
-        status = term.finish(timeout_s=10)
-        elapsed = time.monotonic() - t0
-    assert status == 0 and elapsed < 1.0, (status, elapsed, term.screen)
+        status = term.finish(timeout_s=10)  # a safety net; the seconds: bench/startup.py --only ctrl-c
+    assert status == 0, (status, term.screen)
     assert "Traceback" not in term.screen and "KeyboardInterrupt" not in term.screen
 
 

@@ -178,19 +178,15 @@ def test_a_qwen3_model_counts_exactly_with_the_bundled_tokenizer_and_no_network(
 
 def test_kb_starts_in_seconds_with_no_route_to_the_hub(tmp_path):
     """The default model, nothing cached, HF_ENDPOINT a closed port and HF_HUB_OFFLINE unset."""
-    import time
-
     from tests.conftest import subprocess_env
     from tests.fake_llm import free_port
 
     env = subprocess_env(KB_MODEL="mlx-community/Qwen3-4B-Instruct-2507-4bit", HF_ENDPOINT=f"http://127.0.0.1:{free_port()}",
                          HF_HOME=str(tmp_path / "hf"), KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")  # fmt: skip
     env.pop("HF_HUB_OFFLINE")
-    t0 = time.monotonic()
     out = kb_cli(tmp_path / "kb", "ask", "--json", "hello", env=env)
-    elapsed = time.monotonic() - t0
     assert out.returncode == 0 and json.loads(out.stdout)["mode"] == "no-evidence", out.stderr
-    assert out.stderr == "" and elapsed < 20  # no retries, no raw library lines (seconds measured in bench/)
+    assert out.stderr == ""  # no retries, no raw library lines (seconds measured in bench/)
     status = json.loads(kb_cli(tmp_path / "kb", "status", "--json", env=env).stdout)
     assert status["token_counter"]["exact"] is True and "tokenizer_files" in status["token_counter"]["name"]
 

@@ -136,11 +136,9 @@ def test_anything_but_the_exact_schema_is_refused(text):
 
 
 def test_a_long_run_of_dashes_is_planned_at_once():
-    import time
-
-    t0 = time.perf_counter()
-    heuristic_plan("-" * 1_200 + " what now x", date(2026, 1, 1))
-    assert needs_search("1 " + "- " * 50_000 + "x") and time.perf_counter() - t0 < 0.5
+    """Its seconds are measured by bench/hostile_inputs.py."""
+    assert heuristic_plan("-" * 1_200 + " what now x", date(2026, 1, 1)).needs_search
+    assert needs_search("1 " + "- " * 50_000 + "x")
 
 
 def test_a_plan_nested_past_the_parser_is_refused_not_a_crash():

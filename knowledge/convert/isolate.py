@@ -56,8 +56,11 @@ class InternalError(ConversionError):
 class IsolatedRunner:
     """Runs top-level importable functions in one worker process, one call at a time."""
 
-    def __init__(self, *, memory_bytes: int = 2 * 1024**3) -> None:
+    def __init__(
+        self, *, memory_bytes: int = 2 * 1024**3, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._memory_bytes = memory_bytes
+        self._clock = clock  # reads the deadlines; the pipe is still waited on in real time
         self._context = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
         self._process: BaseProcess | None = None
@@ -95,7 +98,7 @@ class IsolatedRunner:
             if self._interrupted.is_set():
                 raise ConversionInterrupted("kb is shutting down; the conversion was not started")
             conn = self._worker()
-            started = time.monotonic()
+            started = self._clock()
             try:
                 conn.send((fn, args, kwargs, progress_timeout_s is not None))
                 reply, last = self._wait(conn, timeout_s, progress_timeout_s, on_progress, total_timeout_s)
@@ -106,7 +109,7 @@ class IsolatedRunner:
                 raise
             if reply is None:
                 self._stop(kill=True)
-                if total_timeout_s is not None and time.monotonic() - started >= total_timeout_s:
+                if total_timeout_s is not None and self._clock() - started >= total_timeout_s:
                     raise ConversionError(
                         "timeout",
                         f"the conversion went on for {total_timeout_s:g} s, all one file may have in one go, and "
@@ -142,7 +145,7 @@ class IsolatedRunner:
         Short slices, so an interrupt (SIGTERM) is obeyed mid-conversion; each progress report moves
         the deadline to at least ``progress_timeout_s`` away, never past ``total_timeout_s``.
         """
-        started = time.monotonic()
+        started = self._clock()
         deadline = started + timeout_s
         end = started + total_timeout_s if total_timeout_s is not None else float("inf")
         last: tuple[int, int] | None = None
@@ -150,7 +153,7 @@ class IsolatedRunner:
             if self._interrupted.is_set():
                 self._stop(kill=True)
                 raise ConversionInterrupted("the conversion was stopped because kb is shutting down")
-            left = deadline - time.monotonic()
+            left = deadline - self._clock()
             if left <= 0:
                 return None, last
             if not conn.poll(min(left, _POLL_S)):
@@ -160,7 +163,7 @@ class IsolatedRunner:
                 return reply, last
             last = (reply[1], reply[2])
             if progress_timeout_s is not None:
-                deadline = min(max(deadline, time.monotonic() + progress_timeout_s), end)
+                deadline = min(max(deadline, self._clock() + progress_timeout_s), end)
             if on_progress is not None:
                 on_progress(*last)
 

@@ -14,7 +14,8 @@ themselves are in ocr_engines.py.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -67,12 +68,14 @@ class OcrSpec:
 
     Small and picklable: it travels to the conversion worker, which loads the engine itself. ``engine``
     hands over an engine object instead (a stand-in that must itself pickle to reach the worker).
+    ``clock`` times the pages read (their timeout, a turn, a file's budget); it travels with the engine.
     """
 
     kind: str = "auto"
     langs: tuple[str, ...] = ("zh-Hant", "zh-Hans", "en")
     dpi: int = 150
     engine: OcrEngine | None = None
+    clock: Callable[[], float] = time.monotonic
 
     @property
     def is_on(self) -> bool:

@@ -79,14 +79,16 @@ def pdf_to_markdown(
     ocr_budget_s: float = math.inf,
     ocr_turn_s: float = math.inf,
     pages: PageStore | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Converted:
     """Convert PDF bytes to Markdown, one section per page with text; raise ConversionError otherwise.
 
     With ``ocr`` on, pages without a text layer are read by OCR (in turns, within a budget: see above).
+    ``clock`` times ``timeout_s`` (the OCR's own times run on ``ocr.clock``).
     """
     if not data:
         raise ConversionError("empty", "the file is empty (0 bytes); nothing to convert")
-    deadline = time.monotonic() + timeout_s
+    deadline = clock() + timeout_s
     # No external jbig2dec for a file we do not trust; text extraction never needs image data.
     with apply_configuration(jbig2dec_binary=None), _pypdf_errors():
         reader = _open(data)
@@ -99,7 +101,7 @@ def pdf_to_markdown(
             )
         texts: list[str] = []
         for number, page in enumerate(reader.pages, start=1):
-            if time.monotonic() > deadline:
+            if clock() > deadline:
                 raise ConversionError(
                     "timeout",
                     f"conversion took longer than {timeout_s:g} s (stopped before page {number} of "
@@ -115,7 +117,8 @@ def pdf_to_markdown(
     unread: tuple[int, ...] = ()
     engine_name = ""
     if ocr is not None and ocr.is_on and (scans or stamped):
-        turn = _Turn(budget_s=ocr_budget_s, turn_s=ocr_turn_s if pages is not None else math.inf, store=pages)
+        turn_s = ocr_turn_s if pages is not None else math.inf
+        turn = _Turn(budget_s=ocr_budget_s, turn_s=turn_s, store=pages, clock=ocr.clock)
         with _pdfium_errors():
             engine_name, read, unread = _read_scans(
                 data, scans, stamped, spec=ocr, page_timeout_s=page_timeout_s, progress=progress, turn=turn
@@ -180,6 +183,7 @@ class _Turn:
     budget_s: float
     turn_s: float
     store: PageStore | None
+    clock: Callable[[], float]
 
 
 def _read_scans(
@@ -207,7 +211,7 @@ def _read_scans(
         known, spent = turn.store.load() if turn.store is not None else ({}, 0.0)
         seen = {n: blocks for n, blocks in known.items() if n in pages}
         todo = [n for n in pages if n not in seen]
-        started = time.monotonic()
+        started = turn.clock()
         done = resumed = len(seen)
         if progress:
             progress(done, len(pages))
@@ -216,7 +220,7 @@ def _read_scans(
             if spent >= turn.budget_s:
                 unread = tuple(todo[i:])
                 break
-            elapsed = time.monotonic() - started
+            elapsed = turn.clock() - started
             if elapsed >= turn.turn_s or (
                 done > resumed
                 and turn.turn_s < math.inf
@@ -227,9 +231,9 @@ def _read_scans(
                     "ocr-paused",
                     f"{done} of {len(pages)} scanned pages read so far; the rest after the files waiting behind it",
                 )
-            page_started = time.monotonic()
+            page_started = turn.clock()
             blocks = read_text(engine, render_page(pdf, number, dpi=spec.dpi))
-            took_s = time.monotonic() - page_started
+            took_s = turn.clock() - page_started
             if took_s > page_timeout_s:
                 raise ConversionError(
                     "timeout",

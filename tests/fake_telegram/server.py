@@ -313,11 +313,11 @@ class Server:
                         raise bad_request("can't parse allowed updates")
                     self.allowed_updates = [str(a) for a in allowed]
                 self._confirm(offset)
-            deadline = time.monotonic() + timeout
+            deadline = self.poll_clock() + timeout
             while True:
                 with self._lock:
                     batch = self._select(limit)
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self.poll_clock()
                 if batch or remaining <= 0:
                     return batch
                 me.wake.clear()

@@ -109,6 +109,8 @@ class FakeTelegram(Updates, Records, Methods, Server):
             self.drafts_refused = drafts_refused
         # The clock of drafts (their times and expiry); a test may set e.g. ``lambda: t + 31``.
         self.clock: Callable[[], float] = time.monotonic
+        # The clock of getUpdates' long-poll timeout; a test may hold it still or move it on.
+        self.poll_clock: Callable[[], float] = time.monotonic
         bot_id = int(token.split(":", 1)[0]) if token.split(":", 1)[0].isdigit() else 123456
         self.bot_user = {
             "id": bot_id,
