@@ -14,7 +14,19 @@ from typing import IO, Any, TextIO
 
 import structlog
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, admin, ask, ingest, library, search, speaking, web
+from cli.commands import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    admin,
+    ask,
+    ingest,
+    library,
+    search,
+    sources,
+    speaking,
+    web,
+)
 from cli.terminal import SafeStream, neutralise
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, load_settings
@@ -66,6 +78,7 @@ def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> arg
     web.add_commands(sub, "websearch", "import", "import-url")
     admin.add_commands(sub, "doctor", "checkpoint", "bot", "logs")
     ingest.add_commands(sub, "ingest")
+    sources.add_commands(sub, "sources")
     search.add_commands(sub, "search")
     ingest.add_commands(sub, "reindex")
     search.add_commands(sub, "ls")

@@ -38,6 +38,20 @@ LEFT_OUT = {
     "convert": N_("kb cannot read it: {error}"),
 }
 
+# What kb sources says it did.
+SAID = {
+    "added": N_("added the source {name}: {path}"),
+    "removed": N_("removed the source {name}; its files stay where they are"),
+    "daemon-forgets": N_("the running daemon forgets its documents now"),
+    "daemon-indexes": N_("the running daemon indexes {name} now; follow it with: kb sources {name}"),
+    "synced": N_(
+        "{name}: {indexed} indexed, {moved} moved, {forgotten} forgotten, {unchanged} unchanged,"
+        " {skipped} skipped, {failed} failed"
+    ),
+    "none": N_("no sources yet; add one with: kb sources add PATH --name NAME"),
+    "absent": N_("(not there now: its documents are kept)"),
+}
+
 STATES = {
     "indexed": N_("indexed"),
     "waiting": N_("waiting"),
@@ -55,3 +69,8 @@ def left_out(words: Words, reason: str, *, error: str = "", rule: str = "") -> s
 def counts_line(words: Words, counts: dict[str, int]) -> str:
     """``12 indexed, 3 waiting, 1 skipped, 0 failed``."""
     return ", ".join(f"{words.number(counts.get(k, 0))} {words.tr(STATES[k])}" for k in STATES)
+
+
+def forgot(words: Words, n: int) -> str:
+    """``forgot 12 documents``."""
+    return words.ntr("forgot {n} document", "forgot {n} documents", n)
