@@ -50,7 +50,7 @@ def report(source: Source, conn: sqlite3.Connection | None) -> SourceReport:
     root = source.root
     base = dict(name=source.name, path=str(source.path), root=str(root), include=list(source.include),
                 exclude=list(source.exclude))  # fmt: skip
-    known = state.known(conn, source.name) if conn is not None and _has_table(conn) else {}
+    known = state.known(conn, source.name) if conn is not None and state.has_table(conn) else {}
     if not root.is_dir():
         counts = {"indexed": 0, "waiting": 0, "skipped": 0, "failed": 0}
         return SourceReport(**base, is_present=False, counts=counts)  # type: ignore[arg-type]
@@ -58,7 +58,9 @@ def report(source: Source, conn: sqlite3.Connection | None) -> SourceReport:
     documents = state.document_ids(conn, source.name) if conn is not None and known else set()
     steps = plan(known, found.seen, documents)
     items = [Item(x.path, "skipped", x.reason, x.rule) for x in found.left_out]
-    items += [Item(folder, "failed", "unreadable", message=error) for folder, error in found.unreadable.items()]
+    items += [
+        Item(folder, "failed", "unreadable", message=error) for folder, error in found.unreadable.items()
+    ]
     waiting = set(steps.to_read)
     for path in steps.unchanged:
         k = known[path]
@@ -72,9 +74,3 @@ def report(source: Source, conn: sqlite3.Connection | None) -> SourceReport:
         "failed": sum(1 for i in items if i.state == "failed"),
     }
     return SourceReport(**base, is_present=True, counts=counts, items=items)  # type: ignore[arg-type]
-
-
-def _has_table(conn: sqlite3.Connection) -> bool:
-    """An index a kb before sources made, opened read-only, has no source_files table."""
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'source_files'").fetchone()
-    return row is not None

@@ -91,6 +91,14 @@ def problems(conn: sqlite3.Connection, source: str) -> list[Known]:
     return [Known(*r) for r in rows]
 
 
+def has_table(conn: sqlite3.Connection) -> bool:
+    """Does the index hold the sources' records (an index an older kb made, opened read-only, does not)?"""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'source_files'"
+    ).fetchone()
+    return row is not None
+
+
 def raw_path(source: str, path: str) -> str:
     """How a source's document is named in the index and its citations: ``vault:Projects/x.md``."""
     return f"{source}:{path}"
