@@ -49,7 +49,12 @@ def texts(settings, query: str) -> str:
 def rowids(settings, raw_path: str) -> list[int]:
     with Index(settings.index_path, readonly=True) as index:
         doc_id = state.document_for(index.conn, raw_path)
-        return [r for (r,) in index.conn.execute("SELECT rowid FROM chunks WHERE document_id = ? ORDER BY rowid", (doc_id,))]
+        return [
+            r
+            for (r,) in index.conn.execute(
+                "SELECT rowid FROM chunks WHERE document_id = ? ORDER BY rowid", (doc_id,)
+            )
+        ]
 
 
 @pytest.fixture
@@ -74,7 +79,9 @@ def test_edits_renames_and_deletes_are_followed_and_the_vault_is_never_written(s
     with background(settings, ApproxCounter()) as daemon:
         wait_for(lambda: len(paths(settings)) == 4, what="the vault to be indexed")
         # an edit: the new text answers, the old never again
-        (vault / "notes.txt").write_text("The bicycle lock code is in the red folder now.\n", encoding="utf-8")
+        (vault / "notes.txt").write_text(
+            "The bicycle lock code is in the red folder now.\n", encoding="utf-8"
+        )
         wait_for(lambda: "red folder" in texts(settings, "bicycle lock code"), what="the edit")
         assert "blue notebook" not in texts(settings, "bicycle lock code")
         # a rename across folders: the same document and the same chunk rows (so the same vectors)
@@ -83,7 +90,10 @@ def test_edits_renames_and_deletes_are_followed_and_the_vault_is_never_written(s
         os.rename(vault / "Recipes" / "bread.md", vault / "Archive" / "sourdough.md")
         wait_for(lambda: "vault:Archive/sourdough.md" in paths(settings), what="the rename")
         assert "vault:Recipes/bread.md" not in paths(settings)
-        assert (paths(settings)["vault:Archive/sourdough.md"], rowids(settings, "vault:Archive/sourdough.md")) == before
+        assert (
+            paths(settings)["vault:Archive/sourdough.md"],
+            rowids(settings, "vault:Archive/sourdough.md"),
+        ) == before
         # a delete: forgotten
         (vault / "Daily" / "2026-12-01.md").unlink()
         wait_for(lambda: "vault:Daily/2026-12-01.md" not in paths(settings), what="the delete")
@@ -96,7 +106,11 @@ def test_edits_renames_and_deletes_are_followed_and_the_vault_is_never_written(s
         wait_for(lambda: "vault:Done/NAS upgrade.md" in paths(settings), what="the folder moved whole")
         after_changes = snapshot(vault)
         assert daemon.wait_idle(30)
-        assert sorted(paths(settings)) == ["vault:Archive/sourdough.md", "vault:Done/NAS upgrade.md", "vault:notes.txt"]
+        assert sorted(paths(settings)) == [
+            "vault:Archive/sourdough.md",
+            "vault:Done/NAS upgrade.md",
+            "vault:notes.txt",
+        ]
     assert snapshot(vault) == after_changes  # kb wrote, moved and touched nothing in the vault
 
 
@@ -121,7 +135,9 @@ def test_a_source_added_and_removed_while_the_daemon_runs(settings, vault, tmp_p
     (papers / "owl.md").write_text("# Owls\n\nThe barn owl hunts at dusk over the meadow.\n")
     with background(settings, ApproxCounter()):
         wait_for(lambda: len(paths(settings)) == 4, what="the vault to be indexed")
-        added = run_kb("--home", str(settings.home), "sources", "add", str(papers), "--name", "papers", env=ENV)
+        added = run_kb(
+            "--home", str(settings.home), "sources", "add", str(papers), "--name", "papers", env=ENV
+        )
         assert added.returncode == 0 and "the running daemon indexes papers now" in added.stdout
         wait_for(lambda: "papers:owl.md" in paths(settings), what="the added source")
         removed = run_kb("--home", str(settings.home), "sources", "rm", "vault", env=ENV)

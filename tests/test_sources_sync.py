@@ -100,14 +100,18 @@ def test_a_second_sync_of_unchanged_files_reads_and_embeds_nothing(kb, vault):
 def test_an_edit_replaces_the_text_and_only_changed_chunks_are_embedded(kb, vault):
     sync, index, embedder = kb
     vault_source = Source("vault", vault)
-    long_note = "# Garden\n\n" + "\n\n".join(f"Bed {n} holds {n * 3} tulip bulbs planted in row {n}." for n in range(60))
+    long_note = "# Garden\n\n" + "\n\n".join(
+        f"Bed {n} holds {n * 3} tulip bulbs planted in row {n}." for n in range(60)
+    )
     (vault / "garden.md").write_text(long_note + "\n", encoding="utf-8")
     sync.sync_source(vault_source)
     doc_id = state.document_for(index.conn, "vault:garden.md")
     chunks = index.document(doc_id).chunk_count
     assert chunks > 3
     embed_missing(index, embedder)
-    (vault / "garden.md").write_text(long_note.replace("Bed 59 holds", "Bed 59 now holds") + "\n", encoding="utf-8")
+    (vault / "garden.md").write_text(
+        long_note.replace("Bed 59 holds", "Bed 59 now holds") + "\n", encoding="utf-8"
+    )
     (vault / "notes.txt").write_text("The bicycle lock code changed; ask the landlord.\n", encoding="utf-8")
     tally = sync.sync_source(vault_source)
     assert tally.indexed == 2 and tally.unchanged == 3

@@ -104,6 +104,14 @@ def raw_path(source: str, path: str) -> str:
     return f"{source}:{path}"
 
 
+def split_raw_path(raw_path: str) -> tuple[str, str] | None:
+    """(source, relative path) of a folder source's document; None for a document of raw/."""
+    if raw_path.startswith("raw/"):
+        return None
+    source, sep, path = raw_path.partition(":")  # a source's name holds no ':'
+    return (source, path) if sep else None
+
+
 def _prefix(source: str) -> str:
     escaped = source.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + ":%"
