@@ -12,10 +12,11 @@ from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import UrlEmbedder
 from knowledge.retrieval.search import Meaning, search
 from knowledge.store.index import Index
+from knowledge.store.schema import MIGRATIONS
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 
-RECORDED = [(1, "m001_tables"), (2, "m002_vector_stamps")]
+RECORDED = [(1, "m001_tables"), (2, "m002_vector_stamps"), (3, "m003_source_files")]
 
 DOCS = {
     "lake.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n",
@@ -222,6 +223,8 @@ def test_the_migrations_make_the_schema_the_old_script_made(tmp_path):
         conn.executescript(OLD_SCHEMA)
         for statement in OLD_VECTOR_STAMPS:
             conn.execute(statement)
+        for later in MIGRATIONS[2:]:  # what was added after the old script: the folder sources' records
+            later(conn)
     Index(tmp_path / "new.sqlite3").close()
     assert shape(tmp_path / "new.sqlite3") == shape(tmp_path / "old.sqlite3")
 

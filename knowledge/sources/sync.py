@@ -120,7 +120,7 @@ class SourceSync:
                 seen[rel] = what
             elif rel in known and what != "folder":  # deleted, moved away, or left out by a rule now
                 gone[rel] = known[rel]
-        documents = state.document_ids(self.index.conn, source.name) if seen else set()
+        documents = {k.doc_id for k in known.values() if k.doc_id and self.index.document(k.doc_id) is not None}
         to_read = [p for p in seen if not (p in known and is_unchanged(known[p], seen[p], documents))]
         tally.unchanged = len(seen) - len(to_read)
         self._apply(source, root, to_read, gone, known, seen, tally, None)
@@ -191,8 +191,8 @@ class SourceSync:
             read = _read(root, rel, self.ingestor.limits.max_source_bytes)
         except _Problem as problem:
             return self._record_problem(source, rel, k, problem)
-        documents = state.document_ids(self.index.conn, source.name) if k and k.doc_id else set()
-        if k is not None and k.status == "indexed" and k.sha256 == read.sha256 and k.doc_id in documents:
+        has_document = k is not None and k.doc_id is not None and self.index.document(k.doc_id) is not None
+        if k is not None and k.status == "indexed" and k.sha256 == read.sha256 and has_document:
             with self.index.write() as conn:  # the same bytes, touched: nothing to read again
                 state.put(conn, source.name, _known(rel, read, "indexed", k.doc_id), at=self._now())
             return "touched"
