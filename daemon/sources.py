@@ -176,7 +176,9 @@ class SourceWatch:
 
     def walk_all(self) -> None:
         """Ask for a walk of every source (the periodic rescan)."""
-        for name in sorted(self.sources):
+        for name, source in sorted(self.sources.items()):
+            if name not in self._watches:  # its folder was not there when it was to be watched: try again
+                self._watch(source)
             self.put(("source-scan", name))
 
     def _relative(self, path: Path) -> tuple[str, str] | None:

@@ -141,3 +141,15 @@ def test_the_sources_tables_are_replaced_and_every_other_line_kept():
         == 'search_k = 7\n\n[[sources]]\nname = "notes"\npath = "/home/me/My \\"Notes\\""\ninclude = ["*.md"]\n'
     )
     assert replace_sources(new, []) == "search_k = 7\n"
+
+
+def test_kb_rm_of_a_sources_document_is_refused_and_the_file_stays(run_kb, home, vault):
+    assert kb(run_kb, home, "sources", "add", str(vault), "--name", "vault").returncode == 0
+    doc_id = json.loads(kb(run_kb, home, "search", "barn owl", "--json").stdout)[0]["document_id"]
+    refused = kb(run_kb, home, "rm", doc_id)
+    assert (
+        refused.returncode == 1
+        and "vault:owl.md is a file of a folder source" in refused.stdout + refused.stderr
+    )
+    assert (vault / "owl.md").is_file()
+    assert json.loads(kb(run_kb, home, "search", "barn owl", "--json").stdout)[0]["document_id"] == doc_id

@@ -1,8 +1,10 @@
 """The daemon keeps a folder source in sync from real watchdog events on a real folder: edits, a rename
 across folders, deletes, a burst of edits, a source added and removed while it runs, a restart that
-re-indexes nothing, and the owner's folder left exactly as it was."""
+re-indexes nothing, kill -9 in the middle of a first scan, and the owner's folder left exactly as it was."""
 
 import os
+import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from knowledge.sources import state
 from knowledge.sources.registry import Source, config_file, write_sources
 from knowledge.store.index import Index
 from tests.conftest import make_settings
+from tests.test_daemon import start_daemon
 from tests.test_sources_sync import NOTES, snapshot
 
 ENV = {"KB_SETTLE_S": "0.2", "KB_RESCAN_S": "3600"}  # events alone keep it in sync: no rescan in a test
@@ -158,3 +161,50 @@ def test_a_restart_with_nothing_changed_indexes_nothing_again(settings, vault):
         assert daemon.wait_idle(30)
     again = {p: rowids(settings, p) for p in paths(settings)}
     assert {p: again[p] for p in first} == first  # the same rows: nothing read, chunked or embedded again
+
+
+def test_a_kill_during_the_first_scan_then_a_restart_indexes_every_note_once(tmp_path):
+    vault = tmp_path / "Big"
+    for n in range(600):
+        folder = vault / f"Area {n % 30}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"note {n}.md").write_text(f"# Note {n}\n\nThe word marker{n} is in note {n} only.\n")
+    settings = make_settings(tmp_path / "kb", **ENV)
+    settings.home.mkdir(parents=True)
+    write_sources(config_file(settings.home), [Source("big", vault)])
+    before = snapshot(vault)
+
+    def indexed() -> int:
+        try:
+            with Index(settings.index_path, readonly=True) as index:
+                return index.conn.execute(
+                    "SELECT count(*) FROM source_files WHERE status = 'indexed'"
+                ).fetchone()[0]
+        except (IndexError_, sqlite3.Error):
+            return 0
+
+    first = start_daemon(settings.home, KB_RESCAN_S="3600")
+    try:
+        wait_for(lambda: indexed() > 100, timeout_s=60, what="the first scan under way")
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    finally:
+        first.kill()
+        first.stderr.close()
+    assert 0 < indexed() < 600
+    second = start_daemon(settings.home, KB_RESCAN_S="3600")
+    try:
+        wait_for(lambda: indexed() == 600, timeout_s=120, what="every note indexed")
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=30)
+    finally:
+        second.kill()
+        second.stderr.close()
+    with Index(settings.index_path) as index:  # the daemon has stopped; FTS5's check writes
+        docs = index.documents()
+        assert len(docs) == 600 and {d.raw_path for d in docs} == {
+            f"big:Area {n % 30}/note {n}.md" for n in range(600)
+        }  # each note once: nothing lost, nothing twice
+        assert index.chunk_count() == 600 and index.integrity_errors() == []
+        assert "note 7.md" in search(index, "marker7", k=1)[0].raw_path
+    assert snapshot(vault) == before
