@@ -47,6 +47,8 @@ class _Events(FileSystemEventHandler):
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in ("opened", "closed_no_write"):
             return
+        if event.is_directory and event.event_type == "modified":
+            return  # a file in it was added or removed: that file's own event says which
         paths = [event.src_path] + ([event.dest_path] if event.event_type == "moved" else [])
         for raw in paths:
             self.watch.note(Path(os.fsdecode(raw)), is_folder=event.is_directory)

@@ -61,7 +61,13 @@ def report(source: Source, conn: sqlite3.Connection | None) -> SourceReport:
     items += [
         Item(folder, "failed", "unreadable", message=error) for folder, error in found.unreadable.items()
     ]
-    waiting = set(steps.to_read)
+    waiting = set()
+    for path in steps.to_read:  # a failed read tried again at every walk is failed until it changes
+        k, now = known.get(path), found.seen[path]
+        if k is not None and k.status == "failed" and (k.size, k.mtime_ns) == (now.size, now.mtime_ns):
+            items.append(Item(path, "failed", k.reason or "", message=k.message or ""))
+        else:
+            waiting.add(path)
     for path in steps.unchanged:
         k = known[path]
         if k.status != "indexed":

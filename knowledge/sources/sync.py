@@ -101,7 +101,9 @@ class SourceSync:
         # What sits under a folder that could not be read now is not gone: it stays as it was.
         blind = tuple(found.unreadable)
         gone = {p: known[p] for p in steps.gone if not p.startswith(blind)}
-        self._apply(source, root, steps.to_read, gone, known, found.seen, tally, progress)
+        self._apply(
+            source, root, steps.to_read, gone, known, found.seen, tally, progress, may_move=bool(gone)
+        )
         log.info("sources.synced", source=source.name, files=len(found.seen), **_fields(tally))
         return tally
 
@@ -120,7 +122,9 @@ class SourceSync:
                 seen[rel] = what
             elif rel in known and what != "folder":  # deleted, moved away, or left out by a rule now
                 gone[rel] = known[rel]
-        documents = {k.doc_id for k in known.values() if k.doc_id and self.index.document(k.doc_id) is not None}
+        documents = {
+            k.doc_id for k in known.values() if k.doc_id and self.index.document(k.doc_id) is not None
+        }
         to_read = [p for p in seen if not (p in known and is_unchanged(known[p], seen[p], documents))]
         tally.unchanged = len(seen) - len(to_read)
         self._apply(source, root, to_read, gone, known, seen, tally, None)
@@ -152,10 +156,13 @@ class SourceSync:
         seen: dict[str, Seen],
         tally: Tally,
         progress: Progress | None,
+        *,
+        may_move: bool = True,
     ) -> None:
-        # The new paths' bytes first: a new path holding a known file's bytes is that file, moved.
+        # The new paths' bytes first: a new path holding a known file's bytes is that file, moved. A walk
+        # that found nothing gone has nothing moved (a first walk reads each file once).
         fresh: dict[str, tuple[str, Seen]] = {}
-        for rel in to_read:
+        for rel in to_read if may_move else ():
             if rel not in known:
                 try:
                     fresh[rel] = _hash(root, rel)
@@ -176,7 +183,7 @@ class SourceSync:
                 self._move(source, old, rel, fresh[rel][1])
                 tally.add("moved", rel)
             else:
-                tally.add(self._sync_file(source, root, rel, known.get(rel)), rel)
+                tally.add(self._sync_file(source, root, rel, known.get(rel), seen.get(rel)), rel)
             if progress:
                 progress(n, total)
         for n, (rel, k) in enumerate(sorted(gone.items()), len(to_read) + 1):
@@ -185,11 +192,12 @@ class SourceSync:
             if progress:
                 progress(n, total)
 
-    def _sync_file(self, source: Source, root: Path, rel: str, k: Known | None) -> str:
+    def _sync_file(self, source: Source, root: Path, rel: str, k: Known | None, seen: Seen | None) -> str:
         """Read one file and index it (or record why not): 'indexed', 'touched', 'skipped' or 'failed'."""
         try:
             read = _read(root, rel, self.ingestor.limits.max_source_bytes)
         except _Problem as problem:
+            problem.seen = problem.seen or seen  # as the walk saw it: kb sources tells it from a new change
             return self._record_problem(source, rel, k, problem)
         has_document = k is not None and k.doc_id is not None and self.index.document(k.doc_id) is not None
         if k is not None and k.status == "indexed" and k.sha256 == read.sha256 and has_document:
