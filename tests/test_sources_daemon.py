@@ -5,7 +5,6 @@ re-indexes nothing, kill -9 in the middle of a first scan, and the owner's folde
 import os
 import signal
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -18,20 +17,10 @@ from knowledge.sources import state
 from knowledge.sources.registry import Source, config_file, write_sources
 from knowledge.store.index import Index
 from tests.conftest import make_settings
-from tests.test_daemon import start_daemon
-from tests.test_sources_sync import NOTES, snapshot
+from tests.sources_vault import make_vault, snapshot
+from tests.test_daemon import start_daemon, wait_for
 
 ENV = {"KB_SETTLE_S": "0.2", "KB_RESCAN_S": "3600"}  # events alone keep it in sync: no rescan in a test
-
-
-def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition") -> None:
-    """Wait for an event's effect (the timeout is a safety net only)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def paths(settings) -> dict[str, str]:
@@ -62,11 +51,7 @@ def rowids(settings, raw_path: str) -> list[int]:
 
 @pytest.fixture
 def vault(tmp_path: Path) -> Path:
-    root = tmp_path / "Vault"
-    for rel, text in NOTES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    return root
+    return make_vault(tmp_path / "Vault")
 
 
 @pytest.fixture
@@ -125,7 +110,7 @@ def test_a_burst_of_a_thousand_edits_settles_on_the_last_text(settings, vault):
         for round_ in range(10):
             for n in range(100):
                 (burst / f"note-{n:03d}.md").write_text(f"# Note {n}\n\nversion{round_} of note {n}.\n")
-        wait_for(lambda: len(paths(settings)) == 104, what="the hundred notes")
+        wait_for(lambda: len(paths(settings)) == 104, timeout_s=60, what="the hundred notes")
         assert daemon.wait_idle(60)
         with Index(settings.index_path, readonly=True) as index:
             bodies = [t for (t,) in index.conn.execute("SELECT text FROM chunks WHERE text LIKE '%version%'")]
