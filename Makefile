@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench clean catalog
+.PHONY: run test test-all fuzz compiled lint bench clean catalog
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,26 @@ $(STAMP): pyproject.toml Makefile
 run: $(STAMP)
 	$(BIN)/kb run
 
-test: $(STAMP)
-	$(BIN)/python -m pytest
+# The suite in parallel, one file per worker (-n auto: a worker per core, at least two: most tests
+# wait on a daemon, a model server or a socket). kb's own modules are compiled first: the workers and
+# the processes the tests start then import them from their cache, even where writing one is turned off.
+TEST_WORKERS ?= $(shell $(BIN)/python -c 'import os; print(max(2, len(os.sched_getaffinity(0))))' 2>/dev/null || echo 2)
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+compiled: $(STAMP)
+	@$(BIN)/python -m compileall -q -j 0 knowledge daemon bot cli tests bench >/dev/null
+
+# make test: everything but the soak tests, and a fixed share of each fuzz test's samples
+test: compiled
+	$(PYTEST) -m 'not soak'
+
+# make fuzz: every sample of every fuzz test
+fuzz: compiled
+	$(PYTEST) -m fuzz --fuzz-full
+
+# make test-all: the whole suite, soak tests and every fuzz sample included
+test-all: compiled
+	$(PYTEST) --fuzz-full
 
 lint: $(STAMP)
 	$(BIN)/ruff check knowledge daemon bot cli tests bench

@@ -15,13 +15,12 @@ from datetime import UTC, datetime
 
 import structlog
 from telegram import InlineKeyboardMarkup, Message, Update
-from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
 from bot.converse import key_of, replied_to
 from bot.deps import BotDeps, deps_of, words_of
 from bot.render import esc, italic, parse_callback
-from bot.send import NO_PREVIEW, edit, edit_by_id, keyboard, say, send_reply, typing
+from bot.send import edit, edit_by_id, keyboard, say, send_reply, typing
 from bot.stream import ChatStream, Streamed
 from bot.summarise import asks_for_summary, summarise_document
 from knowledge.conversation.store import Anchor
@@ -46,10 +45,7 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if url is not None:
         async with deps.locks[chat_id]:
             record = deps.store.save_url(str(chat_id), url)
-            await context.bot.send_message(
-                chat_id, f"{esc(url)}\nTap to import it.", parse_mode=ParseMode.HTML,
-                link_preview_options=NO_PREVIEW, reply_markup=keyboard(record),
-            )  # fmt: skip
+            await say(context, chat_id, f"{esc(url)}\nTap to import it.", reply_markup=keyboard(record))
         return
     anchor, replied_text = await replied_to(deps, chat_id, message)
     if asks_for_summary(text):  # "summarise it": the document replied to, or the one just sent
@@ -141,13 +137,15 @@ async def _stopped(
     question: Message | None,
     words: Words,
 ) -> None:
-    """/stop: what was said stays, marked as stopped."""
+    """/stop: what was said stays, marked as stopped. The full pages a long answer has sent stay as
+    they are; the page on screen is finished (the message being edited, or a new one in place of
+    the draft) and what does not fit follows in messages of its own."""
     stopped = f"<i>{esc(words.tr(STOPPED))}</i>"
-    text = f"{esc(streamed.shown)}\n\n{stopped}" if streamed.shown else stopped
-    if streamed.message_ids:
-        await edit_by_id(context, chat_id, streamed.message_ids[-1], text)
-    else:
-        await say(context, chat_id, text, reply_to=question.message_id if question else None)
+    text = f"{esc(streamed.rest)}\n\n{stopped}" if streamed.rest.strip() else stopped
+    if streamed.open_message is not None and await edit_by_id(context, chat_id, streamed.open_message, text):
+        return
+    first = not streamed.message_ids  # the first message kb sends for this answer replies to the question
+    await say(context, chat_id, text, reply_to=question.message_id if question and first else None)
 
 
 async def on_search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -15,7 +15,6 @@ import structlog
 from telegram import Update
 from telegram.error import TelegramError
 from telegram.ext import (
-    AIORateLimiter,
     Application,
     ApplicationBuilder,
     ApplicationHandlerStop,
@@ -38,6 +37,7 @@ from bot.find import on_action, on_find
 from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
 from bot.language import CALLBACK_PREFIX as LANG_PREFIX
 from bot.language import learn_language, on_lang, on_lang_button, register_commands
+from bot.limiter import ChatLimiter
 from bot.media import on_document, on_photo, on_save_note, on_voice
 from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
 from bot.render import bold, esc, link
@@ -87,7 +87,7 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
         .base_url(base_url)
         .base_file_url(base_file_url)
         .concurrent_updates(True)
-        .rate_limiter(AIORateLimiter(max_retries=3))
+        .rate_limiter(ChatLimiter())  # a 429 holds its own chat, never the bot
         .post_init(register_commands)
         .build()
     )
@@ -202,7 +202,7 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
                 if isinstance(context.error, IndexUnreadable)
                 else words.tr("Sorry — something went wrong with that. It has been logged.")
             )
-            await context.bot.send_message(update.effective_chat.id, text)
+            await say(context, update.effective_chat.id, esc(text))
 
 
 def file_base_url(api_url: str) -> str:

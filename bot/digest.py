@@ -2,18 +2,21 @@
 
 A digest covers what came in since the last one sent to the chat (a week back the first time),
 with an Open button per document. The schedule runs on python-telegram-bot's job queue, in this
-machine's local time; a digest that fell due while the bot was not running is sent once at start,
-and never twice: the time of the last one sent is kept per chat in the conversation store.
+machine's time zone as a ZoneInfo (its rules, summer time included: 08:00 stays 08:00 after the
+clocks change, where a fixed UTC offset would come an hour off); a digest that fell due while the
+bot was not running is sent once at start, and never twice: the time of the last one sent is kept
+per chat in the conversation store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from datetime import time as day_time
 
 import structlog
+import tzlocal
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Update
 from telegram.ext import Application, ContextTypes
 
@@ -87,19 +90,31 @@ def digest_html(deps: BotDeps, chat_id: int, digest: Digest) -> tuple[str, Inlin
     return "\n".join(out), markup
 
 
-def schedule_digests(app: Application, deps: BotDeps) -> None:
+def machine_zone() -> tzinfo:
+    """This machine's time zone with its rules (a ZoneInfo from TZ or /etc/localtime); a fixed offset
+    only when the system names no zone."""
+    try:
+        return tzlocal.get_localzone()
+    except Exception as exc:  # noqa: BLE001 - tzlocal raises several kinds for a system without a zone
+        log.warning("bot.digest_zone_unknown", error=str(exc)[:200])
+        return datetime.now().astimezone().tzinfo or UTC
+
+
+def schedule_digests(app: Application, deps: BotDeps, *, zone: tzinfo | None = None) -> None:
     """Send the digest on KB_DIGEST's schedule to every allowed user (their private chats), and the
-    one that fell due while the bot was not running, once, now."""
+    one that fell due while the bot was not running, once, now; ``zone``: this machine's by default."""
     schedule = parse_schedule(deps.settings.digest)
     if schedule is None or app.job_queue is None:
         return
-    local = datetime.now().astimezone().tzinfo
-    at = day_time(schedule.hour, schedule.minute, tzinfo=local)
+    zone = zone or machine_zone()
+    at = day_time(schedule.hour, schedule.minute, tzinfo=zone)
     days = tuple(range(7)) if schedule.weekday is None else ((schedule.weekday + 1) % 7,)  # PTB: 0 = Sunday
     for user in deps.allowed_users:
         app.job_queue.run_daily(_scheduled, at, days=days, chat_id=user, name=f"digest-{user}")
-        app.job_queue.run_once(_missed, MISSED_AFTER_S, chat_id=user, name=f"digest-missed-{user}")
-    log.info("bot.digest_scheduled", schedule=deps.settings.digest, users=len(deps.allowed_users))
+        app.job_queue.run_once(_missed, MISSED_AFTER_S, chat_id=user, name=f"digest-missed-{user}", data=zone)
+    log.info(
+        "bot.digest_scheduled", schedule=deps.settings.digest, users=len(deps.allowed_users), zone=str(zone)
+    )
 
 
 async def _scheduled(context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -112,7 +127,7 @@ async def _missed(context: ContextTypes.DEFAULT_TYPE) -> None:
     schedule = parse_schedule(deps.settings.digest)
     if schedule is None or deps.conversing is None:
         return
-    due = last_due(schedule, datetime.now().astimezone())
+    due = last_due(schedule, datetime.now(context.job.data))
     last = await asyncio.to_thread(deps.conversing.store.last_digest, key_of(context.job.chat_id))
     if last is not None and last < due.timestamp():  # never sent: the schedule starts from now
         log.info("bot.digest_missed", due=due.isoformat(timespec="minutes"))

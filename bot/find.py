@@ -25,6 +25,7 @@ from telegram.ext import ContextTypes
 from bot.actions import Action
 from bot.converse import remember_document
 from bot.deps import BotDeps, deps_of, words_of
+from bot.pages import neutral
 from bot.render import esc, italic, link
 from bot.send import edit, say, typing
 from bot.summarise import summarise_document
@@ -193,7 +194,7 @@ async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, mes
         return
     try:
         with open(original, "rb") as fh:
-            await context.bot.send_document(chat_id, fh, filename=doc.source_name or original.name)
+            await context.bot.send_document(chat_id, fh, filename=neutral(doc.source_name or original.name))
     except (TelegramError, OSError) as exc:
         log.warning("bot.open_failed", doc_id=doc.id, error=str(exc))
         await say(context, chat_id, italic(w.tr("The original could not be sent: Telegram refused it.")))

@@ -4,20 +4,23 @@ The local model answers in Markdown (bold points, lists, inline code, fences, li
 headings and tables). markdown-it-py parses it (CommonMark with tables and strikethrough, raw HTML
 off, so ``<script>`` is text) and the token stream is walked into Telegram's subset: ``<b> <i> <s>
 <code> <pre> <a href> <blockquote>``; every other ``<``, ``>`` and ``&`` is escaped. Each block
-closes every tag it opens, so bot/render.py's ``split_blocks`` may cut a long answer between any two.
+closes every tag it opens, so bot/pages.py's ``split_blocks`` may cut a long answer between any two.
 
 Choices, and why:
 
 * A whole list is one block, its items joined by single newlines (``split_blocks`` joins blocks
-  with blank lines, which would double-space the items). A list longer than ``BLOCK_CHARS`` visible
-  characters becomes several blocks, cut between top-level items; long code blocks (between lines),
-  quotes and tables are cut the same way, each piece in its own tags.
+  with blank lines, which would double-space the items). A list longer than ``BLOCK_UNITS`` visible
+  UTF-16 code units (as bot.pages counts) becomes several blocks, cut between top-level items; long
+  code blocks (between lines), quotes and tables are cut the same way, each piece in its own tags.
 * Reference definitions are not parsed at all: the model's ``[1]: http://…`` line stays visible as
   it was written, and its citations ``[1]``, ``[2][3]`` stay literal text instead of becoming links
   to whatever the line defined.
 * Every link reaches the renderer (markdown-it's own URL filter is replaced by ``_safe_href``):
-  http, https, mailto and tg links become ``<a>``, any other (javascript:, data:, relative…) shows
-  its label as text rather than the raw ``[label](…)``.
+  only http and https links become ``<a>``; any other (tg: — a proxy, another bot —, mailto:,
+  javascript:, data:, relative…) shows its label as text rather than the raw ``[label](…)``. A
+  label that is not the link's own address is followed by the host it really opens, "Harbor rules
+  (harbor.example)", and a label that looks like another address by the real address (host and
+  path), so a look-alike cannot hide behind a familiar one; hosts are shown in ASCII (punycode).
 * Telegram refuses or drops some nestings, so none is written: code is never inside ``<b>``/``<i>``/
   ``<s>`` (those are closed around it and reopened), nothing is linked inside a link, code inside a
   link is plain text, and a quote inside a quote is shown as text of the outer quote.
@@ -33,14 +36,18 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from bot.pages import units
+
 MAX_NESTING = 20  # markdown-it's limit on nested containers; bounds the recursion below too
-BLOCK_CHARS = 3500  # visible characters in one block of a list, quote, code or table
+BLOCK_UNITS = 3500  # visible UTF-16 code units in one block of a list, quote, code or table
 TABLE_PRE_WIDTH = 40  # widest aligned table in <pre>; about what a phone shows in monospace
-LINK_SCHEMES = frozenset({"http", "https", "mailto", "tg"})
+LINK_SCHEMES = frozenset({"http", "https"})
+NOTE_CHARS = 60  # the real address shown after a link whose label looks like another one
 IMAGE_SCHEMES = frozenset({"http", "https"})
 BULLETS = ("•", "◦", "▪")
 RULE = "———"
@@ -50,6 +57,8 @@ _LANGUAGE = re.compile(r"[A-Za-z0-9+#_-]{1,40}")  # an info string we pass on as
 _EMPHASIS = {"strong_open": "<b>", "em_open": "<i>", "s_open": "<s>"}
 _EMPHASIS_CLOSE = frozenset({"strong_close", "em_close", "s_close"})
 _LISTS = frozenset({"bullet_list_open", "ordered_list_open"})
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+_ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?[^\s/]+\.[^\s/.]+(?:/\S*)?", re.IGNORECASE)  # x.org/…
 
 
 def _parser() -> MarkdownIt:
@@ -269,13 +278,13 @@ def _width(text: str) -> int:
 
 
 def _pack(pieces: Sequence[str], sep: str, head: str = "", tail: str = "") -> list[str]:
-    """Pieces joined by ``sep`` into blocks of at most BLOCK_CHARS visible characters, each in head…tail."""
+    """Pieces joined by ``sep`` into blocks of at most BLOCK_UNITS visible units, each in head…tail."""
     blocks: list[str] = []
     current: list[str] = []
     size = 0
     for piece in pieces:
-        n = len(_visible(piece))
-        if current and size + len(sep) + n > BLOCK_CHARS:
+        n = units(_visible(piece))
+        if current and size + len(sep) + n > BLOCK_UNITS:
             blocks.append(head + sep.join(current) + tail)
             current, size = [], 0
         size += n + (len(sep) if current else 0)
@@ -313,7 +322,9 @@ def _inline(tokens: Sequence[Token], *, newline: str = "\n", outer: tuple[str, .
     out: list[str] = []
     want: list[str] = list(outer)
     shown: list[str] = []
-    opened: list[tuple[str | None, int, str]] = []  # per open token: tag it added, visible count, href
+    # per open token: the tag it added, the visible count and the number of texts before it, its href
+    opened: list[tuple[str | None, int, int, str]] = []
+    texts: list[str] = []  # the visible text so far, in pieces (a link's label is what follows its open)
     visible = 0
 
     def sync() -> None:
@@ -329,6 +340,7 @@ def _inline(tokens: Sequence[Token], *, newline: str = "\n", outer: tuple[str, .
         if chunk:
             sync()
             out.append(_esc(chunk) if escape else chunk)
+            texts.append(chunk)
             visible += len(chunk)
 
     def in_link() -> bool:
@@ -341,20 +353,23 @@ def _inline(tokens: Sequence[Token], *, newline: str = "\n", outer: tuple[str, .
             added = tag not in want
             if added:
                 want.append(tag)
-            opened.append((tag if added else None, visible, ""))
+            opened.append((tag if added else None, visible, len(texts), ""))
         elif kind in _EMPHASIS_CLOSE or kind == "link_close":
-            tag, start, href = opened.pop() if opened else (None, visible, "")
+            tag, start, first, href = opened.pop() if opened else (None, visible, len(texts), "")
             if kind == "link_close" and visible == start:
                 put(href)  # a link with no label shows its URL
             if tag is not None and tag in want:
                 want.remove(tag)
+                note = _host_note("".join(texts[first:]), href) if kind == "link_close" else None
+                if note:
+                    put(f" ({note})")
         elif kind == "link_open":
             href = str(tok.attrGet("href") or "")
             safe = None if in_link() else _safe_href(href, LINK_SCHEMES)
             tag = f'<a href="{html.escape(safe, quote=True)}">' if safe else None
             if tag is not None:
                 want.append(tag)
-            opened.append((tag, visible, href))
+            opened.append((tag, visible, len(texts), safe or href))
         elif kind == "code_inline":
             if in_link() or not tok.content.strip():
                 put(tok.content)  # Telegram has no code inside a link
@@ -371,6 +386,9 @@ def _inline(tokens: Sequence[Token], *, newline: str = "\n", outer: tuple[str, .
                 want.append(f'<a href="{html.escape(safe, quote=True)}">')
                 put(label)
                 want.pop()
+                note = _host_note(label, safe)
+                if note:
+                    put(f" ({note})")
             else:
                 put(label)
         elif kind in ("softbreak", "hardbreak"):
@@ -402,6 +420,34 @@ def _plain(tokens: Sequence[Token]) -> str:
         elif tok.type in ("text", "code_inline", "text_special"):
             parts.append(tok.content)
     return "".join(parts)
+
+
+def _host_note(label: str, url: str) -> str | None:
+    """What follows a link whose label is not its own address: the host it opens, or its host and
+    path when the label looks like another address; None when the label is the address."""
+    if _bare(label) == _bare(url):
+        return None
+    parts = urlsplit(url)
+    host = _ascii_host(parts.hostname or "")
+    if not host:
+        return None
+    if not _ADDRESS.fullmatch(label.strip()):
+        return host
+    where = host + (parts.path.rstrip("/") if parts.path.strip("/") else "")
+    return where if len(where) <= NOTE_CHARS else where[: NOTE_CHARS - 1] + "…"
+
+
+def _bare(address: str) -> str:
+    """An address without scheme, "www." and a trailing slash, lowercased, to compare with another."""
+    return _SCHEME.sub("", address.strip().lower()).removeprefix("www.").rstrip("/")
+
+
+def _ascii_host(host: str) -> str:
+    """A host as it is registered (punycode for a name in other scripts), so a look-alike shows."""
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _safe_href(href: str, schemes: frozenset[str]) -> str | None:

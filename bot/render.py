@@ -1,4 +1,4 @@
-"""Engine replies as Telegram messages: escaped HTML, split within 4,096 characters, candidate buttons.
+"""Engine replies as Telegram messages: escaped HTML, split by bot.pages, candidate buttons.
 
 Every piece of text is escaped (Telegram's HTML mode rejects a bare ``&`` or ``<``); citations
 are links when the source has a URL. Long replies are split at paragraph boundaries, never
@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot.markdown import markdown_blocks
+from bot.pages import neutral, split_blocks
 from knowledge.answer.assistant import Citation, Reply
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.store import SearchRecord
 from knowledge.words.catalog import ENGLISH, N_, Words
 from knowledge.words.replies import worded
 
-_TAG = re.compile(r"<[^<>]+>")  # our own markup: text between tags has no "<" (escaped)
-
-MAX_TEXT = 4096
 MAX_CALLBACK_BYTES = 64
 BUTTON_CHARS = 60
 
@@ -42,7 +40,10 @@ def bold(text: str) -> str:
 
 
 def link(url: str, label: str) -> str:
-    """An <a> tag whose URL and label are escaped."""
+    """An <a> tag whose URL and label are escaped; only an http(s) URL is linked (a tg: or any other
+    scheme a document may carry shows its label as text)."""
+    if not re.match(r"https?://", url, re.IGNORECASE):
+        return esc(label)
     return f'<a href="{html.escape(url, quote=True)}">{esc(label)}</a>'
 
 
@@ -89,49 +90,6 @@ def reply_blocks(reply: Reply, words: Words = ENGLISH, *, fresh: bool = False) -
     return blocks
 
 
-def visible_length(fragment: str) -> int:
-    """Length as Telegram counts it: tags stripped, entities decoded."""
-    return len(html.unescape(_TAG.sub("", fragment)))
-
-
-def split_blocks(blocks: Sequence[str], limit: int = MAX_TEXT) -> list[str]:
-    """Messages of whole blocks joined by blank lines, each within the limit; an over-long block is cut as text."""
-    messages: list[str] = []
-    current: list[str] = []
-    size = 0
-    for block in blocks:
-        for piece in _fit(block, limit):
-            extra = visible_length(piece) + (2 if current else 0)
-            if current and size + extra > limit:
-                messages.append("\n\n".join(current))
-                current, size = [], 0
-                extra = visible_length(piece)
-            current.append(piece)
-            size += extra
-    if current:
-        messages.append("\n\n".join(current))
-    return messages
-
-
-def _fit(block: str, limit: int) -> list[str]:
-    """A block that fits, or its plain text cut at line or word boundaries (tags dropped, re-escaped)."""
-    if visible_length(block) <= limit:
-        return [block]
-    text = html.unescape(_TAG.sub("", block))
-    pieces: list[str] = []
-    while text:
-        cut = text[:limit]
-        if len(text) > limit:
-            for sep in ("\n", " "):
-                at = cut.rfind(sep)
-                if at > limit // 2:
-                    cut = cut[: at + 1]
-                    break
-        pieces.append(esc(cut.strip()))
-        text = text[len(cut) :]
-    return [p for p in pieces if p]
-
-
 def reply_messages(reply: Reply, words: Words = ENGLISH, *, fresh: bool = False) -> list[str]:
     """The HTML messages that carry a reply."""
     return split_blocks(reply_blocks(reply, words, fresh=fresh)) or [esc(words.tr("(empty answer)"))]
@@ -150,7 +108,7 @@ def candidate_buttons(record: SearchRecord, *, marks: Mapping[str, str] | None =
     ``marks`` puts a sign before some (the one being imported, imported, failed)."""
     buttons = []
     for n, c in enumerate(record.candidates, 1):
-        label = f"{(marks or {}).get(c.id, '')}{c.id} · {host_of(c.url)} — {c.title}"
+        label = neutral(f"{(marks or {}).get(c.id, '')}{c.id} · {host_of(c.url)} — {c.title}")
         if len(label) > BUTTON_CHARS:
             label = label[: BUTTON_CHARS - 1].rstrip() + "…"
         data = f"imp:{record.search_id}:{n}"

@@ -1,4 +1,8 @@
-"""Sending to Telegram: replies in valid HTML pieces, edits of a status message, "typing…"."""
+"""Sending to Telegram: replies in valid HTML pieces, edits of a status message, "typing…".
+
+Every text goes through bot.pages: a message or an edit longer than Telegram takes continues in
+messages of its own (the buttons under the last), never refused.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from telegram.ext import ContextTypes
 
 from bot.actions import Actions
 from bot.deps import deps_of, words_of
+from bot.pages import split_html
 from bot.render import candidate_buttons, reply_messages
 from bot.stream import Streamed
 from knowledge.answer.assistant import Citation, Reply
@@ -117,15 +122,29 @@ async def say(
     reply_markup: InlineKeyboardMarkup | None = None,
     reply_to: int | None = None,
 ) -> Message:
-    """A message in HTML (``reply_to``: as a reply to that message of the chat)."""
-    return await context.bot.send_message(
-        chat_id,
-        html_text,
-        parse_mode=ParseMode.HTML,
-        link_preview_options=NO_PREVIEW,
-        reply_markup=reply_markup,
-        reply_parameters=ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None,
-    )
+    """A message in HTML (``reply_to``: as a reply to that message of the chat); a text too long for
+    one goes in several, the first a reply, the buttons under the last. The last message."""
+    return await _send_pages(context, chat_id, split_html(html_text) or [html_text], reply_markup, reply_to)
+
+
+async def _send_pages(
+    context: ContextTypes.DEFAULT_TYPE,
+    chat_id: int,
+    pages: Sequence[str],
+    reply_markup: InlineKeyboardMarkup | None,
+    reply_to: int | None = None,
+) -> Message:
+    sent: Message | None = None
+    for n, page in enumerate(pages, 1):
+        answering = (
+            ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to and n == 1 else None
+        )
+        sent = await context.bot.send_message(
+            chat_id, page, parse_mode=ParseMode.HTML, link_preview_options=NO_PREVIEW,
+            reply_markup=reply_markup if n == len(pages) else None, reply_parameters=answering,
+        )  # fmt: skip
+    assert sent is not None  # pages is never empty
+    return sent
 
 
 async def edit(
@@ -150,12 +169,17 @@ async def edit_by_id(
     reply_markup: InlineKeyboardMarkup | None = None,
 ) -> bool:
     """Replace a message's text; "not modified" counts as done, other refusals change nothing.
-    Whether it now shows the text."""
+    A text too long for one message: its first page replaces the text, the rest follow as messages
+    of their own (the buttons under the last). Whether it now shows the text."""
+    first, *rest = split_html(html_text) or [html_text]
     try:
         await context.bot.edit_message_text(
-            html_text, chat_id, message_id, parse_mode=ParseMode.HTML,
-            link_preview_options=NO_PREVIEW, reply_markup=reply_markup,
+            first, chat_id, message_id, parse_mode=ParseMode.HTML,
+            link_preview_options=NO_PREVIEW, reply_markup=None if rest else reply_markup,
         )  # fmt: skip
     except TelegramError as exc:
-        return "not modified" in str(exc).lower()
+        if "not modified" not in str(exc).lower():
+            return False
+    if rest:
+        await _send_pages(context, chat_id, rest, reply_markup)
     return True

@@ -4,8 +4,9 @@ In a private chat the text goes out as a draft (``sendMessageDraft``: animated, 
 30-second preview), renewed before it expires, also while the model is still reading the prompt
 ("Reading 5 passages…"). Where drafts are refused, the same text goes into a message of the bot's
 own, edited as it grows. Either way the stream paces itself, about one update a second per chat
-(PTB's rate limiter does not pace private chats), plain text only; a RetryAfter is waited out,
-never raised. A text longer than one message continues in a new one: the full pages become
+(bot.limiter does not pace a chat by itself), plain text only; a RetryAfter is waited out,
+never raised (bot.limiter never retries a draft: the next update replaces it). A text longer than
+one message continues in a new one: the full pages (cut by bot.pages, as Telegram counts) become
 messages, the rest streams on.
 
 The stream never sends the finished answer: the caller replaces what was streamed with the final
@@ -18,32 +19,35 @@ import asyncio
 import contextlib
 import secrets
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 import structlog
 from telegram import Bot, ReplyParameters
 from telegram.error import BadRequest, RetryAfter, TelegramError
-from telegram.warnings import PTBDeprecationWarning
+
+from bot.limiter import retry_seconds
+from bot.pages import neutral, page_end, units
 
 log = structlog.get_logger()
 
 DRAFT_EVERY_S = 1.0  # one update a second per chat (Telegram's advice for a chat)
 EDIT_EVERY_S = 1.2  # edits count against the same limit and are heavier
 RENEW_S = 20.0  # a draft lives 30 s after its last update
-PAGE_CHARS = 3800  # of the 4,096 a message holds: room for the cursor and a cut at a word
+PAGE_UNITS = 3800  # of the 4,096 a message holds (UTF-16 units): room for the cursor and a cut at a word
 CURSOR = " ▍"
 
 
 @dataclass
 class Streamed:
     """What a stream left on the screen: the ids of the messages it sent (edits mode, or the full
-    pages of a long answer), oldest first, and the text it showed."""
+    pages of a long answer), oldest first, and the text it showed; ``rest``, the text after the full
+    pages, shown in ``open_message`` (edits mode) or in a draft."""
 
     message_ids: list[int] = field(default_factory=list)
     shown: str = ""
+    rest: str = ""
+    open_message: int | None = None
     next_at: float = 0.0  # when the next update may go out (the final message waits for it too)
 
 
@@ -125,12 +129,12 @@ class ChatStream:
         return self.drafts and self._on_screen is not None and self.clock() - self._last >= self.renew_s
 
     def _wanted(self) -> str:
-        page = self.latest[self._page_start :]
+        page = neutral(self.latest[self._page_start :])
         return (page + CURSOR) if page else self.status
 
     async def _push(self) -> None:
         """One update: a full page first becomes a message of its own; then the page on screen."""
-        if len(self.latest) - self._page_start > PAGE_CHARS:
+        if units(self.latest[self._page_start :]) > PAGE_UNITS:
             await self._close_page()
             return
         text = self._wanted()
@@ -161,10 +165,9 @@ class ChatStream:
         self.updates += 1
 
     async def _close_page(self) -> None:
-        """The first PAGE_CHARS of the page on screen (cut at a line or a word) become a message."""
-        page = self.latest[self._page_start : self._page_start + PAGE_CHARS]
-        cut = max(page.rfind("\n"), page.rfind(" "))
-        page = page[: cut + 1] if cut > PAGE_CHARS // 2 else page
+        """The first PAGE_UNITS of the page on screen (cut at a line or a word) become a message."""
+        end = page_end(self.latest[self._page_start :], PAGE_UNITS)
+        page = neutral(self.latest[self._page_start : self._page_start + end])
         self._last = self.clock()
         try:
             if self._message is not None:
@@ -178,7 +181,7 @@ class ChatStream:
             log.warning("bot.stream_failed", error=str(exc)[:200])
             return
         self._message = None
-        self._page_start += len(page)
+        self._page_start += end
         self._on_screen = None
 
     async def _send(self, text: str) -> int:
@@ -189,10 +192,7 @@ class ChatStream:
         return sent.message_id
 
     def _hold(self, exc: RetryAfter) -> None:
-        with warnings.catch_warnings():  # PTB moves retry_after from int to timedelta: either is read
-            warnings.simplefilter("ignore", PTBDeprecationWarning)
-            wait = exc.retry_after
-        seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
+        seconds = retry_seconds(exc)
         self._hold_until = self.clock() + seconds
         log.info("bot.stream_paced", retry_after_s=seconds)
 
@@ -203,5 +203,7 @@ class ChatStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self.result.shown = self.latest
+        self.result.rest = self.latest[self._page_start :]
+        self.result.open_message = self._message
         self.result.next_at = self._due() if self._on_screen is not None else 0.0
         return self.result

@@ -9,7 +9,7 @@ import functools
 import os
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, TextIO
 
 import structlog
@@ -73,19 +73,25 @@ def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> arg
         dest="command", metavar="COMMAND", parser_class=functools.partial(Parser, out=out, err=err)
     )
     # Each module adds its own commands; kb --help lists them in this order.
-    admin.add_commands(sub, "run", "daemon", "service")
-    ask.add_commands(sub, "ask", "chat", "measure")
-    web.add_commands(sub, "websearch", "import", "import-url")
-    admin.add_commands(sub, "doctor", "checkpoint", "bot", "logs")
-    ingest.add_commands(sub, "ingest")
-    sources.add_commands(sub, "sources")
-    search.add_commands(sub, "search")
-    ingest.add_commands(sub, "reindex")
-    search.add_commands(sub, "ls")
-    library.add_commands(sub, "rm", "restore", "backup", "restore-backup")
+    add_named(sub, admin.PARSERS, "run", "daemon", "service")
+    add_named(sub, ask.PARSERS, "ask", "chat", "measure")
+    add_named(sub, web.PARSERS, "websearch", "import", "import-url")
+    add_named(sub, admin.PARSERS, "doctor", "checkpoint", "bot", "logs")
+    add_named(sub, ingest.PARSERS, "ingest")
+    add_named(sub, sources.PARSERS, "sources")
+    add_named(sub, search.PARSERS, "search")
+    add_named(sub, ingest.PARSERS, "reindex")
+    add_named(sub, search.PARSERS, "ls")
+    add_named(sub, library.PARSERS, "rm", "restore", "backup", "restore-backup")
     speaking.add_commands(sub)  # summarize, digest
-    admin.add_commands(sub, "status", "config")
+    add_named(sub, admin.PARSERS, "status", "config")
     return parser
+
+
+def add_named(sub: argparse._SubParsersAction, parsers: Mapping[str, Callable], *names: str) -> None:
+    """Add the named commands' sub-parsers (each module's PARSERS: name → function adding it), in that order."""
+    for name in names:
+        parsers[name](sub)
 
 
 def main(

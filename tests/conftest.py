@@ -44,6 +44,25 @@ SAFE_ENV = {
 }
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz-full",
+        action="store_true",
+        help="run every sample of the tests marked fuzz (make fuzz); without it, a fixed share of them",
+    )
+
+
+FUZZ_SAMPLE_EVERY = 5  # make test runs every 5th sample of a fuzz test; make fuzz runs them all
+
+
+@pytest.fixture(scope="session")
+def fuzz_indices(request: pytest.FixtureRequest) -> Callable[[int], range]:
+    """The sample numbers a fuzz test runs out of ``n``: all with --fuzz-full, else every fifth (the same
+    ones on every run, so a failure is rebuilt from its number)."""
+    step = 1 if request.config.getoption("--fuzz-full") else FUZZ_SAMPLE_EVERY
+    return lambda n: range(0, n, step)
+
+
 def subprocess_env(**env: str) -> dict[str, str]:
     """The environment for a kb subprocess: the caller's, without its KB_ settings, plus safe defaults and env."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}

@@ -6,6 +6,8 @@ import asyncio
 import json
 import re
 
+import pytest
+
 from tests import bot_env
 from tests.bot_env import OWNER, ScriptedTranscriber, drop_note, running_bot, wait_indexed
 from tests.fake_llm import Step, answer, web_step
@@ -226,3 +228,38 @@ async def test_a_failed_import_keeps_the_candidates_and_a_way_to_retry(env):
         env, lambda t: "317 metres" in t, timeout_s=30, since=len(env.telegram.calls()) - 1
     )
     assert "raw/the-varn-valley-" in reply.params["text"]  # answered from the page imported
+
+
+@pytest.mark.parametrize("drafts", [True, False], ids=["drafts", "edits"])
+async def test_stop_on_a_multi_page_answer_finishes_the_page_and_sends_the_rest(tmp_path, varn_site, drafts):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber()) as (env, _):
+        env.telegram.drafts_refused = not drafts
+        await kb_with_docs(env)
+        env.llm.script = [Step(answer=" ".join(f"signature-{n:04d}" for n in range(1500)), tokens_per_s=80)]
+        await env.say("What does the harbor release checklist require, in detail?")
+
+        def page(c) -> bool:  # a full page became a message of its own (no cursor: it is finished)
+            return (c.ok and c.method in ("sendMessage", "editMessageText") and not c.params.get("parse_mode")
+                    and len(c.params["text"]) > 3000 and not c.params["text"].endswith("▍"))  # fmt: skip
+
+        first = await env.telegram.wait_for(page, 30)
+        await env.say("/stop")
+        stopped = await answered(env, lambda t: t.endswith("<i>(stopped)</i>"))
+        calls = env.telegram.calls()
+        assert not [
+            c
+            for c in calls
+            if c.method == "editMessageText" and not c.ok and "not modified" not in str(c.response)
+        ]
+        page_id = first.params.get("message_id") or first.result["message_id"]
+        kept = env.telegram.message(OWNER, page_id).text
+        assert kept == first.params["text"].strip()  # the full page stays as it was (Telegram trims it)
+        rest = stopped.params["text"].removesuffix("<i>(stopped)</i>").strip()
+        numbers = [int(n) for n in re.findall(r"signature-(\d{4})", kept + " " + rest)]
+        assert (
+            numbers == list(range(len(numbers))) and len(numbers) > 150
+        )  # the rest follows on, nothing lost
+        assert (
+            stopped.index > first.index
+            and (stopped.params.get("message_id") or stopped.result["message_id"]) != page_id
+        )

@@ -4,6 +4,8 @@ fell due while the bot was down, sent once at start and never twice."""
 import asyncio
 import time
 
+import pytest
+
 from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed
 from tests.conftest import make_settings
 from tests.test_bot_capture import channel
@@ -70,3 +72,48 @@ def test_a_digest_of_many_long_summaries_fits_one_message(tmp_path):
     text, markup = digest_html(deps, OWNER, digest)
     assert len(text) <= 4096 and "…and " in text  # the rest is counted, not cut off mid-line
     assert text.count("\n1. ") == 1 and len(markup.inline_keyboard[0]) == 4
+
+
+@pytest.fixture
+def berlin(monkeypatch):
+    """This machine's clock in Europe/Berlin (summer time from the last Sunday of March)."""
+    import tzlocal
+
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    tzlocal.reload_localzone()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+    tzlocal.reload_localzone()
+
+
+@pytest.mark.parametrize(
+    ("after", "sent_utc"),
+    [
+        (
+            "2027-03-27T12:00:00+00:00",
+            "2027-03-28T06:00:00+00:00",
+        ),  # 08:00 CEST, the morning clocks go forward
+        ("2026-10-24T12:00:00+00:00", "2026-10-25T07:00:00+00:00"),  # 08:00 CET, the morning they go back
+        ("2026-12-05T12:00:00+00:00", "2026-12-06T07:00:00+00:00"),
+    ],
+)
+def test_the_scheduled_digest_keeps_the_owners_hour_across_a_change_of_clocks(
+    tmp_path, berlin, after, sent_utc
+):
+    from datetime import datetime
+
+    from bot.app import build_application
+    from bot.deps import BotDeps
+    from bot.digest import schedule_digests
+
+    app = build_application(
+        None, token="1:x", base_url="http://127.0.0.1:9/bot", base_file_url="http://127.0.0.1:9/file/bot"
+    )
+    deps = BotDeps(settings=make_settings(tmp_path, KB_DIGEST="daily@08:00"), engine=None, store=None, fetch=None,
+                   allowed_users=frozenset({OWNER}))  # fmt: skip
+    schedule_digests(app, deps)
+    [job] = app.job_queue.get_jobs_by_name(f"digest-{OWNER}")
+    fires = job.job.trigger.get_next_fire_time(None, datetime.fromisoformat(after))
+    assert fires == datetime.fromisoformat(sent_utc)

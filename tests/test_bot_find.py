@@ -273,3 +273,40 @@ async def test_summarise_it_after_sending_a_document_summarises_that_document(en
     done = await env.bot_said(lambda c: "The pier closes at six [1]." in c.params["text"], timeout_s=20)
     assert done.params["text"].startswith("<b>The pier closes at six tonight</b>\n\n")
     assert "Summarise the whole document" in env.llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_a_summary_longer_than_one_message_is_shown_split_never_a_stuck_reading(env):
+    env, _ = env
+    from tests.test_bot_capture import channel
+
+    env.telegram.push_forward(OWNER, OWNER, origin=channel(82), text="The harbour log of the winter")
+    await env.bot_said(lambda c: "Saved: The harbour log of the winter\nIndexed" in c.params["text"])
+    long = " ".join(
+        f"Sentence {n} about the boats and the tides [1]." for n in range(100)
+    )  # 4,600 characters
+    env.llm.script = [answer(long)]
+    await env.say("summarise it")
+    reading = await env.bot_said(lambda c: c.method == "sendMessage" and "Reading “" in c.params["text"])
+    await env.bot_said(lambda c: "Sentence 99 about" in c.params["text"], timeout_s=20)
+    status = env.telegram.message(OWNER, reading.result["message_id"])
+    assert status.text.startswith(
+        "The harbour log of the winter\n\nSentence 0 about"
+    )  # no longer "Reading …"
+    later = [m for m in env.telegram.bot_messages(OWNER) if m.message_id > status.message_id]
+    shown = " ".join([status.text, *(m.text for m in later)])
+    assert all(f"Sentence {n} about the boats" in shown for n in range(100))
+    assert [b["text"] for b in later[-1].buttons] == ["Open [1]"] and not status.buttons
+
+
+async def test_a_file_name_with_a_right_to_left_override_is_listed_and_sent_back_neutralised(env):
+    env, _ = env
+    drop(env, "invoice\u202efdp.md", "# Invoice \u202efdp.exe\n\nThe invoice is due on Friday.\n")
+    await wait_indexed(env, 1)
+    await env.say("/find invoice")
+    call = await env.bot_said(lambda c: "1 document" in c.params["text"])
+    assert "Invoice fdp.exe" in call.params["text"] and not re.search(
+        "[\u202a-\u202e\u2066-\u2069]", call.params["text"]
+    )
+    await tap(env, env.telegram.message(OWNER, call.result["message_id"]), "Open 1")
+    sent = await env.telegram.wait_for("sendDocument", timeout_s=10)
+    assert sent.ok and sent.params["_files"]["document"] == "invoicefdp.md"

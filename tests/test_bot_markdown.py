@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from bot.markdown import BLOCK_CHARS, markdown_blocks
-from bot.render import MAX_TEXT, split_blocks
+from bot.markdown import BLOCK_UNITS, markdown_blocks
+from bot.pages import MAX_TEXT, split_blocks
 from tests.fake_telegram import parse_html
 
 
@@ -87,18 +87,22 @@ TABLES = [
         "| **b** | [l](https://x) |",
         [
             "<b>name</b> | <b>description</b>\nalpha | a description much too long for a grid\n"
-            '<b>b</b> | <a href="https://x">l</a>'
+            '<b>b</b> | <a href="https://x">l</a> (x)'
         ],
     ),
 ]
 
 LINKS = [
-    ("[ok](https://x.org/?a=1&b=2)", ['<a href="https://x.org/?a=1&amp;b=2">ok</a>']),
-    ("[ok](http://x.org)", ['<a href="http://x.org">ok</a>']),
-    ("[ok](HTTPS://X.ORG)", ['<a href="HTTPS://X.ORG">ok</a>']),
-    ("[mail](mailto:a@b.co)", ['<a href="mailto:a@b.co">mail</a>']),
-    ("[chan](tg://resolve?domain=x)", ['<a href="tg://resolve?domain=x">chan</a>']),
-    ('[q](https://x.org/"onclick="y)', ['<a href="https://x.org/%22onclick=%22y">q</a>']),
+    # a label that is not the link's own address is followed by the host it really opens
+    ("[ok](https://x.org/?a=1&b=2)", ['<a href="https://x.org/?a=1&amp;b=2">ok</a> (x.org)']),
+    ("[ok](http://x.org)", ['<a href="http://x.org">ok</a> (x.org)']),
+    ("[ok](HTTPS://X.ORG)", ['<a href="HTTPS://X.ORG">ok</a> (x.org)']),
+    # only http(s) links: never tg: (a proxy, another bot) nor mailto:
+    ("[mail](mailto:a@b.co)", ["mail"]),
+    ("[chan](tg://resolve?domain=x)", ["chan"]),
+    ("[https://t.me/harbor_office](tg://resolve?domain=harbor_off1ce_bot)", ["https://t.me/harbor_office"]),
+    ("[network](tg://proxy?server=203.0.113.9&port=443&secret=ee)", ["network"]),
+    ('[q](https://x.org/"onclick="y)', ['<a href="https://x.org/%22onclick=%22y">q</a> (x.org)']),
     ("[js](javascript:alert(1))", ["js"]),
     ("[js](JavaScript:alert(1))", ["js"]),
     ("[js](<java\tscript:alert(1)>)", ["js"]),
@@ -110,18 +114,32 @@ LINKS = [
     ("[rel](//evil.example)", ["rel"]),
     ("[ftp](ftp://x.org)", ["ftp"]),
     ("<https://auto.example>", ['<a href="https://auto.example">https://auto.example</a>']),
-    ("<a@b.co>", ['<a href="mailto:a@b.co">a@b.co</a>']),
+    ("<a@b.co>", ["a@b.co"]),
     ("<javascript:alert(1)>", ["javascript:alert(1)"]),
     ("[](https://x.org)", ['<a href="https://x.org">https://x.org</a>']),
-    ("**[b](https://b.org)**", ['<b><a href="https://b.org">b</a></b>']),
+    ("[x.org](https://www.x.org/)", ['<a href="https://www.x.org/">x.org</a>']),
+    ("**[b](https://b.org)**", ['<b><a href="https://b.org">b</a> (b.org)</b>']),
+    # a look-alike address behind a real one: the address it opens is shown
+    (
+        "[https://harbor.example/rules](https://harb0r.example/rules)",
+        ['<a href="https://harb0r.example/rules">https://harbor.example/rules</a> (harb0r.example/rules)'],
+    ),
+    (
+        "[t.me/harbor_office](https://t.me/harbor_off1ce_bot)",
+        ['<a href="https://t.me/harbor_off1ce_bot">t.me/harbor_office</a> (t.me/harbor_off1ce_bot)'],
+    ),
+    (
+        "[bank](https://bänk.example/login)",
+        ['<a href="https://xn--bnk-qla.example/login">bank</a> (xn--bnk-qla.example)'],
+    ),
     # Telegram has no code inside a link: the code is plain text there
-    ("[a `c` b](https://x.org)", ['<a href="https://x.org">a c b</a>']),
+    ("[a `c` b](https://x.org)", ['<a href="https://x.org">a c b</a> (x.org)']),
     ("https://bare.example stays text", ["https://bare.example stays text"]),
-    ("![diagram](https://x.org/d.png)", ['<a href="https://x.org/d.png">diagram</a>']),
+    ("![diagram](https://x.org/d.png)", ['<a href="https://x.org/d.png">diagram</a> (x.org)']),
     ("![diagram *b*](data:image/png;base64,xx)", ["diagram b"]),
     ("![diagram](javascript:alert(1))", ["diagram"]),
     ("![](https://x.org/d.png)", ['<a href="https://x.org/d.png">https://x.org/d.png</a>']),
-    ("[![img](https://i.org/p.png)](https://x.org)", ['<a href="https://x.org">img</a>']),
+    ("[![img](https://i.org/p.png)](https://x.org)", ['<a href="https://x.org">img</a> (x.org)']),
 ]
 
 CITATIONS = [
@@ -208,7 +226,7 @@ def test_a_long_list_becomes_several_blocks_cut_between_items():
     assert len(blocks) > 1
     for block in blocks:
         assert block.startswith("• item ")
-        assert len(visible([block])) <= BLOCK_CHARS
+        assert len(visible([block])) <= BLOCK_UNITS
     assert visible(blocks).count("• item ") == 200
     messages = split_blocks(blocks)
     for message in messages:

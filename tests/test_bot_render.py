@@ -6,14 +6,8 @@ import pytest
 from telegram import Chat, Message, MessageOriginUser, Update, User
 
 from bot.access import refusal
-from bot.render import (
-    MAX_TEXT,
-    candidate_buttons,
-    parse_callback,
-    reply_messages,
-    split_blocks,
-    visible_length,
-)
+from bot.pages import MAX_TEXT, split_blocks, visible_length
+from bot.render import candidate_buttons, parse_callback, reply_messages
 from knowledge.answer.assistant import Citation, Reply, Said
 from knowledge.websearch.store import Candidate, SearchRecord
 

@@ -205,6 +205,17 @@ def test_html_the_bot_api_allows_parses_to_entities():
     assert parse_html("AT&T", strict_ampersand=False) == ("AT&T", [])
 
 
+async def test_the_length_limit_counts_utf16_code_units_unless_told_code_points(tg: FakeTelegram, bot: Bot):
+    tg.add_chat(OWNER)
+    assert (await bot.send_message(OWNER, "😀" * 2048)).text == "😀" * 2048  # 4,096 units
+    with pytest.raises(BadRequest, match="too long"):
+        await bot.send_message(OWNER, "😀" * 2049)
+    with pytest.raises(BadRequest, match="too long"):
+        await bot.send_message_draft(OWNER, 1, "𝐱" * 2049)  # math letters are beyond U+FFFF too
+    tg.length_in_utf16 = False
+    assert (await bot.send_message(OWNER, "😀" * 4096)).text == "😀" * 4096
+
+
 async def test_bad_requests_surface_as_ptb_bad_request(tg: FakeTelegram, bot: Bot):
     tg.add_chat(OWNER)
 

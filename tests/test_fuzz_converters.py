@@ -1,4 +1,5 @@
-"""Fuzzing the converters: 200 mutated images, PDFs and audio files each, through the isolated worker.
+"""Fuzzing the converters: 200 mutated images, PDFs and audio files each, through the isolated worker
+(every fifth in make test, all 200 in make fuzz).
 
 Each family starts from a few small valid files made here (pictures and scans of text lines, PDFs
 with a text layer and with a scanned page, short tones in every audio container kb reads). Sample
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+import pytest
 import structlog
 
 from knowledge.convert.isolate import IsolatedRunner
@@ -187,8 +189,10 @@ def tone_file(kind: str) -> bytes:
 # -- images and PDFs: through the daemon's pipeline ---------------------------------------------
 
 
-def ingest_mutants(tmp_path: Path, family: str, seeds: dict[str, bytes], *, deadline_s: float) -> Counter:
-    """Ingest the 200 samples as the daemon does; assert each is indexed or refused by name, in time."""
+def ingest_mutants(
+    tmp_path: Path, family: str, seeds: dict[str, bytes], samples: range, *, deadline_s: float
+) -> Counter:
+    """Ingest the samples as the daemon does; assert each is indexed or refused by name, in time."""
     settings = make_settings(
         tmp_path / "kb",
         KB_OCR="rapidocr",
@@ -205,7 +209,7 @@ def ingest_mutants(tmp_path: Path, family: str, seeds: dict[str, bytes], *, dead
         IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,  # the daemon's worker
     ):
         ingestor = Ingestor(settings, index, ApproxCounter(), runner=runner)
-        for i in range(SAMPLES):
+        for i in samples:
             seed, data, how = mutate(seeds, i)
             path = settings.inbox / f"{family}-{i:03d}{Path(seed).suffix}"
             path.write_bytes(data)
@@ -228,7 +232,7 @@ def ingest_mutants(tmp_path: Path, family: str, seeds: dict[str, bytes], *, dead
             if took > deadline_s + SLACK_S:
                 problems.append(f"{where}: took {took:.1f} s, over its {deadline_s:g} s deadline")
     total = time.monotonic() - started
-    print(f"{family}: {SAMPLES} samples in {total:.1f} s: {dict(sorted(outcomes.items()))}")
+    print(f"{family}: {len(samples)} samples in {total:.1f} s: {dict(sorted(outcomes.items()))}")
     assert not problems, "\n".join(problems)
     return outcomes
 
@@ -239,19 +243,29 @@ def traceback_in(logs: list[dict]) -> str:
     return "\n".join(str(t) for t in found if t) or "(no traceback logged)"
 
 
-def test_mutated_images_are_indexed_or_refused_with_a_named_reason(tmp_path):
+@pytest.mark.fuzz
+def test_mutated_images_are_indexed_or_refused_with_a_named_reason(tmp_path, fuzz_indices):
     # The worker's deadline for a photo: the conversion timeout, moved on by the OCR heartbeat.
     outcomes = ingest_mutants(
-        tmp_path, "image", image_seeds(), deadline_s=CONVERT_TIMEOUT_S + OCR_PAGE_TIMEOUT_S + 5
+        tmp_path,
+        "image",
+        image_seeds(),
+        fuzz_indices(SAMPLES),
+        deadline_s=CONVERT_TIMEOUT_S + OCR_PAGE_TIMEOUT_S + 5,
     )
     assert outcomes["indexed"] > 0 and outcomes["image-corrupt"] > 0  # both ways out were taken
 
 
-def test_mutated_pdfs_are_indexed_or_refused_with_a_named_reason(tmp_path):
+@pytest.mark.fuzz
+def test_mutated_pdfs_are_indexed_or_refused_with_a_named_reason(tmp_path, fuzz_indices):
     # The worker's deadline for a PDF: the conversion timeout + 5 s, moved by each scanned page read
     # (the seeds have at most two pages).
     outcomes = ingest_mutants(
-        tmp_path, "pdf", pdf_seeds(), deadline_s=CONVERT_TIMEOUT_S + 5 + 2 * (OCR_PAGE_TIMEOUT_S + 5)
+        tmp_path,
+        "pdf",
+        pdf_seeds(),
+        fuzz_indices(SAMPLES),
+        deadline_s=CONVERT_TIMEOUT_S + 5 + 2 * (OCR_PAGE_TIMEOUT_S + 5),
     )
     assert outcomes["indexed"] > 0 and outcomes["pdf-malformed"] > 0
 
@@ -277,14 +291,16 @@ class SamplesChecker:
         return Transcript(text=text, language="en", duration_s=len(samples) / SAMPLE_RATE, model=self.name)
 
 
-def test_mutated_audio_is_decoded_or_refused_with_a_named_reason(tmp_path):
+@pytest.mark.fuzz
+def test_mutated_audio_is_decoded_or_refused_with_a_named_reason(tmp_path, fuzz_indices):
     settings = make_settings(tmp_path / "kb", KB_TRANSCRIBE_TIMEOUT_S=str(TRANSCRIBE_TIMEOUT_S))
     seeds = audio_seeds()
     outcomes: Counter = Counter()
     problems: list[str] = []
     started = time.monotonic()
+    samples = fuzz_indices(SAMPLES)
     with speech_runner() as runner:
-        for i in range(SAMPLES):
+        for i in samples:
             _, data, how = mutate(seeds, i)
             where = f"audio sample {i} ({how})"
             t0 = time.monotonic()
@@ -308,6 +324,6 @@ def test_mutated_audio_is_decoded_or_refused_with_a_named_reason(tmp_path):
             if took > TRANSCRIBE_TIMEOUT_S + SLACK_S:
                 problems.append(f"{where}: took {took:.1f} s, over its {TRANSCRIBE_TIMEOUT_S:g} s deadline")
     total = time.monotonic() - started
-    print(f"audio: {SAMPLES} samples in {total:.1f} s: {dict(sorted(outcomes.items()))}")
+    print(f"audio: {len(samples)} samples in {total:.1f} s: {dict(sorted(outcomes.items()))}")
     assert not problems, "\n".join(problems)
     assert outcomes["transcribed"] > 0 and outcomes["audio-unreadable"] > 0

@@ -130,12 +130,6 @@ PARSERS = {
 }
 
 
-def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
-    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
-    for name in names or PARSERS:
-        PARSERS[name](sub)
-
-
 def cmd_run(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb run: the daemon in the background and the terminal chat in the foreground."""
     from daemon.main import background

@@ -88,12 +88,6 @@ def _add_measure(sub: argparse._SubParsersAction) -> None:
 PARSERS = {"ask": _add_ask, "chat": _add_chat, "measure": _add_measure}
 
 
-def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
-    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
-    for name in names or PARSERS:
-        PARSERS[name](sub)
-
-
 def cmd_chat(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb chat"""
     return chat_until_done(settings, out=out)

@@ -58,12 +58,6 @@ def _add_reindex(sub: argparse._SubParsersAction) -> None:
 PARSERS = {"ingest": _add_ingest, "reindex": _add_reindex}
 
 
-def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
-    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
-    for name in names or PARSERS:
-        PARSERS[name](sub)
-
-
 def load_tokenizer(settings: Settings, *, background: bool = False) -> TokenCounter:
     """The configured tokenizer, or the approximation (logged once); a hub fetch now, or in the
     background for the next start (``background``: the daemon must watch its inbox at once)."""

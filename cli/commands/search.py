@@ -78,12 +78,6 @@ def _add_ls(sub: argparse._SubParsersAction) -> None:
 PARSERS = {"search": _add_search, "ls": _add_ls}
 
 
-def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
-    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
-    for name in names or PARSERS:
-        PARSERS[name](sub)
-
-
 def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb search [-k N] [--json] QUERY  |  kb search --batch FILE --json"""
     k = args.k or settings.search_k

@@ -55,12 +55,6 @@ def _add_sources(sub: argparse._SubParsersAction) -> None:
 PARSERS = {"sources": _add_sources}
 
 
-def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
-    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
-    for name in names or PARSERS:
-        PARSERS[name](sub)
-
-
 def cmd_sources(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb sources [add PATH --name NAME | rm NAME | rescan [NAME] | NAME] [--json]"""
     words = terminal_words(settings)

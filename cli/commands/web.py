@@ -60,12 +60,6 @@ def _add_import_url(sub: argparse._SubParsersAction) -> None:
 PARSERS = {"websearch": _add_websearch, "import": _add_import, "import-url": _add_import_url}
 
 
-def add_commands(sub: argparse._SubParsersAction, *names: str) -> None:
-    """Add these commands' parsers to kb's sub-commands in the order named (default: all of this module's)."""
-    for name in names or PARSERS:
-        PARSERS[name](sub)
-
-
 EXIT_RATE_LIMITED = 3
 
 

@@ -119,6 +119,7 @@ class Methods:
             params.get(entities_field),
             strict_ampersand=self.strict_ampersand,
             allow_empty=allow_empty,
+            length_in_utf16=self.length_in_utf16,
         )
 
     def _text(self, params: dict) -> tuple[str, list[dict]]:

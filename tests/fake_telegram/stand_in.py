@@ -48,7 +48,10 @@ class FakeTelegram(Updates, Records, Methods, Server):
       escape, but Telegram itself probably keeps such a character as text. Set
       ``FakeTelegram.strict_ampersand = False`` to get Telegram's own leniency.
     * Plain text is trimmed of surrounding whitespace and then checked: empty text gives "message
-      text is empty", more than 4,096 characters gives "message is too long".
+      text is empty", more than 4,096 characters gives "message is too long". Which unit Telegram
+      counts is disputed (one live measurement reported code points; many clients count UTF-16 code
+      units, the unit of entity offsets): the stand-in counts UTF-16 code units, the stricter of the
+      two, so text that passes here passes either way (``length_in_utf16 = False``: code points).
     * Inline keyboards are checked too: callback data must be 1–64 UTF-8 bytes (BUTTON_DATA_INVALID).
     * Edits give "message is not modified", "message to edit not found" and "message can't be edited"
       where Telegram would. editMessageText without a reply_markup removes the inline keyboard, as on
@@ -89,6 +92,7 @@ class FakeTelegram(Updates, Records, Methods, Server):
     # refuses), to test falling back to editMessageText.
     drafts_refused: bool = False
     draft_ttl_s: float = DRAFT_TTL_S  # a live draft disappears this long after its last update
+    length_in_utf16: bool = True  # the 4,096 limit in UTF-16 code units (an emoji counts two)
 
     def __init__(
         self,

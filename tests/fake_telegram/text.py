@@ -302,11 +302,13 @@ def format_text(
     *,
     strict_ampersand: bool = True,
     allow_empty: bool = False,
+    length_in_utf16: bool = True,
 ):
     """(plain text, entities) as Telegram stores them, or ApiError as Telegram answers.
 
     ``allow_empty`` lets the text be empty after parsing and trimming (sendMessageDraft's
-    "Thinking..." placeholder)."""
+    "Thinking..." placeholder). ``length_in_utf16``: the 4,096 limit counts UTF-16 code units (an
+    emoji counts two), else code points."""
     if parse_mode:
         mode = parse_mode.lower()
         if mode == "html":
@@ -324,6 +326,6 @@ def format_text(
     found.sort(key=lambda e: (e["offset"], -e["length"]))
     if not plain and not allow_empty:
         raise bad_request("message text is empty")
-    if len(plain) > MAX_TEXT_LENGTH:
+    if (utf16_len(plain) if length_in_utf16 else len(plain)) > MAX_TEXT_LENGTH:
         raise bad_request("message is too long")
     return plain, found
