@@ -42,6 +42,7 @@ async def doctor(settings: Settings) -> list[Finding]:
     findings += [
         disk_finding(settings.home, _free_bytes(settings.home)),
         _check_inbox(settings),
+        *_check_sources(settings),
         _check_ocr(settings),
         _check_voice(settings),
         _check_telegram(settings),
@@ -183,6 +184,31 @@ def _check_inbox(settings: Settings) -> Finding:
     if failed:
         return Finding("inbox", False, detail, f"see the .error.json files in {settings.failed}", True)
     return Finding("inbox", True, detail)
+
+
+def _check_sources(settings: Settings) -> list[Finding]:
+    """Each folder source: there, and how many of its files failed (kb sources NAME lists them)."""
+    from knowledge.report.status import status_report
+
+    report = status_report(settings)
+    if "sources_error" in report:
+        return [
+            Finding(
+                "sources", False, str(report["sources_error"]), "correct the [[sources]] tables of kb.toml"
+            )
+        ]
+    findings = []
+    for s in report["sources"]:  # type: ignore[union-attr]
+        detail = f"{s['path']}: {s['indexed']} indexed, {s['skipped']} skipped, {s['failed']} failed"
+        name = f"source {s['name']}"
+        if not s["present"]:
+            fix = f"reconnect or restore the folder (its documents are kept), or: kb sources rm {s['name']}"
+            findings.append(Finding(name, False, f"{s['path']} is not there", fix, is_warning=True))
+        elif s["failed"]:
+            findings.append(Finding(name, False, detail, f"see why: kb sources {s['name']}", is_warning=True))
+        else:
+            findings.append(Finding(name, True, detail))
+    return findings
 
 
 def _check_ocr(settings: Settings) -> Finding:

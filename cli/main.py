@@ -24,6 +24,7 @@ from cli.commands import (
     library,
     mcp_server,
     search,
+    sources,
     speaking,
     web,
 )
@@ -78,6 +79,7 @@ def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> arg
     add_named(sub, web.PARSERS, "websearch", "import", "import-url")
     add_named(sub, admin.PARSERS, "doctor", "checkpoint", "bot", "logs")
     add_named(sub, ingest.PARSERS, "ingest")
+    add_named(sub, sources.PARSERS, "sources")
     add_named(sub, search.PARSERS, "search")
     add_named(sub, ingest.PARSERS, "reindex")
     add_named(sub, search.PARSERS, "ls")

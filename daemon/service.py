@@ -10,6 +10,7 @@ Threads and their jobs:
   one died (a folder thousands of levels deep kills watchdog's recursive watch silently) and is set
   up again; while the inbox holds a folder deeper than ``MAX_DEPTH`` the inbox is watched without
   its sub-folders and rescanned every ``LIMITED_RESCAN_S`` instead;
+* the owner's folder sources are watched by daemon/sources.py, whose tasks join the same queue;
 * one worker takes tasks from the queue in order: ingest a file, sync a raw file, reconcile
   raw/ with the index, file an orphan sidecar, do a request (remove or restore a document, asked
   by the bot or ``kb rm`` through ``knowledge/requests/``, looked at every tick), and, at start and
@@ -36,6 +37,7 @@ import structlog
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from daemon.sources import SourceWatch, known_sources
 from daemon.stability import Signature, StabilityTracker, lstat_signature
 from knowledge.config import Settings
 from knowledge.convert.pagestore import mark_waiting
@@ -45,6 +47,7 @@ from knowledge.ingest.files import quarantine
 from knowledge.ingest.names import SIDECAR_SUFFIX, is_candidate_name
 from knowledge.ingest.pipeline import Ingestor, error_record
 from knowledge.ingest.safepath import file_identity, link_below, walk_files, warn_too_deep
+from knowledge.sources.sync import SourceSync
 
 log = structlog.get_logger()
 
@@ -129,6 +132,8 @@ class Daemon:
         self.started = threading.Event()  # set once the watches are in place and the first scan queued
         self._excluded = (settings.processed, settings.failed)
         self._requests_taken: set[str] = set()  # request files queued and not yet deleted
+        self.source_sync = SourceSync(ingestor)  # the owner's folders, read in place (daemon/sources.py)
+        self.source_watch = SourceWatch(settings, self._put, clock=clock)
 
     # -- notes from the watcher -------------------------------------------------------------
 
@@ -188,7 +193,11 @@ class Daemon:
                 continue
             with self._handing_over, self._retry_lock:
                 if not (
-                    len(self.files) or len(self.raw_files) or self.tasks.unfinished_tasks or self._retries
+                    len(self.files)
+                    or len(self.raw_files)
+                    or self.source_watch.pending()
+                    or self.tasks.unfinished_tasks
+                    or self._retries
                 ):
                     return True
         return False
@@ -202,6 +211,7 @@ class Daemon:
         inbox_id = file_identity(self.inbox)
         worker = threading.Thread(target=self._work, name="kb-ingest-worker", daemon=True)
         worker.start()
+        self.source_watch.start(known_sources(self.source_sync))
         self._scan()
         self._put(("housekeeping", None))
         self.started.set()
@@ -223,6 +233,7 @@ class Daemon:
                 scanned = True
                 if self.clock() >= next_scan:
                     self._scan()
+                    self.source_watch.walk_all()
                     next_scan = self.clock() + self.settings.rescan_s
                 elif self.watch_limited and self.clock() >= next_inbox_scan:
                     self._scan_inbox()  # a watch without sub-folders: the inbox is walked often, raw/ is not
@@ -267,6 +278,7 @@ class Daemon:
                 self._stop.wait(self.poll_s)
         finally:
             observer.stop()
+            self.source_watch.stop()
             self._put(_STOP, force=True)
             worker.join()
             observer.join(timeout=5)
@@ -368,6 +380,7 @@ class Daemon:
                 self.files.touch(heapq.heappop(self._retries).path, now)
         with self._handing_over:  # wait_idle never looks between a path leaving pending and its task queued
             self._hand_over(now)
+            self.source_watch.tick(now)
 
     def _hand_over(self, now: float) -> None:
         checked = self.files.check(now)
@@ -444,6 +457,8 @@ class Daemon:
                     counts = self.ingestor.reconcile_raw()
                     if counts["indexed"] or counts["deleted"]:
                         log.info("raw.reconciled", **counts)
+                elif kind.startswith("source-"):
+                    self.source_watch.run(self.source_sync, kind, arg)
                 elif kind == "orphan":
                     self._file_orphan(arg)  # type: ignore[arg-type]
                 elif kind == "request":

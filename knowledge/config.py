@@ -383,7 +383,8 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def read_toml(path: Path) -> dict[str, str]:
-    """Settings from a TOML file: top-level keys named like the variables, with or without KB_."""
+    """Settings from a TOML file: top-level keys named like the variables, with or without KB_ (the
+    ``[[sources]]`` tables are kb's folder sources, read by knowledge.sources.registry)."""
     if not path.is_file():
         return {}
     try:
@@ -392,6 +393,8 @@ def read_toml(path: Path) -> dict[str, str]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     out: dict[str, str] = {}
     for key, value in data.items():
+        if key == "sources" and isinstance(value, list):
+            continue
         name = key.upper() if key.upper().startswith("KB_") else "KB_" + key.upper()
         out[name] = str(value).lower() if isinstance(value, bool) else str(value)
     return out

@@ -12,6 +12,7 @@
     ├── TokenizerError       the configured tokenizer cannot be loaded
     ├── ModelError           the model server failed or is unreachable
     ├── FetchRefused         the web-import guard refused a URL (reason code)
+    ├── SourceRefused        a folder source cannot be added or named (reason code + facts)
     ├── SearchError          a web search provider failed
     └── SpeechError          a voice note could not be turned into text (reason code + sentence)
 
@@ -83,6 +84,15 @@ class ModelError(KbError):
 
 class FetchRefused(Refused):
     """The web-import guard refused a URL; ``reason`` is a stable code."""
+
+
+class SourceRefused(Refused):
+    """A folder source refused (``kb sources add``, ``rm``, ``rescan``): ``reason`` is a stable code
+    (knowledge.words.sources says it in the reader's language) and ``facts`` fill its sentence."""
+
+    def __init__(self, reason: str, message: str, **facts: str) -> None:
+        super().__init__(reason, message)
+        self.facts = facts
 
 
 class SearchError(KbError):

@@ -24,7 +24,10 @@ from knowledge.model.tokenizer import TokenCounter, configured_counter
 from knowledge.report.status import plural
 from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.sources.registry import config_file, read_sources, source_of
 from knowledge.store.index import Index
+from knowledge.words.catalog import terminal_words
+from knowledge.words.sources import REFUSALS
 
 log = structlog.get_logger()
 
@@ -69,8 +72,29 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
             print(f"kb: no such file or folder: {p}", file=err)
         return EXIT_USAGE
     paths = list(iter_sources(args.paths, skip=[settings.processed, settings.failed]))
-    outcomes = run_ingest(settings, paths, out=out, err=err)
-    return EXIT_FAILED if any(o.status == "failed" for o in outcomes) else EXIT_OK
+    paths, in_sources = outside_sources(settings, paths, err=err)
+    outcomes = run_ingest(settings, paths, out=out, err=err) if paths or not in_sources else []
+    return EXIT_FAILED if in_sources or any(o.status == "failed" for o in outcomes) else EXIT_OK
+
+
+def outside_sources(settings: Settings, paths: list[Path], *, err: TextIO) -> tuple[list[Path], int]:
+    """The files that are in no folder source, and how many were (each source said once): a source's
+    files are indexed where they are and kept in sync, never copied."""
+    sources = read_sources(config_file(settings.home))
+    if not sources:
+        return paths, 0
+    kept, told, left = [], set(), 0
+    for path in paths:
+        found = source_of(sources, path)
+        if found is None:
+            kept.append(path)
+            continue
+        left += 1
+        if found[0].name not in told:
+            told.add(found[0].name)
+            words = terminal_words(settings)
+            print(f"kb: {words.tr(REFUSALS['inside-source'], path=str(path), name=found[0].name)}", file=err)
+    return kept, left
 
 
 def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextIO) -> list[Outcome]:

@@ -17,6 +17,7 @@ from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
+from knowledge.sources.state import split_raw_path
 from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
 
@@ -31,7 +32,9 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
         '"relevance","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
         "the question, answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), "
         'translations the question as also searched in the index\'s other languages ([{"language","text"}], '
-        "from the model), both the same on every result.",
+        "from the model), both the same on every result; a passage from a folder source (kb sources) also "
+        'carries "source" (its name) and "path" (the file, relative to the source; start_line and end_line are '
+        "lines of that file).",
     )
     p.add_argument("query", nargs="*", help="the question (words are joined with spaces)")
     p.add_argument(
@@ -143,10 +146,12 @@ def result_json(
     """One result as ``kb search --json`` prints it: the contract's fields, its relevance, the
     query's verdict (``answerable``: whether the documents answer it, the same on every result)
     and the translations of the query searched with it (the same on every result)."""
+    in_source = split_raw_path(result.raw_path)
     return {
         **result.to_json(),
         "answerable": verdict.answerable,
         "translations": [t.to_json() for t in translations],
+        **({"source": in_source[0], "path": in_source[1]} if in_source else {}),
     }
 
 

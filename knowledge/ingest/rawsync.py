@@ -108,20 +108,26 @@ class RawSync:
     def reconcile_raw(self) -> dict[str, int]:
         """Index new and changed raw files, drop documents whose raw file is gone; counts by outcome."""
         on_disk = set(self.raw_names())
-        indexed = {d.raw_path.removeprefix("raw/") for d in self.index.documents()}
+        # Only documents of raw files: a folder source's documents (``vault:x.md``) have none.
+        indexed = {
+            d.raw_path.removeprefix("raw/") for d in self.index.documents() if d.raw_path.startswith("raw/")
+        }
         counts = {"indexed": 0, "deleted": 0, "unchanged": 0}
         for name in sorted(on_disk | indexed):
             counts[self.sync_raw(name)] += 1
         return counts
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
-        """Rebuild every document from raw/ inside the live database, in one transaction."""
+        """Rebuild every document from raw/ inside the live database, in one transaction; the documents
+        of folder sources (no raw file: their text is the owner's file) are kept, analysed again."""
         names = self.raw_names()
         rows = []
         for n, name in enumerate(names, 1):
             rows.append(self.prepare_raw("raw/" + name))
             if progress:
                 progress(n, len(names))
+        kept = [d for d in self.index.documents() if not d.raw_path.startswith("raw/")]
+        rows += [(d, self.index.chunks_of(d.id, range(1, d.chunk_count + 1))) for d in kept]
         self.index.replace_all(rows)
         self.index.set_meta("tokenizer", self.counter.name)
         self.index.set_meta("analyzer", ANALYZER_VERSION)  # every term is now this analyzer's

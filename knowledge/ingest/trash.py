@@ -123,6 +123,12 @@ def remove(ingestor: Ingestor, doc_id: str, *, now: datetime) -> Trashed:
     doc = index.document(doc_id) if is_id(doc_id) else None
     if doc is None:
         raise NotFound("no-document", f"no document {doc_id!r} in the knowledge base (kb ls lists them)")
+    if not doc.raw_path.startswith("raw/"):  # a folder source's file: the owner's, kept in sync, never moved
+        raise TrashError(
+            "in-source",
+            f"{doc.raw_path} is a file of a folder source, which kb never moves or deletes: delete or move "
+            "the file itself, or leave it out with an exclude rule of its source (kb.toml)",
+        )
     raw_name = doc.raw_path.removeprefix("raw/")
     raw_path = settings.raw / raw_name
     if not os.path.lexists(raw_path):  # deleted by hand: the index only had not caught up yet

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from knowledge.config import Settings
-from knowledge.errors import IndexError_, KbError
+from knowledge.errors import ConfigError, IndexError_, KbError
 from knowledge.ingest import working
 from knowledge.ingest.lock import holder
 from knowledge.ingest.names import is_candidate_name
@@ -24,6 +24,8 @@ from knowledge.model.client import ModelBadResponse, ModelClient
 from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter
 from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.sources import state
+from knowledge.sources.registry import config_file, read_sources
 from knowledge.store.index import Index
 from knowledge.words.catalog import ENGLISH, Words
 
@@ -84,9 +86,26 @@ def status_report(
             "providers": providers,
         },
     }
+    try:
+        sources = read_sources(config_file(settings.home))
+    except ConfigError as exc:
+        sources, report["sources_error"] = [], str(exc)
+    report["sources"] = [
+        {
+            "name": s.name,
+            "path": str(s.path),
+            "present": s.root.is_dir(),
+            "indexed": 0,
+            "skipped": 0,
+            "failed": 0,
+        }
+        for s in sources
+    ]
     if settings.index_path.exists():
         try:
             with Index(settings.index_path, readonly=True) as index:
+                for entry in report["sources"] if state.has_table(index.conn) else []:
+                    entry.update(state.counts(index.conn, entry["name"]))
                 report["documents"] = index.document_count()
                 report["chunks"] = index.chunk_count()
                 report["tokenizer"] = index.meta("tokenizer")
@@ -211,6 +230,14 @@ def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tu
         (w.tr("files"), files),
         (w.tr("daemon"), w.tr("running ({writer})", writer=writer) if writer else w.tr("not running")),
     ]
+    for source in report.get("sources", []):
+        fact = w.tr(
+            "{indexed} indexed, {skipped} skipped, {failed} failed",
+            indexed=source["indexed"], skipped=source["skipped"], failed=source["failed"],
+        )  # fmt: skip
+        if not source["present"]:
+            fact += " " + w.tr("(not there now)")
+        facts.append((w.tr("source {name}", name=source["name"]), f"{source['path']}: {fact}"))
     if writer:  # a file left by a killed daemon is not work in progress
         facts += [
             (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -37,6 +37,9 @@ from knowledge.store.schema import MIGRATIONS, adopt
 from knowledge.store.summaries import SummaryTable
 from knowledge.store.use_vectors import UseVectorTable
 from knowledge.store.vectors import VectorTable, bump_vector_epoch, restore_vectors, save_vectors
+
+# More writes to make in a document's transaction (a folder source's record of its file).
+Also = Callable[[sqlite3.Connection], None]
 
 
 class Index(VectorTable, UseVectorTable, SummaryTable):
@@ -104,8 +107,10 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
 
     # -- writing ----------------------------------------------------------------------------
 
-    def upsert_document(self, doc: DocumentRecord, chunks: Sequence[ChunkRecord]) -> None:
-        """Replace a document and all its chunks in one transaction.
+    def upsert_document(
+        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], *, also: Also | None = None
+    ) -> None:
+        """Replace a document and all its chunks in one transaction (``also`` writes in it too).
 
         Vectors of chunks whose text is unchanged are kept (re-attached to the new rows).
         """
@@ -114,6 +119,8 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
             self._delete(conn, doc.id)
             self._insert(conn, doc, chunks)
             restore_vectors(conn, "SELECT rowid FROM chunks WHERE document_id = ?", (doc.id,))
+            if also is not None:
+                also(conn)
 
     def replace_all(self, rows: Iterable[tuple[DocumentRecord, Sequence[ChunkRecord]]]) -> None:
         """Replace every document in one transaction (readers see the old set or the new one).
@@ -163,10 +170,14 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
         _add_chunk_total(conn, len(chunks))
         bump_vector_epoch(conn)
 
-    def delete_document(self, doc_id: str) -> bool:
-        """Remove a document and its chunks; False when it was not there."""
+    def delete_document(self, doc_id: str, *, also: Also | None = None) -> bool:
+        """Remove a document and its chunks (``also`` writes in the same transaction); False when it
+        was not there."""
         with self.write() as conn:
-            return self._delete(conn, doc_id)
+            deleted = self._delete(conn, doc_id)
+            if also is not None:
+                also(conn)
+            return deleted
 
     @staticmethod
     def _delete(conn: sqlite3.Connection, doc_id: str) -> bool:

@@ -140,7 +140,32 @@ def m003_use_vectors(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_tables, m002_vector_stamps, m003_use_vectors)
+def m004_source_files(db: sqlite3.Connection) -> None:
+    """What kb knows of each file in the owner's folder sources (knowledge.sources): its size, mtime and
+    SHA-256 when last read, its document, or why it is skipped or failed. A source's file is keyed by
+    (source, path relative to the source), never by where the source is."""
+    statements(
+        db,
+        """
+        CREATE TABLE source_files (
+            source TEXT NOT NULL,
+            path TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            sha256 TEXT,
+            status TEXT NOT NULL CHECK (status IN ('indexed', 'skipped', 'failed')),
+            doc_id TEXT,
+            reason TEXT,
+            message TEXT,
+            checked_at TEXT NOT NULL,
+            PRIMARY KEY (source, path)
+        ) WITHOUT ROWID;
+        CREATE INDEX source_files_sha256 ON source_files (source, sha256)
+        """,
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (m001_tables, m002_vector_stamps, m003_use_vectors, m004_source_files)
 
 
 def adopt(db: sqlite3.Connection) -> int:
