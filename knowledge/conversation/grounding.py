@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from knowledge.conversation.store import Turn
 
-MAX_NEW_WORDS = 2  # plain Latin words a rewrite may add ("what", "require", "mean")
+NEW_WORDS_SHARE = 0.5  # of a rewrite's plain Latin content words, at most this share new (a paraphrase)
+STEM_CHARS = 4  # words compared by their first letters: "streaming" is "stream", "losses" is "loss"
 MAX_NEW_CJK = 12  # CJK characters (not function characters) a rewrite may add: a translated title
 
 _LINK = re.compile(r"(?:https?://|www\.)\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b",
@@ -42,7 +43,10 @@ _FRAME = frozenset(
     them he she his her i me my we our you your any some all each every other another more most than then
     as if so also just only still yet again ever per via up down out off first second third last next
     one two three four five six seven eight nine ten please tell know mean means meant say says said
-    need needs required require requires happen happens get got make made take takes use used""".split()
+    need needs required require requires happen happens get got make made take takes use used find
+    information info details detail steps step ways way kind kinds type types example examples list
+    difference between rather instead given typically usually through having trouble cannot regarding
+    related including case cases process possible specifically terms well""".split()
 )
 # Characters a Chinese question's frame is made of (particles, question words, measure words).
 _CJK_FRAME = frozenset(
@@ -54,19 +58,19 @@ _CJK_FRAME = frozenset(
 def grounded(rewrite: str, message: str, turns: Sequence[Turn], titles: Sequence[str]) -> str | None:
     """The rewrite when it names nothing absent from the conversation and the message (and keeps the
     message's own words), else None."""
-    said = " ".join([message, *(t.message for t in turns), *(t.answer for t in turns[-1:])])
+    said = " ".join([message, *(t.message for t in turns), *(t.answer for t in turns)])
     context = f"{said} {' '.join(titles)}"
     if not _links_from(rewrite, said):
         return None
     if not _keeps_the_message(rewrite, message):
         return None
-    known = {w.lower() for w in _WORD.findall(context)}
-    new = [w for w in _WORD.findall(_LINK.sub(" ", rewrite)) if w.lower() not in known]
+    known = {_stem(w) for w in _WORD.findall(context)}
+    new = [w for w in _WORD.findall(_LINK.sub(" ", rewrite)) if _stem(w) not in known]
     if any(_is_name_or_number(w) for w in new):
         return None
-    plain = [w.lower() for w in new if not _CJK.search(w) and not _is_thai(w)]
-    plain = [w for w in plain if w not in _FRAME and w not in _CALENDAR]
-    if len(plain) > MAX_NEW_WORDS:
+    content = _latin_content(rewrite)
+    fresh = [w for w in content if _stem(w) not in known]
+    if content and len(fresh) > max(1, NEW_WORDS_SHARE * len(content)):
         return None
     cjk_known = set(_CJK.findall(context))
     cjk_new = {c for c in _CJK.findall(rewrite) if c not in cjk_known and c not in _CJK_FRAME}
@@ -80,16 +84,24 @@ def _links_from(rewrite: str, said: str) -> bool:
 
 
 def _keeps_the_message(rewrite: str, message: str) -> bool:
-    """The rewrite keeps one of the message's content words, when it has any."""
-    own = _content(message)
-    return not own or bool(own & _content(rewrite))
+    """The rewrite keeps one of the message's content words (or its stem), when it has any."""
+    own = {_stem(w) for w in _latin_content(message)} | _cjk_content(message)
+    return not own or bool(own & ({_stem(w) for w in _latin_content(rewrite)} | _cjk_content(rewrite)))
 
 
-def _content(text: str) -> set[str]:
-    """Latin content words (lower case) and CJK characters that are not a question's frame. Thai has no
-    spaces between words: its text is left to the other checks."""
-    words = {w.lower() for w in _WORD.findall(text) if not _CJK.search(w) and not _is_thai(w)}
-    return {w for w in words if w not in _FRAME} | {c for c in _CJK.findall(text) if c not in _CJK_FRAME}
+def _latin_content(text: str) -> list[str]:
+    """The words of a text that are not a question's frame, lower case. Thai has no spaces between
+    words (and CJK none either): their text is left to the other checks."""
+    words = [w.lower() for w in _WORD.findall(text) if not _CJK.search(w) and not _is_thai(w)]
+    return [w for w in words if w not in _FRAME and w not in _CALENDAR and not w[0].isdigit()]
+
+
+def _cjk_content(text: str) -> set[str]:
+    return {c for c in _CJK.findall(text) if c not in _CJK_FRAME}
+
+
+def _stem(word: str) -> str:
+    return word.lower()[:STEM_CHARS]
 
 
 def _is_thai(word: str) -> bool:
