@@ -245,3 +245,50 @@ async def test_a_model_that_obeys_a_title_is_not_followed(model):
     assert got is None
     user = fake.requests[0]["messages"][1]["content"]
     assert "</conversation>" not in user and "<conversation>" not in user
+
+
+def _turn(message, answer, title):
+    return (Turn(1, message, message, answer, ("doc-a-chunk-0001",), 0.0, (title,)),)
+
+
+LEASE = _turn("押金是幾個月？", "押金是兩個月，共 36,000 元，退租點交後 14 天內退還 [1]。", "租約重點")
+UPS = _turn(
+    "UPS 電池什麼時候換的？", "書房的 UPS 電池在 2025 年 3 月更換，電池壽命約三年 [1]。", "UPS 不斷電系統"
+)
+DENTIST = _turn("牙醫預約是什麼時候？", "12 月 18 日星期四下午 3 點半洗牙，要帶健保卡 [1]。", "牙醫預約")
+CONDO = _turn("ค่าส่วนกลางคอนโดเท่าไร", "ค่าส่วนกลางปีละ 14,400 บาท จ่ายภายในเดือนมกราคม [1]", "ค่าส่วนกลางคอนโด")
+FIBRE = _turn("เน็ตบ้านเดือนละเท่าไร", "AIS Fibre เดือนละ 699 บาท ตัดบัตรเครดิตทุกวันที่ 12 [1]", "อินเทอร์เน็ตบ้าน")
+
+
+@pytest.mark.parametrize(
+    ("message", "turns"),
+    [
+        ("什麼時候退？", LEASE),
+        ("下次要什麼時候換？", UPS),
+        ("幾點？要帶什麼？", DENTIST),
+        ("多少錢？", DENTIST),
+        ("ต้องจ่ายเมื่อไร", CONDO),
+        ("ตัดบัตรวันไหน", FIBRE),
+        ("ต้องเอาอะไรไปบ้าง", CONDO),
+    ],
+)
+def test_chinese_and_thai_follow_ups_without_a_subject_need_the_conversation(message, turns):
+    assert not stands_alone(message, turns)
+    assert plan(message, turns, None).how == "joined"  # judged with the question it follows
+
+
+@pytest.mark.parametrize(
+    ("message", "turns"),
+    [
+        ("SSD 滿了為什麼會變慢？", LEASE),  # 為什麼 asks about anything
+        ("你好", LEASE),
+        ("謝謝！", UPS),
+        ("火險什麼時候續保？", FIBRE),  # a subject the conversation never named
+        ("房屋火險保費多少？", LEASE),
+        ("สวัสดีครับ", CONDO),
+        ("นัดหมอฟันที่คลินิกไหน", FIBRE),
+        ("應該什麼時候換 UPS 電池？", LEASE),  # 該 in 應該 is not "that"
+    ],
+)
+def test_greetings_and_topic_changes_are_not_rewritten(message, turns):
+    assert stands_alone(message, turns)

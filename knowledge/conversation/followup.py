@@ -36,6 +36,7 @@ import structlog
 from knowledge.answer.prompt import defang
 from knowledge.conversation.grounding import grounded
 from knowledge.conversation.store import Turn
+from knowledge.conversation.subject import is_greeting, leans_on
 from knowledge.model.untrusted import strip_control_tokens
 from knowledge.retrieval import search
 from knowledge.retrieval.search import Also
@@ -52,7 +53,8 @@ ANSWER_CHARS = 900  # the last answer, cut to about 300 tokens
 MAX_REWRITE_CHARS = 400
 
 # Words and forms that point back at the conversation: pronouns, demonstratives, ordinals, "what
-# about", "more", "why". A message with one of them, or a short one, is a follow-up candidate.
+# about", "more", "why" (in English; 為什麼 and ทำไม ask about anything: "why does a full SSD slow
+# down?"). A message with one of them, or a short one, is a follow-up candidate.
 _POINTERS = {
     "other": re.compile(
         r"\b(it|its|it's|they|them|their|theirs|this|these|those|he|him|his|she|her|hers|former|latter|"
@@ -62,12 +64,13 @@ _POINTERS = {
         re.IGNORECASE,
     ),
     "cjk": re.compile(
-        r"它|他們|她們|它們|他们|她们|它们|[這这那此該该其]|第[一二三四五六七八九十百\d]+|呢|還有|还有|另外|"
-        r"為什麼|为什么|為何|为何|怎麼說|怎么说|更多|詳細|详细|上面|剛才|刚才|前面|同樣|同样|舉例|举例|然後|然后|那麼|那么"
+        r"它|他們|她們|它們|他们|她们|它们|[這这那](?!裡|里|麼|么)|此(?=[個个項项事])|該(?=[個个項项筆笔])|其中|"
+        r"第[一二三四五六七八九十百\d]+|呢|還有|还有|另外|怎麼說|怎么说|更多|詳細|详细|上面|剛才|刚才|前面|同樣|"
+        r"同样|舉例|举例|然後|然后"
     ),
     "thai": re.compile(
-        r"มัน|เขา|พวกเขา|นี้|นั้น|โน้น|อันที่|ข้อที่|ข้อ|ที่สอง|ที่สาม|ที่หนึ่ง|แรก|สุดท้าย|ล่ะ|อีก|เพิ่มเติม|ทำไม|"
-        r"เหมือนกัน|ข้างบน|ต่อ|แล้ว|ตัวอย่าง|อธิบาย"
+        r"มัน|พวกเขา|อันนี้|อันนั้น|สิ่งนี้|สิ่งนั้น|เรื่องนี้|เรื่องนั้น|ตัวนี้|ตัวนั้น|อันที่|ข้อที่|ที่สอง|ที่สาม|ที่หนึ่ง|"
+        r"อันแรก|ข้อแรก|สุดท้าย|ล่ะ|เพิ่มเติม|เหมือนกัน|ข้างบน|ตัวอย่าง|อธิบาย"
     ),
 }
 # Shorter than this (letters and digits, by script) is a fragment: "Why?", 「為什麼？」, "ทำไม"
@@ -102,14 +105,16 @@ def is_fragment(message: str) -> bool:
 
 def points_back(message: str) -> bool:
     """Whether a message refers to something before it: a word that points back ("it", 「那…呢」,
-    "อันที่สอง"), or too short to be a question of its own."""
+    "อันที่สอง"), or too short to be a question of its own (a greeting is not)."""
+    if is_greeting(message):
+        return False
     return is_fragment(message) or _POINTERS[language_group(message)].search(message) is not None
 
 
 def stands_alone(message: str, turns: Sequence[Turn]) -> bool:
-    """Whether a message can be searched as written: the first of a conversation, or one that does not
-    point back."""
-    return not turns or not points_back(message)
+    """Whether a message can be searched as written: the first of a conversation, or one that neither
+    points back nor, in Chinese or Thai, leans on the conversation for its subject (「什麼時候退？」)."""
+    return not turns or not (points_back(message) or leans_on(message, turns))
 
 
 @dataclass(frozen=True)
