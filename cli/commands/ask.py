@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from cli.commands import EXIT_OK, EXIT_USAGE
 from cli.commands.search import search_meaning
-from cli.commands.web import describe_import, import_and_answer
+from cli.commands.web import describe_import, import_and_answer, import_exit, typed_pick
 from knowledge.config import Settings
 from knowledge.errors import KbError
 from knowledge.report.status import (
@@ -153,6 +153,7 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
             history_file=settings.runs / "chat_history",
             on_import=do_import,
             on_url=keep_url,
+            pick=lambda line: typed_pick(settings, line),
             words=words,
         )
     return EXIT_OK
@@ -192,6 +193,15 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
         print("kb: --new goes with --conversation NAME", file=err)
         return EXIT_USAGE
     question = heard.text if heard is not None else " ".join(args.question)
+    picked = typed_pick(settings, question) if args.conversation and not args.new else None
+    if picked is not None:  # a typed choice among the candidates on show: imported, never searched
+        from cli.chat import WHICH
+
+        typed, ids = picked
+        if typed.source_id is None:
+            print(words.tr(WHICH, ids=", ".join(ids)), file=out)
+            return EXIT_USAGE
+        return import_exit(import_and_answer(settings, typed.source_id), out=out, err=err)
     # a person at a terminal sees the answer as it is written; --json and pipes get it whole
     printer = Printer(out, words) if not args.json and out.isatty() else None
 
