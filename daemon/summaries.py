@@ -20,11 +20,13 @@ import structlog
 from daemon.worker import Worker
 from knowledge.answer.summary import Writer, opening, summarize, without_citations
 from knowledge.config import Settings
+from knowledge.conversation.store import ConversationError, Conversations
 from knowledge.model.template import ChatTemplate
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.search import document_passages
 from knowledge.store.index import Index
 from knowledge.wiring import http_session, model_client
+from knowledge.words.language import for_owner
 
 log = structlog.get_logger()
 
@@ -51,11 +53,20 @@ class Summaries:
         self.counter = counter
         self.template = template
         self.idle_s = idle_s
-        self.language = settings.language or "en"
         # stopped after the document in hand: a model call is bounded by KB_LLM_TIMEOUT_S
         self._worker = Worker("kb-summaries", self._run, stop_within_s=settings.llm_timeout_s + 5)
         self._wake, self._stop = self._worker.woken, self._worker.stopping
         self.start, self.wake, self.stop = self._worker.start, self._worker.wake, self._worker.stop
+
+    def language(self) -> str:
+        """The owner's language, asked for each document (a /lang choice made meanwhile counts)."""
+        chosen = None
+        if not self.settings.language and self.settings.conversations_path.exists():
+            try:
+                chosen = Conversations(self.settings.conversations_path).last_chosen_language()
+            except ConversationError as exc:  # unreadable: the locale decides
+                log.warning("summary.language_unknown", error=str(exc))
+        return for_owner(self.settings.language, chosen, self.settings.locale)
 
     def _run(self) -> None:
         try:
@@ -82,8 +93,9 @@ class Summaries:
                         continue
                     doc = docs[0]
                     chunks = document_passages(index, doc.id)
+                    language = await asyncio.to_thread(self.language)
                     if model_may_answer:
-                        summary = await summarize(writer, doc.title, chunks, reader=self.language,
+                        summary = await summarize(writer, doc.title, chunks, reader=language,
                                                   sentences=SENTENCES)  # fmt: skip
                         kind, text = summary.kind, without_citations(summary.text)
                     else:
@@ -94,5 +106,5 @@ class Summaries:
                     elif kind == "model":
                         pause = self.first_retry_s
                     made_at = datetime.now(UTC).isoformat(timespec="seconds")
-                    index.put_summary(doc, kind, self.language, text, made_at)
+                    index.put_summary(doc, kind, language, text, made_at)
                     log.info("summary.kept", doc_id=doc.id, kind=kind, chars=len(text))

@@ -73,3 +73,30 @@ def test_a_summary_belongs_to_the_text_it_was_made_from_and_goes_with_its_docume
         assert "Lake Quillan" in [d.title for d in index.unsummarised(excerpts_too=False, limit=10)]
         index.conn.execute("DELETE FROM documents WHERE id = ?", (quillan.id,))
         assert index.conn.execute("SELECT count(*) FROM summaries").fetchone()[0] == 0
+
+
+def test_without_kb_language_a_summary_is_written_in_the_owners_language(tmp_path):
+    from knowledge.conversation.store import Conversations
+
+    fake = FakeLLM(responder=lambda body: Step(answer="奎蘭湖深 317 公尺 [1]。"))
+    with ThreadedFakeLLM(fake) as served:
+        settings = make_settings(
+            tmp_path / "kb", KB_LLM_URL=served.base_url, KB_LANGUAGE="", LANG="zh_TW.UTF-8"
+        )
+        ingest_texts(settings, {"quillan.md": NOTE})
+        with Index(settings.index_path, readonly=True) as index:
+            [doc] = index.documents()
+        worker = Summaries(settings, ApproxCounter(), ChatTemplate(FALLBACK_TEMPLATE, {}), idle_s=0.1)
+        assert worker.language() == "zh-Hant"  # the terminal's locale
+        worker.start()
+        try:
+            made = wait_for(lambda: (s := summary_of(settings, doc.id)) and s.kind == "model" and s)
+        finally:
+            worker.stop()
+        assert made.language == "zh-Hant"
+        assert "Traditional Chinese" in fake.requests[0]["messages"][0]["content"]
+        assert "Answer in English" not in fake.requests[0]["messages"][0]["content"]
+        Conversations(settings.conversations_path).choose_language("tg:42", "th")  # the owner's /lang
+        assert worker.language() == "th"
+        english = make_settings(tmp_path / "kb", KB_LANGUAGE="en", LANG="zh_TW.UTF-8")
+        assert Summaries(english, ApproxCounter(), ChatTemplate(FALLBACK_TEMPLATE, {})).language() == "en"
