@@ -109,3 +109,13 @@ async def test_the_bot_takes_a_typed_choice_as_a_tap_and_keeps_the_list(env):
     assert candidate_store(env.settings).latest(str(OWNER)).search_id == record.search_id  # the list stays
     said = [t.message for t in Conversations(env.settings.conversations_path).current(f"tg:{OWNER}").turns]
     assert "我選 web-2，請匯入" not in said and "匯入那個" not in said  # never a question (nor unanswered)
+
+
+def test_a_choice_not_in_the_list_is_refused_in_the_readers_words_not_as_expired():
+    from knowledge.words.catalog import Words
+    from knowledge.words.reasons import refused
+
+    said = {language: refused("not-in-latest", Words(language)) for language in ("en", "zh-Hant", "th")}
+    assert "expired" not in said["en"] and "no such candidate" in said["en"]
+    assert said["zh-Hant"] == "最近一次搜尋沒有這一筆——請從它的清單中選"
+    assert not any(ch.isascii() and ch.isalpha() for ch in said["th"])

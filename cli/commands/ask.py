@@ -27,6 +27,7 @@ from knowledge.report.status import (
 from knowledge.retrieval.search import SearchResult
 from knowledge.store.index import Index
 from knowledge.words.catalog import Words, terminal_words
+from knowledge.words.reasons import refused
 from knowledge.words.replies import plain, text_and_note
 
 if TYPE_CHECKING:
@@ -127,7 +128,9 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
         try:
             result, reply = await import_and_answer(settings, source_id)
         except (ImportRefused, FetchRefused) as exc:
-            return words.tr("refused ({reason}): {why}", reason=exc.reason, why=exc)
+            # English keeps the error's own message (it names the fix); another language its sentence
+            why = str(exc) if words.language == "en" else refused(exc.reason, words)
+            return words.tr("refused ({reason}): {why}", reason=exc.reason, why=why)
         return describe_import(result, words) + ("\n\n" + plain(reply, words) if reply is not None else "")
 
     def keep_url(url: str) -> str:
