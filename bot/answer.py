@@ -73,7 +73,8 @@ async def _typed_choice(
 ) -> bool:
     """A typed choice while candidates are on show (「我選 web-2」, "the second one"): imported as a tap
     would be, or, when it is not clear which, the buttons again with a question; never searched."""
-    record = await asyncio.to_thread(deps.store.latest, str(chat_id))
+    record = deps.store.latest(str(chat_id))  # a small local file, read at once: no await before the
+    # chat's lock, so messages sent one after the other are answered in their order
     if record is None or not record.candidates:
         return False
     typed = typed_choice(text, [c.id for c in record.candidates])
