@@ -76,6 +76,7 @@ from bench.heldout import embed_all  # noqa: E402
 from bench.retrieval import CachingEmbedder, build, setup  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.conversation import followup  # noqa: E402
+from knowledge.conversation.grounding import grounded  # noqa: E402
 from knowledge.conversation.store import Turn  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.model.tokenizer import HfCounter, reference_tokenizer  # noqa: E402
@@ -190,6 +191,8 @@ def kb_plan(case: Case, turns: Sequence[Turn], rewrite: str) -> followup.Plan:
     when the message does not stand alone) or "always" (the reference rewrite on every later turn)."""
     asked = rewrite == "always" or (rewrite == "gated" and not followup.stands_alone(case.message, turns))
     answer = followup.check(case.rewrite, case.message) if turns and case.rewrite and asked else None
+    if answer is not None:  # as the Rewriter keeps it: grounded in the conversation and the message
+        answer = grounded(answer, case.message, turns, turns[-1].titles)
     return followup.plan(case.message, turns, answer)
 
 
@@ -355,6 +358,11 @@ def print_carry(built: Built, cases: Sequence[Case]) -> None:
     )
 
 
+def _ungrounded(case: Case, turns: Sequence[Turn]) -> bool:
+    """A human rewrite that grounded() would drop: it names what the conversation does not."""
+    return grounded(case.rewrite, case.message, turns, turns[-1].titles) is None
+
+
 def print_gate(part: str, cases: Sequence[Case], built: Built) -> list[float]:
     """How often stands_alone() would skip or ask the model, per turn kind; the µs stands_alone + plan
     take per message (rewrite skipped) for each case."""
@@ -393,7 +401,11 @@ def print_gate(part: str, cases: Sequence[Case], built: Built) -> list[float]:
         if c.rewrite is not None and c.history and followup.check(c.rewrite, c.message) is None
     ]
     rewritten = [c for c in cases if c.rewrite is not None and c.history]
+    ungrounded = [c for c in rewritten if c not in drops and _ungrounded(c, built.turns(c))]
     if rewritten:
+        print(
+            f"    reference rewrites of later turns dropped by grounded(): {len(ungrounded)}/{len(rewritten)}"
+        )
         same = sum(c.rewrite == c.message for c in rewritten)
         print(
             f"    reference rewrites of later turns dropped by check(): {len(drops)}/{len(rewritten)};"

@@ -25,6 +25,7 @@ from bot.stream import ChatStream, Streamed
 from bot.summarise import asks_for_summary, summarise_document
 from knowledge.conversation.store import Anchor
 from knowledge.errors import FetchRefused
+from knowledge.websearch.choice import typed_choice
 from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
 from knowledge.words.catalog import N_, Words
 from knowledge.words.reasons import progress, refused
@@ -33,6 +34,7 @@ log = structlog.get_logger()
 
 WAITS = N_("After the current answer.")
 STOPPED = N_("(stopped)")
+WHICH = N_("Which one? Tap it, or write its id (web-1 … {last}).")
 IMPORTING, IMPORTED, FAILED = "⏳ ", "✓ ", "↻ "
 
 
@@ -47,6 +49,8 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             record = deps.store.save_url(str(chat_id), url)
             await say(context, chat_id, f"{esc(url)}\nTap to import it.", reply_markup=keyboard(record))
         return
+    if await _typed_choice(context, deps, chat_id, text, question=message):
+        return
     anchor, replied_text = await replied_to(deps, chat_id, message)
     if asks_for_summary(text):  # "summarise it": the document replied to, or the one just sent
         doc_id = (
@@ -58,6 +62,34 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             await summarise_document(context, deps, chat_id, doc_id)
             return
     await answer(context, chat_id, text, question=message, anchor=anchor, replied_text=replied_text)
+
+
+async def _typed_choice(
+    context: ContextTypes.DEFAULT_TYPE, deps: BotDeps, chat_id: int, text: str, *, question: Message
+) -> bool:
+    """A typed choice while candidates are on show (「我選 web-2」, "the second one"): imported as a tap
+    would be, or, when it is not clear which, the buttons again with a question; never searched."""
+    record = deps.store.latest(str(chat_id))  # a small local file, read at once: no await before the
+    # chat's lock, so messages sent one after the other are answered in their order
+    if record is None or not record.candidates:
+        return False
+    typed = typed_choice(text, [c.id for c in record.candidates])
+    if typed is None:
+        return False
+    words = words_of(deps, chat_id)
+    log.info("bot.typed_choice", chosen=typed.source_id or "unclear", candidates=len(record.candidates))
+    if typed.source_id is None:
+        which = words.tr(WHICH, last=record.candidates[-1].id)
+        await say(context, chat_id, esc(which), reply_markup=keyboard(record), reply_to=question.message_id)
+        return True
+    status = await say(
+        context,
+        chat_id,
+        italic(words.tr("{id}: starting…", id=typed.source_id)),
+        reply_to=question.message_id,
+    )
+    await run_import(context, chat_id, typed.source_id, search_id=record.search_id, status_message=status)
+    return True
 
 
 async def _current_document(deps: BotDeps, chat_id: int) -> str | None:

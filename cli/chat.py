@@ -22,6 +22,7 @@ from typing import TextIO
 from knowledge.answer.assistant import Reply
 from knowledge.conversation.session import Conversing
 from knowledge.logs import prompting
+from knowledge.websearch.choice import Typed
 from knowledge.websearch.importer import pasted_url
 from knowledge.words.catalog import ENGLISH, N_, Words
 from knowledge.words.replies import plain
@@ -40,6 +41,7 @@ HELP = N_(
 
 
 FRESH = N_("(A new conversation: earlier messages are not taken into account.)")
+WHICH = N_("Which one? Write its id: {ids}.")
 
 
 def render_reply(reply: Reply, words: Words, *, streamed: bool = False) -> str:
@@ -123,15 +125,17 @@ async def chat_loop(
     history_file: Path | None = None,
     on_import: Callable[[str], Awaitable[str]] | None = None,
     on_url: Callable[[str], str] | None = None,
+    pick: Callable[[str], tuple[Typed, list[str]] | None] | None = None,
     words: Words = ENGLISH,
 ) -> None:
-    """Read questions until /quit or end of input; answer each, in one conversation per run."""
+    """Read questions until /quit or end of input; answer each, in one conversation per run (``pick``:
+    the typed choice a line makes among the web candidates on show, which ``on_import`` imports)."""
     _load_history(history_file)
     print(words.tr("Ask a question; /help for commands."), file=out)
     key = f"chat:{uuid.uuid4().hex[:12]}"
     try:
         with _ended_by(signal.SIGHUP, signal.SIGTERM):  # a closed terminal, a stop: the chat ends here
-            await _questions(conversing, key, sources, status, read, out, on_import, on_url, words)
+            await _questions(conversing, key, sources, status, read, out, on_import, on_url, pick, words)
     finally:  # also when Ctrl-C cancels the chat
         _save_history(history_file)
         with contextlib.suppress(Exception):  # a terminal run's conversation is not kept after it
@@ -157,7 +161,7 @@ def _ended_by(*signals: signal.Signals) -> Iterator[None]:
                 loop.remove_signal_handler(sig)
 
 
-async def _questions(conversing, key, sources, status, read, out, on_import, on_url, words) -> None:
+async def _questions(conversing, key, sources, status, read, out, on_import, on_url, pick, words) -> None:
     engine = conversing.engine
     while True:
         try:
@@ -196,6 +200,12 @@ async def _questions(conversing, key, sources, status, read, out, on_import, on_
             print(await status(), file=out)
         elif command.startswith("/"):
             print(words.tr("unknown command {command}; /help lists them", command=command), file=out)
+        elif on_import is not None and pick is not None and (picked := await asyncio.to_thread(pick, line)):
+            typed, ids = picked  # a typed choice among the candidates on show: imported, never searched
+            if typed.source_id is None:
+                print(words.tr(WHICH, ids=", ".join(ids)), file=out, flush=True)
+            else:
+                print(await on_import(typed.source_id), file=out, flush=True)
         else:
             await answer(conversing, key, line, out, words)
 

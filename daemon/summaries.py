@@ -25,12 +25,14 @@ import structlog
 from daemon.worker import Worker
 from knowledge.answer.summary import Preempted, Writer, opening, summarize, without_citations
 from knowledge.config import Settings
+from knowledge.conversation.store import ConversationError, Conversations
 from knowledge.model.template import ChatTemplate
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.search import document_passages
 from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
 from knowledge.wiring import http_session, model_client
+from knowledge.words.language import for_owner
 
 log = structlog.get_logger()
 
@@ -61,7 +63,6 @@ class Summaries:
         self.template = template
         self.idle_s = idle_s
         self.busy_timeout_s = busy_timeout_s
-        self.language = settings.language or "en"
         self._retry_at, self._pause = 0.0, first_retry_s  # the model is tried again from _retry_at on
         self._failed: dict[tuple[str, str], int] = {}  # (document id, raw text's hash) -> failures in a row
         self._failures_pause = first_retry_s
@@ -121,12 +122,23 @@ class Summaries:
         docs = index.unsummarised(excerpts_too=time.monotonic() >= self._retry_at, limit=len(aside) + 1)
         return next((d for d in docs if (d.id, d.raw_sha256) not in aside), None)
 
+    def language(self) -> str:
+        """The owner's language, asked for each document (a /lang choice made meanwhile counts)."""
+        chosen = None
+        if not self.settings.language and self.settings.conversations_path.exists():
+            try:
+                chosen = Conversations(self.settings.conversations_path).last_chosen_language()
+            except ConversationError as exc:  # unreadable: the locale decides
+                log.warning("summary.language_unknown", error=str(exc))
+        return for_owner(self.settings.language, chosen, self.settings.locale)
+
     async def _summarise(self, index: Index, writer: Writer, doc: DocumentRecord) -> None:
         """Summarise one document and keep it (its opening while the model is down)."""
         chunks = document_passages(index, doc.id)
+        language = await asyncio.to_thread(self.language)
         model_may_answer = time.monotonic() >= self._retry_at
         if model_may_answer:
-            summary = await summarize(writer, doc.title, chunks, reader=self.language, sentences=SENTENCES,
+            summary = await summarize(writer, doc.title, chunks, reader=language, sentences=SENTENCES,
                                       preempted=lambda: self._gives_way(index, doc))  # fmt: skip
             kind, text = summary.kind, without_citations(summary.text)
         else:
@@ -137,7 +149,7 @@ class Summaries:
         elif kind == "model":
             self._pause = self.first_retry_s
         made_at = datetime.now(UTC).isoformat(timespec="seconds")
-        index.put_summary(doc, kind, self.language, text, made_at)
+        index.put_summary(doc, kind, language, text, made_at)
         log.info("summary.kept", doc_id=doc.id, kind=kind, chars=len(text))
 
     def _gives_way(self, index: Index, doc: DocumentRecord) -> bool:

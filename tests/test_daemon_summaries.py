@@ -159,3 +159,30 @@ def test_a_summary_with_a_lone_surrogate_is_kept_replaced_and_the_next_document_
         finally:
             worker.stop()
     assert sorted(s.text for s in kept) == ["Lake Quillan \ufffd is deep.", "Varn \ufffd is deep."]
+
+
+def test_without_kb_language_a_summary_is_written_in_the_owners_language(tmp_path):
+    from knowledge.conversation.store import Conversations
+
+    fake = FakeLLM(responder=lambda body: Step(answer="奎蘭湖深 317 公尺 [1]。"))
+    with ThreadedFakeLLM(fake) as served:
+        settings = make_settings(
+            tmp_path / "kb", KB_LLM_URL=served.base_url, KB_LANGUAGE="", LANG="zh_TW.UTF-8"
+        )
+        ingest_texts(settings, {"quillan.md": NOTE})
+        with Index(settings.index_path, readonly=True) as index:
+            [doc] = index.documents()
+        worker = Summaries(settings, ApproxCounter(), ChatTemplate(FALLBACK_TEMPLATE, {}), idle_s=0.1)
+        assert worker.language() == "zh-Hant"  # the terminal's locale
+        worker.start()
+        try:
+            made = wait_for(lambda: (s := summary_of(settings, doc.id)) and s.kind == "model" and s)
+        finally:
+            worker.stop()
+        assert made.language == "zh-Hant"
+        assert "Traditional Chinese" in fake.requests[0]["messages"][0]["content"]
+        assert "Answer in English" not in fake.requests[0]["messages"][0]["content"]
+        Conversations(settings.conversations_path).choose_language("tg:42", "th")  # the owner's /lang
+        assert worker.language() == "th"
+        english = make_settings(tmp_path / "kb", KB_LANGUAGE="en", LANG="zh_TW.UTF-8")
+        assert Summaries(english, ApproxCounter(), ChatTemplate(FALLBACK_TEMPLATE, {})).language() == "en"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from cli.commands import EXIT_OK, EXIT_USAGE
 from cli.commands.search import search_meaning
-from cli.commands.web import describe_import, import_and_answer
+from cli.commands.web import describe_import, import_and_answer, import_exit, typed_pick
 from knowledge.config import Settings
 from knowledge.conversation.store import ConversationError
 from knowledge.errors import KbError
@@ -28,6 +28,7 @@ from knowledge.report.status import (
 from knowledge.retrieval.search import SearchResult
 from knowledge.store.index import Index
 from knowledge.words.catalog import Words, terminal_words
+from knowledge.words.reasons import refused
 from knowledge.words.replies import plain, text_and_note
 
 if TYPE_CHECKING:
@@ -123,7 +124,9 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
         try:
             result, reply = await import_and_answer(settings, source_id)
         except (ImportRefused, FetchRefused) as exc:
-            return words.tr("refused ({reason}): {why}", reason=exc.reason, why=exc)
+            # English keeps the error's own message (it names the fix); another language its sentence
+            why = str(exc) if words.language == "en" else refused(exc.reason, words)
+            return words.tr("refused ({reason}): {why}", reason=exc.reason, why=why)
         return describe_import(result, words) + ("\n\n" + plain(reply, words) if reply is not None else "")
 
     def keep_url(url: str) -> str:
@@ -149,6 +152,7 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
             history_file=settings.runs / "chat_history",
             on_import=do_import,
             on_url=keep_url,
+            pick=lambda line: typed_pick(settings, line),
             words=words,
         )
     return EXIT_OK
@@ -188,6 +192,15 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
         print("kb: --new goes with --conversation NAME", file=err)
         return EXIT_USAGE
     question = heard.text if heard is not None else " ".join(args.question)
+    picked = typed_pick(settings, question) if args.conversation and not args.new else None
+    if picked is not None:  # a typed choice among the candidates on show: imported, never searched
+        from cli.chat import WHICH
+
+        typed, ids = picked
+        if typed.source_id is None:
+            print(words.tr(WHICH, ids=", ".join(ids)), file=out)
+            return EXIT_USAGE
+        return import_exit(import_and_answer(settings, typed.source_id), out=out, err=err)
     # a person at a terminal sees the answer as it is written; --json and pipes get it whole
     printer = Printer(out, words) if not args.json and out.isatty() else None
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK
 from knowledge.config import Settings
 from knowledge.words.catalog import ENGLISH, Words, terminal_words
 from knowledge.words.replies import plain
+
+if TYPE_CHECKING:
+    from knowledge.websearch.choice import Typed
 
 
 def _add_websearch(sub: argparse._SubParsersAction) -> None:
@@ -121,6 +124,18 @@ def cmd_websearch(args: argparse.Namespace, settings: Settings, *, out: TextIO, 
 EXIT_REFUSED = 2
 
 
+def typed_pick(settings: Settings, text: str, *, chat_id: str = "cli") -> tuple[Typed, list[str]] | None:
+    """The owner's typed choice (「我選 web-2」, "the second one") among the candidates on show in the
+    chat, with their ids; None when none are on show or the text is not a choice."""
+    from knowledge.websearch.choice import typed_choice
+    from knowledge.wiring import candidate_store
+
+    record = candidate_store(settings).latest(chat_id)
+    ids = [c.id for c in record.candidates] if record is not None else []
+    typed = typed_choice(text, ids)
+    return (typed, ids) if typed is not None else None
+
+
 def describe_import(result: object, words: Words = ENGLISH) -> str:
     """One line for an import's outcome."""
     r, w = result, words
@@ -157,7 +172,8 @@ async def import_and_answer(settings: Settings, source_id: str, *extra: str, cha
     return result, reply
 
 
-def _import_exit(run: object, *, out: TextIO, err: TextIO) -> int:
+def import_exit(run: object, *, out: TextIO, err: TextIO) -> int:
+    """Run an import (and its answer), print its outcome; the exit status."""
     from knowledge.errors import FetchRefused
     from knowledge.websearch.importer import ImportRefused
 
@@ -174,7 +190,7 @@ def _import_exit(run: object, *, out: TextIO, err: TextIO) -> int:
 
 def cmd_import(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb import web-N"""
-    return _import_exit(import_and_answer(settings, args.source_id, *args.extra), out=out, err=err)
+    return import_exit(import_and_answer(settings, args.source_id, *args.extra), out=out, err=err)
 
 
 def cmd_import_url(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -194,4 +210,4 @@ def cmd_import_url(args: argparse.Namespace, settings: Settings, *, out: TextIO,
         print(f"kb: refused (scheme): {args.url!r} is not an http(s) URL", file=err)
         return EXIT_REFUSED
     candidate_store(settings).save_url("cli", args.url)
-    return _import_exit(import_and_answer(settings, "web-1"), out=out, err=err)
+    return import_exit(import_and_answer(settings, "web-1"), out=out, err=err)

@@ -59,11 +59,11 @@ def history_block(history: Sequence[Exchange], tag: str) -> str:
     (they referred to other evidence) and anything that looks like a delimiter defanged."""
     parts = [f"<conversation-{tag}>"]
     for message, answer in history:
-        parts.append(f"Owner: {_defang(' '.join(message.split()), tag)}")
+        parts.append(f"Owner: {defang(' '.join(message.split()), tag)}")
         said = " ".join(_EARLIER_CITATION.sub("", answer).split())
         if len(said) > ANSWER_CHARS:
             said = said[: ANSWER_CHARS - 1].rstrip() + "…"
-        parts.append(f"kb: {_defang(said, tag)}")
+        parts.append(f"kb: {defang(said, tag)}")
     parts.append(f"</conversation-{tag}>")
     return "\n".join(parts)
 
@@ -94,8 +94,8 @@ def evidence_block(passages: Sequence[SearchResult], tag: str) -> str:
     parts = [f"<evidence-{tag}>"]
     for n, p in enumerate(passages, 1):
         origin = f"{p.raw_path}:{p.start_line}-{p.end_line}"
-        title = " ".join(_defang(p.title, tag).split())  # one line: a title cannot start a fake passage
-        parts.append(f"[{n}] {title} — {_defang(origin, tag)}\n{_defang(p.text, tag)}\n")
+        title = " ".join(defang(p.title, tag).split())  # one line: a title cannot start a fake passage
+        parts.append(f"[{n}] {title} — {defang(origin, tag)}\n{defang(p.text, tag)}\n")
     parts.append(f"</evidence-{tag}>")
     return "\n".join(parts)
 
@@ -103,8 +103,9 @@ def evidence_block(passages: Sequence[SearchResult], tag: str) -> str:
 _DELIMITER = re.compile(r"</?\s*(?:evidence|conversation)[^<>]*>", re.IGNORECASE)
 
 
-def _defang(text: str, tag: str) -> str:
-    """Remove anything in a passage that looks like an evidence delimiter (with any tag)."""
+def defang(text: str, tag: str) -> str:
+    """Text kb did not write with anything that looks like a prompt delimiter (evidence, conversation; any
+    tag) and the prompt's own tag taken out, and no chat-template control token."""
     return _DELIMITER.sub("", strip_control_tokens(text)).replace(tag, "")
 
 
@@ -126,7 +127,7 @@ def messages_for(
     )
     asked = f"Question: {question.strip()}"
     if written and written.strip() != question.strip():
-        asked += f"\n(The owner wrote: {_defang(' '.join(written.split()), tag)})"
+        asked += f"\n(The owner wrote: {defang(' '.join(written.split()), tag)})"
     blocks = [history_block(history, tag)] if history else []
     user = "\n\n".join([*blocks, evidence_block(passages, tag), asked])
     # The same cleaning the model client applies, so the prompt counted is the prompt sent.

@@ -372,6 +372,13 @@ class Conversations:
         )
         return row[0] if row else None  # type: ignore[index]
 
+    def last_chosen_language(self) -> str | None:
+        """The language last chosen with /lang in any chat (the owner's, for what kb writes outside one)."""
+        row = self._run(
+            lambda db: db.execute("SELECT language FROM chat_languages ORDER BY at DESC LIMIT 1").fetchone()
+        )
+        return row[0] if row else None  # type: ignore[index]
+
     def choose_language(self, key: str, language: str) -> None:
         """Keep the owner's choice of language for a chat (it outlasts conversations and restarts)."""
         self._run(lambda db: db.execute(

@@ -74,7 +74,8 @@ class CandidateStore:
     def save(
         self, chat_id: str, question: str, queries: Sequence[str], results: Sequence[tuple[str, str, str]]
     ) -> SearchRecord:
-        """Store (title, url, snippet) results as web-1… for the chat, replacing its previous search."""
+        """Store (title, url, snippet) results as web-1… for the chat, replacing its previous search; a
+        search that found nothing never replaces a live list (the record is returned, not stored)."""
         record = SearchRecord(
             search_id=new_search_id(),
             chat_id=chat_id,
@@ -83,7 +84,9 @@ class CandidateStore:
             created_at=self.clock().isoformat(timespec="seconds"),
             candidates=[Candidate(f"web-{n}", t, u, s) for n, (t, u, s) in enumerate(results, 1)],
         )
-        self._put(record)
+        live = None if results else self.latest(chat_id)
+        if live is None or not live.candidates:
+            self._put(record)
         return record
 
     def _put(self, record: SearchRecord) -> None:

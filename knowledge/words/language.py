@@ -57,6 +57,16 @@ def for_terminal(setting: str, locale: str) -> str:
     return normalise(locale) or "en" if locale not in ("C", "POSIX") else "en"
 
 
+def for_owner(setting: str, chosen: str | None, locale: str) -> str:
+    """The owner's language for what kb writes outside a chat (a new document's summary): KB_LANGUAGE,
+    else the language last chosen with /lang, else the locale's (as a terminal's), else English."""
+    if setting in LANGUAGES:
+        return setting
+    if chosen in LANGUAGES:
+        return chosen  # type: ignore[return-value]
+    return for_terminal("", locale)
+
+
 def telegram_menu(language: str) -> str:
     """The two-letter code Telegram's command menus know (zh-Hant and zh-Hans are both ``zh``)."""
     return language.split("-")[0]
