@@ -43,9 +43,10 @@ sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != HERE]
 _spec = importlib.util.spec_from_file_location("bench_ingest", HERE / "ingest.py")
 _bench_ingest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_bench_ingest)
-corpus, synthetic_doc, store_synthetic_vectors, percentile = (
+corpus, synthetic_doc, ingest_synthetic, store_synthetic_vectors, percentile = (
     _bench_ingest.corpus,
     _bench_ingest.synthetic_doc,
+    _bench_ingest.ingest_synthetic,
     _bench_ingest.store_synthetic_vectors,
     _bench_ingest.percentile,
 )
@@ -86,22 +87,7 @@ def build(settings: Settings, counter: TokenCounter, docs: int, rng: random.Rand
     with Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, counter)
         have = index.document_count() + len(trash.trashed(settings))
-        t0 = time.perf_counter()
-        for n in range(have, docs):
-            path = settings.inbox / f"doc-{n}.md"
-            path.write_text(synthetic_doc(rng, sentences, n), encoding="utf-8")
-            ingestor.ingest(path)
-            done = n + 1 - have
-            if done % 500 == 0 or n == docs - 1:
-                rate = done / (time.perf_counter() - t0)
-                print(
-                    f"\r  building: {n + 1}/{docs} documents ({rate:.0f}/s)",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        if docs > have:
-            print(file=sys.stderr)
+        ingest_synthetic(ingestor, settings.inbox, rng, sentences, range(have, docs))
         stored = store_synthetic_vectors(index, VECTOR_MODEL, VECTOR_DIM)
         if stored:
             print(f"  {stored} synthetic vectors stored", file=sys.stderr)

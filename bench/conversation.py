@@ -73,7 +73,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.conversation_data import Case, Pool, load_inscit, load_mtrag, markdown  # noqa: E402
 from bench.heldout import embed_all  # noqa: E402
-from bench.retrieval import CachingEmbedder, build, setup  # noqa: E402
+from bench.retrieval import CachingEmbedder, build_said, setup  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.conversation import followup  # noqa: E402
 from knowledge.conversation.grounding import grounded  # noqa: E402
@@ -155,14 +155,9 @@ def open_pool(
     """Ingest the pool's passages (one document each) into a new index under ``home`` and embed it."""
     settings = load_settings(env, home=home)
     docs = {("en", key): markdown(p) for key, p in pool.passages.items()}
-    t0 = time.perf_counter()
-
-    def ingested(done: int, total: int) -> None:
-        if done % 250 == 0 or done == total:
-            say(f"  {pool.name}: ingested {done}/{total} passages")
-
-    doc_ids = build(home, docs, settings, counter, progress=ingested)
-    build_s = time.perf_counter() - t0
+    doc_ids, build_s = build_said(
+        home, docs, settings, counter, say=say, every=250, what=f"{pool.name} passages"
+    )
     index = Index(settings.index_path)
     doc_of = {key: doc_ids[("en", key)] for key in pool.passages}
     chunks_of, title_of = {}, {}

@@ -49,20 +49,11 @@ def build(home: Path, docs: int, week: int) -> None:
     sentences, _, _ = _bench_ingest.corpus(_bench_ingest.DATA)
     rng = random.Random(7)
     settings.inbox.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
     with Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, ApproxCounter())
-        for n in range(docs):
-            path = settings.inbox / f"doc-{n:05d}.md"
-            path.write_text(_bench_ingest.synthetic_doc(rng, sentences, n), encoding="utf-8")
-            ingestor.ingest(path)
-            if n % 500 == 499:
-                print(
-                    f"\r  building: {n + 1}/{docs} ({(n + 1) / (time.perf_counter() - t0):.0f}/s)",
-                    end="",
-                    file=sys.stderr,
-                )
-        print(file=sys.stderr)
+        _bench_ingest.ingest_synthetic(
+            ingestor, settings.inbox, rng, sentences, range(docs), name="doc-{n:05d}.md"
+        )
         ids = [d.id for d in index.documents()]
         rng.shuffle(ids)
         for n, doc_id in enumerate(ids):

@@ -68,7 +68,7 @@ from bench.retrieval import (  # noqa: E402
     TARGETS,
     CachingEmbedder,
     Question,
-    build,
+    build_said,
     evidence_inside,
     hit_rank,
     recall,
@@ -391,14 +391,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kb-heldout-") as tmp:
         home = Path(tmp) / "all"
         settings = load_settings(env, home=home)
-        t0 = time.perf_counter()
-
-        def ingested(done: int, total: int) -> None:
-            if done % 200 == 0 or done == total:
-                say(f"  ingested {done}/{total} documents")
-
-        doc_ids = build(home, docs, settings, counter, progress=ingested)
-        build_s = time.perf_counter() - t0
+        doc_ids, build_s = build_said(home, docs, settings, counter, say=say, every=200)
         lang_of = {doc_id: lang for (lang, _), doc_id in doc_ids.items()}
 
         def own_doc(q: Question) -> str:

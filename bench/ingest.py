@@ -323,6 +323,34 @@ def bench_page_embedding(paragraphs: list[str], counter: TokenCounter) -> None:
     )
 
 
+def ingest_synthetic(
+    ingestor: Ingestor,
+    inbox: Path,
+    rng: random.Random,
+    sentences: dict[str, list[str]],
+    numbers: range,
+    *,
+    what: str = "building",
+    name: str = "doc-{n}.md",
+) -> None:
+    """Write synthetic document n into the inbox and ingest it, for each n; the progress on stderr."""
+    t0 = time.perf_counter()
+    for done, n in enumerate(numbers, 1):
+        path = inbox / name.format(n=n)
+        path.write_text(synthetic_doc(rng, sentences, n), encoding="utf-8")
+        ingestor.ingest(path)
+        if done % 500 == 0 or done == len(numbers):
+            rate = done / (time.perf_counter() - t0)
+            print(
+                f"\r  {what}: {n + 1}/{numbers.stop} documents ({rate:.0f}/s)",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
+    if numbers:
+        print(file=sys.stderr)
+
+
 def ingest_batch(ingestor: Ingestor, settings: Settings, docs: list[str], tag: str) -> list[float]:
     """Per-file ingest seconds for a batch of new documents dropped into the inbox."""
     times = []
@@ -370,22 +398,9 @@ def main() -> int:
     with Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, counter)
         have = index.document_count()
-        if have < args.docs:
-            t0 = time.perf_counter()
-            todo = [synthetic_doc(rng, sentences, i) for i in range(have, args.docs)]
-            for n, text in enumerate(todo, 1):
-                path = settings.inbox / f"doc-{have + n}.md"
-                path.write_text(text, encoding="utf-8")
-                ingestor.ingest(path)
-                if n % 500 == 0 or n == len(todo):
-                    rate = n / (time.perf_counter() - t0)
-                    print(
-                        f"\r  building the big index: {have + n}/{args.docs} documents ({rate:.0f}/s)",
-                        end="",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            print(file=sys.stderr)
+        ingest_synthetic(
+            ingestor, settings.inbox, rng, sentences, range(have, args.docs), what="building the big index"
+        )
 
         # Small and big alternate, so that both see the same load on a shared machine; before
         # each batch the WAL is checkpointed and flushed, as after a build.

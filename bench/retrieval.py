@@ -186,6 +186,27 @@ def build(
     return doc_of
 
 
+def build_said(
+    home: Path,
+    docs: dict[tuple[str, str], str],
+    settings: Settings,
+    counter: TokenCounter,
+    *,
+    say: Callable[[str], None],
+    every: int,
+    what: str = "documents",
+) -> tuple[dict[tuple[str, str], str], float]:
+    """build(), saying how far it got every ``every`` documents; the ids and the seconds it took."""
+    t0 = time.perf_counter()
+
+    def ingested(done: int, total: int) -> None:
+        if done % every == 0 or done == total:
+            say(f"  ingested {done}/{total} {what}")
+
+    doc_ids = build(home, docs, settings, counter, progress=ingested)
+    return doc_ids, time.perf_counter() - t0
+
+
 def hit_rank(results: Sequence[SearchResult], doc_id: str, answers: list[str]) -> int | None:
     return next(
         (r.rank for r in results if r.document_id == doc_id and any(a in r.text for a in answers)), None

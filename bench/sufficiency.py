@@ -550,31 +550,18 @@ def main() -> int:
                 "\nthe trade-off: XQuAD same kept/sent per language, XQuAD cross answerable across languages kept"
             )
             sweep(results["same"], results.get("cross", []), (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9))
-        if "heldout" in wanted:
-            say("held out: TyDi en, DRCD zh-Hant, iApp th")
-            table(
-                "held out (TyDi en, DRCD zh-Hant, iApp th)",
-                heldout_set(tmp, env, counter, embedder),
-                threshold,
-                LANGS,
-            )
-        if "other" in wanted:
-            say("held out: TyDi in other languages")
-            found = other_languages(tmp, env, counter, embedder)
-            table(
-                "held out, languages never measured (TyDi dev)",
-                [a for xs in found.values() for a in xs],
-                threshold,
-                OTHER_TYDI,
-            )
-        if "one" in wanted:
-            say("one-document knowledge bases")
-            table(
-                "one-document knowledge bases (XQuAD)",
-                one_document(tmp, env, counter, embedder),
-                threshold,
-                LANGS,
-            )
+        held_out = (  # (--sets name, progress, table title, the measured answers, the languages shown)
+            ("heldout", "held out: TyDi en, DRCD zh-Hant, iApp th", "held out (TyDi en, DRCD zh-Hant, iApp th)",
+             lambda: heldout_set(tmp, env, counter, embedder), LANGS),
+            ("other", "held out: TyDi in other languages", "held out, languages never measured (TyDi dev)",
+             lambda: [a for xs in other_languages(tmp, env, counter, embedder).values() for a in xs], OTHER_TYDI),
+            ("one", "one-document knowledge bases", "one-document knowledge bases (XQuAD)",
+             lambda: one_document(tmp, env, counter, embedder), LANGS),
+        )  # fmt: skip
+        for name, step, title, measure, langs in held_out:
+            if name in wanted:
+                say(step)
+                table(title, measure(), threshold, langs)
         if "big" in wanted and embedder is not None:
             say("XQuAD same with the held-out articles as distractors")
             samples = [

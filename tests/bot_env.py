@@ -114,8 +114,11 @@ def valid_html(call) -> bool:
     )
 
 
-def drop_note(env, name: str, text: str) -> None:
-    (env.settings.inbox / name).write_text(text, encoding="utf-8")
+def drop_note(env, name: str, text: str) -> bytes:
+    """Drop a note into the watched inbox; the bytes written."""
+    data = text.encode()
+    (env.settings.inbox / name).write_bytes(data)
+    return data
 
 
 async def wait_indexed(env, count: int) -> None:
@@ -129,3 +132,9 @@ async def wait_indexed(env, count: int) -> None:
             return False
 
     await env.telegram.wait_until(ready, timeout_s=15)
+
+
+async def indexed_note(env, name: str, text: str) -> None:
+    """Drop one note into an empty knowledge base and wait until it is indexed."""
+    drop_note(env, name, text)
+    await wait_indexed(env, 1)

@@ -126,6 +126,38 @@ async def varn_site():
     await runner.cleanup()
 
 
+@pytest.fixture
+async def fake_llm():
+    """A scripted OpenAI-compatible model server on 127.0.0.1 (tests/fake_llm.py), for one test."""
+    from tests.fake_llm import FakeLLM, start
+
+    fake = FakeLLM()
+    runner = await start(fake)
+    yield fake
+    await runner.cleanup()
+
+
+def at_once(act: Callable[[], object], threads: int) -> list[Exception]:
+    """Run ``act`` in that many threads released together; the exceptions they raised (none: [])."""
+    import threading
+
+    start, errors = threading.Barrier(threads), []
+
+    def one() -> None:
+        start.wait()
+        try:
+            act()
+        except Exception as exc:  # noqa: BLE001 - what the callers look for
+            errors.append(exc)
+
+    started = [threading.Thread(target=one) for _ in range(threads)]
+    for t in started:
+        t.start()
+    for t in started:
+        t.join(timeout=60)
+    return errors
+
+
 def ingest_texts(settings: Settings, docs: dict[str, str], counter: object = None) -> None:
     """Drop each (name, text) into the inbox and ingest it (with the approximate counter unless given one)."""
     from knowledge.ingest.pipeline import Ingestor

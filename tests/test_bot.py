@@ -8,7 +8,7 @@ import structlog
 
 from bot.main import create
 from tests import bot_env
-from tests.bot_env import OWNER, STRANGER, TOKEN, drop_note, valid_html, wait_indexed
+from tests.bot_env import OWNER, STRANGER, TOKEN, drop_note, indexed_note, valid_html, wait_indexed
 from tests.conftest import make_settings, subprocess_env
 from tests.fake_llm import Step, answer, free_port, web_step
 from tests.fake_search import Result, ddg_results
@@ -41,8 +41,7 @@ async def test_commands_are_registered_and_start_explains(env):
 
 async def test_a_question_is_answered_with_citations_while_typing(env):
     env, _ = env
-    drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     env.llm.script = [answer("It is 317 metres deep [1]. <script>x</script> & more")]
     await env.say("How deep is Lake Quillan?")
     call = await env.bot_said(lambda c: "317 metres deep" in c.params["text"])
@@ -176,8 +175,7 @@ async def test_forged_stale_and_foreign_callbacks_change_nothing(env):
 
 async def test_a_long_answer_is_split_into_valid_pieces(env):
     env, _ = env
-    drop_note(env, "long.md", "# Long\n\nThe long topic explained.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "long.md", "# Long\n\nThe long topic explained.\n")
     env.llm.script = [
         answer("\n\n".join(f"Part {n}: " + "many words & <symbols> here " * 40 + "[1]" for n in range(8)))
     ]
@@ -208,8 +206,7 @@ async def test_an_uploaded_file_is_indexed_and_reported(env):
 
 async def test_a_dead_model_server_degrades_never_silence(env, tmp_path):
     env, _ = env
-    drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     env.llm.script = [Step(status=500)]
     await env.say("How deep is Lake Quillan?")
     call = await env.bot_said(lambda c: "The model server answered with an error." in c.params["text"])
@@ -328,8 +325,7 @@ def _business_or_guest(kind: str, text: str) -> dict:
 
 async def test_only_the_owners_own_chat_is_served_whatever_the_update_type(env):
     env, _ = env
-    drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     await env.say("/help")  # the owner's chat exists before the edit arrives
     await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
     before = len(env.telegram.calls())

@@ -9,17 +9,19 @@ from bot.actions import Actions
 from daemon.main import background
 from knowledge.model.tokenizer import ApproxCounter
 from tests import bot_env
-from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed
+from tests.bot_env import (
+    OWNER,
+    ScriptedTranscriber,
+    drop_note,
+    indexed_note,
+    running_bot,
+    valid_html,
+    wait_indexed,
+)
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_llm import answer
 
 env = bot_env.env  # the fixture
-
-
-def drop(env, name: str, text: str) -> bytes:
-    data = text.encode()
-    (env.settings.inbox / name).write_bytes(data)
-    return data
 
 
 async def tap(env, message, label: str) -> dict:
@@ -46,8 +48,8 @@ def last_with(env, text: str):
 async def test_find_lists_matching_documents_a_page_at_a_time(env):
     env, _ = env
     for n in range(7):
-        drop(env, f"harbour-{n}.md", f"# Harbour day {n}\n\nBoats left the harbour {n} times.\n")
-    drop(env, "bread.md", "# Sourdough\n\nSourdough rises with wild yeast.\n")
+        drop_note(env, f"harbour-{n}.md", f"# Harbour day {n}\n\nBoats left the harbour {n} times.\n")
+    drop_note(env, "bread.md", "# Sourdough\n\nSourdough rises with wild yeast.\n")
     await wait_indexed(env, 8)
     await env.say("/find harbour")
     call = await env.bot_said(lambda c: "7 documents" in c.params["text"])
@@ -80,7 +82,7 @@ async def test_find_lists_matching_documents_a_page_at_a_time(env):
 
 async def test_open_sends_the_passage_with_its_lines_and_the_original_file_back(env):
     env, _ = env
-    data = drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    data = drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     await wait_indexed(env, 1)
     await env.say("/find Quillan")
     call = await env.bot_said(lambda c: "1 document" in c.params["text"])
@@ -95,8 +97,8 @@ async def test_open_sends_the_passage_with_its_lines_and_the_original_file_back(
 
 async def test_delete_asks_once_more_then_undo_brings_the_document_back(env):
     env, _ = env
-    drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
-    drop(env, "bread.md", "# Sourdough\n\nSourdough rises with wild yeast.\n")
+    drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
+    drop_note(env, "bread.md", "# Sourdough\n\nSourdough rises with wild yeast.\n")
     await wait_indexed(env, 2)
     confirm = await ask_to_delete(env, "Quillan")
     assert [b["text"] for b in confirm.buttons] == ["Delete", "Keep it"]
@@ -126,8 +128,7 @@ async def test_delete_asks_once_more_then_undo_brings_the_document_back(env):
 
 async def test_keep_it_deletes_nothing(env):
     env, _ = env
-    drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     confirm = await ask_to_delete(env, "Quillan")
     await tap(env, confirm, "Keep it")
     await env.telegram.wait_until(
@@ -138,8 +139,9 @@ async def test_keep_it_deletes_nothing(env):
 
 async def test_the_sources_button_shows_the_passages_the_answer_used(env):
     env, _ = env
-    drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(
+        env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n"
+    )
     env.llm.script = [answer("It is 317 metres deep [1].")]
     await env.say("How deep is Lake Quillan?")
     call = await env.bot_said(lambda c: "317 metres deep" in c.params["text"])
@@ -157,8 +159,7 @@ async def test_the_sources_button_shows_the_passages_the_answer_used(env):
 
 async def test_forged_replayed_and_foreign_buttons_do_nothing(env):
     env, _ = env
-    drop(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     await env.say("/find Quillan")
     call = await env.bot_said(lambda c: "1 document" in c.params["text"])
     listing = env.telegram.message(OWNER, call.result["message_id"])
@@ -200,13 +201,13 @@ async def test_a_delete_asked_while_the_daemon_is_down_is_done_when_it_starts(tm
 
 async def test_open_says_who_wrote_an_article_and_when_in_the_readers_language(env):
     env, _ = env
-    drop(env, "quillan.html",
-         '<html><head><title>Lake news</title><meta name="author" content="Jane Doe">'
-         '<meta property="article:published_time" content="2024-05-01T10:00:00Z"></head><body>'
-         "<article><h1>Lake Quillan is deep</h1>"
-         "<p>Lake Quillan is 317 metres deep and never freezes in winter, scientists say after a long survey.</p>"
-         "<p>Anglers come in summer to the Varn valley, where the lake lies between two ridges of granite.</p>"
-         "</article></body></html>")  # fmt: skip
+    drop_note(env, "quillan.html",
+              '<html><head><title>Lake news</title><meta name="author" content="Jane Doe">'
+              '<meta property="article:published_time" content="2024-05-01T10:00:00Z"></head><body>'
+              "<article><h1>Lake Quillan is deep</h1>"
+              "<p>Lake Quillan is 317 metres deep and never freezes in winter, scientists say after a long survey.</p>"
+              "<p>Anglers come in summer to the Varn valley, where the lake lies between two ridges of granite.</p>"
+              "</article></body></html>")  # fmt: skip
     await wait_indexed(env, 1)
     await env.say("/find Quillan")
     call = await env.bot_said(lambda c: "1 document" in c.params["text"])
@@ -229,7 +230,7 @@ async def test_summarise_reads_a_long_document_part_by_part_and_cites_its_parts(
             if "Summarise the whole document" in body["messages"][-1]["content"]
             else "Boats were counted [1]."
         )
-        drop(env, "harbour.md", LONG)
+        drop_note(env, "harbour.md", LONG)
         await wait_indexed(env, 1)
         await env.say("/find harbour")
         call = await env.bot_said(lambda c: "1 document" in c.params["text"])
@@ -300,8 +301,9 @@ async def test_a_summary_longer_than_one_message_is_shown_split_never_a_stuck_re
 
 async def test_a_file_name_with_a_right_to_left_override_is_listed_and_sent_back_neutralised(env):
     env, _ = env
-    drop(env, "invoice\u202efdp.md", "# Invoice \u202efdp.exe\n\nThe invoice is due on Friday.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(
+        env, "invoice\u202efdp.md", "# Invoice \u202efdp.exe\n\nThe invoice is due on Friday.\n"
+    )
     await env.say("/find invoice")
     call = await env.bot_said(lambda c: "1 document" in c.params["text"])
     assert "Invoice fdp.exe" in call.params["text"] and not re.search(

@@ -12,7 +12,7 @@ from knowledge.speech.transcribe import Transcript
 from knowledge.store.index import Index
 from tests import bot_env
 from tests.audio_fixtures import voice_note
-from tests.bot_env import OWNER, drop_note, running_bot, valid_html, wait_indexed
+from tests.bot_env import OWNER, drop_note, indexed_note, running_bot, valid_html, wait_indexed
 from tests.fake_llm import answer
 
 env = bot_env.env  # the fixture
@@ -40,8 +40,7 @@ def prompt_text(request: dict) -> str:
 
 async def test_a_photo_is_read_indexed_and_its_caption_answered_from_it(env):
     env, _ = env
-    drop_note(env, "other.md", "# Brewers\n\nThe Zorblat 5000 brews four cups.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "other.md", "# Brewers\n\nThe Zorblat 5000 brews four cups.\n")
     photo = encoded(page_image(["Zorblat 9000 manual", "It brews twelve cups at once."]))
     env.llm.script = [answer("It brews twelve cups at once [1].")]
     env.telegram.push_photo(
@@ -115,8 +114,7 @@ async def test_a_photo_with_nothing_legible_is_reported_not_indexed(env):
 
 async def test_a_voice_question_is_heard_answered_and_saved_once(env):
     env, _ = env
-    drop_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "quillan.md", "# Lake Quillan\n\nLake Quillan is 317 metres deep.\n")
     env.voice.script = [Transcript(text="How deep is Lake Quillan?", language="en", duration_s=2.0)]
     env.llm.script = [answer("It is 317 metres deep [1].")]
     env.telegram.push_voice(OWNER, OWNER, b"OggS voice bytes", duration=2)
@@ -143,8 +141,7 @@ async def test_a_voice_question_is_heard_answered_and_saved_once(env):
 
 async def test_audio_files_are_questions_too(env):
     env, _ = env
-    drop_note(env, "thailand.md", "# Thailand\n\nThe capital of Thailand is Bangkok.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "thailand.md", "# Thailand\n\nThe capital of Thailand is Bangkok.\n")
     env.voice.script = [Transcript(text="What is the capital of Thailand?", language="en", duration_s=3.0)]
     env.llm.script = [answer("Bangkok.")]
     env.telegram.push_audio(OWNER, OWNER, b"\x00\x00\x00 ftypM4A audio", file_name="q.m4a", mime_type="audio/mp4",

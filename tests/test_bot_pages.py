@@ -7,7 +7,7 @@ from bot.render import candidate_buttons, reply_messages
 from knowledge.answer.assistant import Citation, Reply
 from knowledge.websearch.store import Candidate, SearchRecord
 from tests import bot_env
-from tests.bot_env import drop_note, wait_indexed
+from tests.bot_env import indexed_note
 from tests.fake_llm import Step
 from tests.fake_telegram import parse_html, utf16_len
 
@@ -40,8 +40,7 @@ def test_bidirectional_overrides_never_reach_a_message_or_a_button():
 
 async def test_a_streamed_answer_of_emoji_is_never_refused_and_arrives_whole(env):
     env, _ = env
-    drop_note(env, "smileys.md", "# Smileys\n\nThe harbor office answers with smileys.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "smileys.md", "# Smileys\n\nThe harbor office answers with smileys.\n")
     env.llm.script = [Step(answer=f"{EMOJI} " * 2500, tokens_per_s=400)]  # 7,500 code units
     await env.say("How does the harbor office answer?")
     last = await env.bot_said(
@@ -57,8 +56,7 @@ async def test_a_streamed_answer_of_emoji_is_never_refused_and_arrives_whole(env
 
 async def test_a_title_with_a_right_to_left_override_reaches_the_chat_neutralised(env):
     env, _ = env
-    drop_note(env, "ferry.md", "# Ferry \u202etxt.exe timetable\n\nThe ferry leaves at nine.\n")
-    await wait_indexed(env, 1)
+    await indexed_note(env, "ferry.md", "# Ferry \u202etxt.exe timetable\n\nThe ferry leaves at nine.\n")
     await env.say("/sources")
     listed = await env.bot_said(lambda c: "Latest documents" in c.params["text"])
     assert "Ferry txt.exe timetable" in listed.params["text"] and not BIDI.search(listed.params["text"])

@@ -4,6 +4,7 @@ import sqlite3
 import stat
 
 from knowledge.conversation.store import FORGET_S, MAX_TURNS, Conversations, KeptForward
+from tests.conftest import at_once
 
 
 class Clock:
@@ -117,24 +118,8 @@ def test_forget_removes_everything_of_a_key(tmp_path):
 
 
 def test_a_fresh_file_opened_by_several_threads_at_once_is_migrated_once(tmp_path):
-    import threading
-
     path = tmp_path / "runs" / "conversations.sqlite3"
     path.parent.mkdir()
-    start, errors = threading.Barrier(8), []
-
-    def first_use() -> None:
-        start.wait()
-        try:
-            Conversations(path).language("tg:42")
-        except Exception as exc:  # noqa: BLE001 - what the test looks for
-            errors.append(exc)
-
-    threads = [threading.Thread(target=first_use) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert errors == []
+    assert at_once(lambda: Conversations(path).language("tg:42"), threads=8) == []
     with sqlite3.connect(path) as db:
         assert [n for (n,) in db.execute("SELECT n FROM migrations ORDER BY n")] == [1, 2, 3, 4]

@@ -73,6 +73,12 @@ async def model():
     await runner.cleanup()
 
 
+def kettle_notice(settings):
+    """The office kettle notice as the index lists it."""
+    with Index(settings.index_path, readonly=True) as index:
+        return next(d for d in index.documents() if d.title == "Office kettle notice")
+
+
 def conversing(settings, session, url, *, rewriter=True, **kw) -> Conversing:
     llm = ModelClient(session, url, timeout_s=5)
     engine = Engine(lambda: Index(settings.index_path, readonly=True), llm, ApproxCounter(),
@@ -177,8 +183,7 @@ async def test_a_reply_to_an_older_answer_continues_from_that_turn(kb, model):
 
 
 async def test_a_reply_to_a_document_asks_about_that_document(kb, model):
-    with Index(kb.index_path, readonly=True) as index:
-        kettle = next(d for d in index.documents() if d.title == "Office kettle notice")
+    kettle = kettle_notice(kb)
     model.responder, model.script = None, [answer("On the third floor [1].")]
     async with aiohttp.ClientSession() as session:
         talk = conversing(kb, session, model.base_url)
@@ -253,8 +258,7 @@ async def test_an_answer_streams_and_a_cut_off_keeps_what_was_said(kb, model):
 
 
 async def test_the_document_just_sent_is_asked_about_until_something_else_is_asked(kb, model):
-    with Index(kb.index_path, readonly=True) as index:
-        kettle = next(d for d in index.documents() if d.title == "Office kettle notice")
+    kettle = kettle_notice(kb)
     model.responder, model.script = None, [answer("On the third floor [1].")]
     async with aiohttp.ClientSession() as session:
         talk = conversing(kb, session, model.base_url)

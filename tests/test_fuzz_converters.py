@@ -246,30 +246,22 @@ def traceback_in(logs: list[dict]) -> str:
 
 
 @pytest.mark.fuzz
-def test_mutated_images_are_indexed_or_refused_with_a_named_reason(tmp_path, fuzz_indices):
-    # The worker's deadline for a photo: the conversion timeout, moved on by the OCR heartbeat.
-    outcomes = ingest_mutants(
-        tmp_path,
-        "image",
-        image_seeds(),
-        fuzz_indices(SAMPLES),
-        deadline_s=CONVERT_TIMEOUT_S + OCR_PAGE_TIMEOUT_S + 5,
-    )
-    assert outcomes["indexed"] > 0 and outcomes["image-corrupt"] > 0  # both ways out were taken
-
-
-@pytest.mark.fuzz
-def test_mutated_pdfs_are_indexed_or_refused_with_a_named_reason(tmp_path, fuzz_indices):
-    # The worker's deadline for a PDF: the conversion timeout + 5 s, moved by each scanned page read
-    # (the seeds have at most two pages).
-    outcomes = ingest_mutants(
-        tmp_path,
-        "pdf",
-        pdf_seeds(),
-        fuzz_indices(SAMPLES),
-        deadline_s=CONVERT_TIMEOUT_S + 5 + 2 * (OCR_PAGE_TIMEOUT_S + 5),
-    )
-    assert outcomes["indexed"] > 0 and outcomes["pdf-malformed"] > 0
+@pytest.mark.parametrize(
+    ("family", "seeds", "deadline_s", "refusal"),
+    [
+        # A photo: the conversion timeout, moved on by the OCR heartbeat.
+        ("image", image_seeds, CONVERT_TIMEOUT_S + OCR_PAGE_TIMEOUT_S + 5, "image-corrupt"),
+        # A PDF: the conversion timeout + 5 s, moved by each scanned page read (the seeds have at most two pages).
+        ("pdf", pdf_seeds, CONVERT_TIMEOUT_S + 5 + 2 * (OCR_PAGE_TIMEOUT_S + 5), "pdf-malformed"),
+    ],
+    ids=["images", "pdfs"],
+)
+def test_mutated_files_are_indexed_or_refused_with_a_named_reason(
+    tmp_path, fuzz_indices, family, seeds, deadline_s, refusal
+):
+    # deadline_s: the worker's deadline for one file of the family.
+    outcomes = ingest_mutants(tmp_path, family, seeds(), fuzz_indices(SAMPLES), deadline_s=deadline_s)
+    assert outcomes["indexed"] > 0 and outcomes[refusal] > 0  # both ways out were taken
 
 
 # -- audio: through the bot's transcription, Whisper stood in for -------------------------------

@@ -43,26 +43,6 @@ def test_strip_thinking(raw, clean):
     assert strip_thinking(raw) == clean
 
 
-@pytest.mark.parametrize(
-    ("step", "error", "says"),
-    [
-        (Step(status=500), ModelBadResponse, "answered 500: scripted failure"),
-        (Step(body="{not json"), ModelBadResponse, "invalid JSON"),
-        (Step(body='{"choices": []}'), ModelBadResponse, "not a chat completion"),
-        (
-            Step(body='{"error": "Cannot find an appropriate cached snapshot"}', status=404),
-            ModelBadResponse,
-            "404",
-        ),
-    ],
-)
-async def test_bad_answers_become_typed_errors(served, step, error, says):
-    fake, session = served
-    fake.script = [step]
-    with pytest.raises(error, match=says):
-        await client(fake, session).chat(MESSAGES, max_tokens=8)
-
-
 async def test_a_slow_server_times_out_and_never_hangs(served):
     fake, session = served
     fake.script = [Step(answer="late", delay_s=1.5)]
@@ -121,6 +101,10 @@ NESTED = "[" * 100_000  # deeper than Python's json will go: RecursionError, not
 @pytest.mark.parametrize(
     ("step", "says"),
     [
+        (Step(status=500), "answered 500: scripted failure"),
+        (Step(body="{not json"), "invalid JSON"),
+        (Step(body='{"choices": []}'), "not a chat completion"),
+        (Step(body='{"error": "Cannot find an appropriate cached snapshot"}', status=404), "404"),
         (Step(body=b"\xff\xfe"), "not UTF-8"),
         (Step(body=b'{"choices": [{"message": {"content": "caf\xe9"}}]}'), "not UTF-8"),  # Latin-1
         (Step(body=NESTED), "nested too deeply"),
@@ -132,7 +116,7 @@ NESTED = "[" * 100_000  # deeper than Python's json will go: RecursionError, not
         (Step(body=b"\xff\xfe", status=503), "answered 503"),
     ],
 )
-async def test_an_unreadable_answer_is_a_bad_response_not_a_crash(served, step, says):
+async def test_bad_and_unreadable_answers_are_a_bad_response_not_a_crash(served, step, says):
     fake, session = served
     fake.script = [step]
     with pytest.raises(ModelBadResponse, match=says):

@@ -2,7 +2,6 @@
 opens as it is, keeps everything in it, and is brought up to date."""
 
 import sqlite3
-import threading
 from contextlib import closing
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from knowledge.retrieval.embed import UrlEmbedder
 from knowledge.retrieval.search import Meaning, search
 from knowledge.store.index import Index
 from knowledge.store.schema import MIGRATIONS
-from tests.conftest import ingest_texts, make_settings
+from tests.conftest import at_once, ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 
 RECORDED = [(1, "m001_tables"), (2, "m002_vector_stamps"), (3, "m003_use_vectors"), (4, "m004_source_files")]
@@ -233,21 +232,8 @@ def test_the_migrations_make_the_schema_the_old_script_made(tmp_path):
 
 def test_a_new_index_opened_by_several_writers_at_once_is_migrated_once(tmp_path):
     path = tmp_path / "kb.sqlite3"
-    start, errors = threading.Barrier(6), []
-
-    def first_open() -> None:
-        start.wait()
-        try:
-            Index(path).close()
-        except Exception as exc:  # noqa: BLE001 - what the test looks for
-            errors.append(exc)
-
-    threads = [threading.Thread(target=first_open) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert errors == [] and recorded(path) == RECORDED
+    assert at_once(lambda: Index(path).close(), threads=6) == []
+    assert recorded(path) == RECORDED
     with Index(path) as index:
         assert index.integrity_errors() == [] and len(index.meta("index_id") or "") == 32
 

@@ -275,15 +275,7 @@ class Ingestor(RawSync):
         if dup is not None:
             kept = self._keep(path, self.settings.processed)
             self.index.record_ingest(
-                IngestRecord(
-                    stored_path(path),
-                    sha,
-                    "duplicate",
-                    started,
-                    self._now(),
-                    doc_id=dup.id,
-                    duplicate_of=dup.id,
-                )
+                self._inbox_record(path, sha, "duplicate", started, doc_id=dup.id, duplicate_of=dup.id)
             )
             return Outcome(
                 path, "duplicate", doc_id=dup.id, title=dup.title, kept_at=kept, duplicate_of=dup.id
@@ -402,9 +394,7 @@ class Ingestor(RawSync):
                 os.replace(processed, path)  # put the original back, so the failure path can file it
             raise _Failure("index", "index-failed", f"cannot index the document: {exc}", exc) from exc
         self.index.record_ingest(
-            IngestRecord(
-                stored_path(path), sha, "indexed", started, self._now(), doc_id=doc_id, chunks=chunks
-            )
+            self._inbox_record(path, sha, "indexed", started, doc_id=doc_id, chunks=chunks)
         )
         return Outcome(
             path, "indexed", doc_id=doc_id, title=meta.title, chunks=chunks, raw_path=raw_rel, kept_at=kept,
@@ -447,14 +437,8 @@ class Ingestor(RawSync):
             except OSError as exc:
                 log.error("ingest.quarantine_failed", file=readable_name(path.name), error=str(exc))
         self.record(
-            IngestRecord(
-                stored_path(path),
-                failure.sha256,
-                "failed",
-                started,
-                self._now(),
-                stage=failure.stage,
-                error=failure.message,
+            self._inbox_record(
+                path, failure.sha256, "failed", started, stage=failure.stage, error=failure.message
             )
         )
         return Outcome(
@@ -496,6 +480,12 @@ class Ingestor(RawSync):
 
     def _now(self) -> str:
         return self.clock().isoformat(timespec="seconds")
+
+    def _inbox_record(
+        self, path: Path, sha: str | None, status: str, started: str, **outcome: str | int | None
+    ) -> IngestRecord:
+        """The ingest record of an inbox file whose ingest began at ``started`` and ends now."""
+        return IngestRecord(stored_path(path), sha, status, started, self._now(), **outcome)
 
 
 def error_record(file: str, stage: str, reason: str, message: str, exception: str | None, when: str) -> dict:

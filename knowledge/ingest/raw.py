@@ -173,25 +173,14 @@ def parse(text: str, *, fallback_name: str, sha256: str) -> RawFile:
         else:  # an opening '---' that never closes is body text, not front matter
             values, first_body = {}, 1
     body = lines[first_body - 1 :]
-    title = values.get("title") or _first_heading(body) or fallback_name
     meta = RawMeta(
-        title=title,
-        source_name=values.get("source_name") or fallback_name,
-        source_sha256=values.get("source_sha256") or sha256,
-        converter=values.get("converter") or "markdown",
-        source_snapshot=values.get("source_snapshot"),
-        source_url=values.get("source_url"),
-        author=values.get("author"),
-        published=values.get("published"),
-        ocr_engine=values.get("ocr_engine"),
-        ocr_confidence=values.get("ocr_confidence"),
-        ocr_pages=values.get("ocr_pages"),
-        ocr_illegible_pages=values.get("ocr_illegible_pages"),
-        ocr_unread_pages=values.get("ocr_unread_pages"),
-        origin_type=values.get("origin_type"),
-        origin_name=values.get("origin_name"),
-        origin_date=values.get("origin_date"),
-        comment=values.get("comment"),
+        **{
+            **values,  # the other keys as the file gives them; the missing ones are None
+            "title": values.get("title") or _first_heading(body) or fallback_name,
+            "source_name": values.get("source_name") or fallback_name,
+            "source_sha256": values.get("source_sha256") or sha256,
+            "converter": values.get("converter") or "markdown",
+        }
     )
     return RawFile(meta=meta, body_lines=body, first_body_line=first_body)
 
