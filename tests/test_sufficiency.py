@@ -18,7 +18,7 @@ from tests.conftest import ingest_texts, make_settings
 from tests.sufficiency_corpus import ANSWERABLE, DOCS, OFF_TOPIC, SAME_TOPIC_ABSENT
 from tests.test_assistant import web_engine
 
-fake, web = test_assistant.fake, test_assistant.web  # the fixtures
+web = test_assistant.web  # the fixture (fake_llm is conftest's)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_the_verdict_says_why():
 
 @pytest.mark.parametrize("question", SAME_TOPIC_ABSENT)
 async def test_a_question_near_the_notes_that_they_do_not_answer_still_reaches_the_web(
-    notes, embedder, fake, web, question
+    notes, embedder, fake_llm, web, question
 ):
     import aiohttp
 
@@ -166,9 +166,9 @@ async def test_a_question_near_the_notes_that_they_do_not_answer_still_reaches_t
             return answer("[1] A page that answers it.")
         return answer("I don't know.")  # the passages it was given are near the question, not about it
 
-    fake.responder = reply
+    fake_llm.responder = reply
     async with aiohttp.ClientSession() as session:
-        engine = web_engine(notes, session, fake.base_url, search, store)
+        engine = web_engine(notes, session, fake_llm.base_url, search, store)
         engine.meaning = Meaning.of(embedder)
         got = await engine.ask(question, chat_id="1")
     assert got.mode == "web" and [c.id for c in got.candidates] == ["web-1"]

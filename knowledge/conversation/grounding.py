@@ -26,8 +26,10 @@ NEW_WORDS_SHARE = 0.5  # of a rewrite's plain Latin content words, at most this 
 STEM_CHARS = 4  # words compared by their first letters: "streaming" is "stream", "losses" is "loss"
 MAX_NEW_CJK = 12  # CJK characters (not function characters) a rewrite may add: a translated title
 
-_LINK = re.compile(r"(?:https?://|www\.)\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b",
-                   re.IGNORECASE)  # fmt: skip
+# An address, a mail address, a host name. Each starts only where a run of its characters starts (the
+# look-behinds): tried from every position inside a long run, the search would take time quadratic in it.
+_LINK = re.compile(r"(?:https?://|www\.)\S+|(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+                   r"|(?<![\w.-])(?:[\w-]+\.)+[a-z]{2,}\b", re.IGNORECASE)  # fmt: skip
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*|\d+(?:[.,:/-]\d+)*", re.UNICODE)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _DATE = re.compile(r"\d{4}(?:[-/.]\d{1,2}(?:[-/.]\d{1,2})?)?|\d{1,2}(?:[-/.:]\d{1,2})?")

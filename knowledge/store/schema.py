@@ -144,10 +144,11 @@ def m004_source_files(db: sqlite3.Connection) -> None:
     """What kb knows of each file in the owner's folder sources (knowledge.sources): its size, mtime and
     SHA-256 when last read, its document, or why it is skipped or failed. A source's file is keyed by
     (source, path relative to the source), never by where the source is."""
+    # IF NOT EXISTS: a file adopted without its migrations table may hold them already.
     statements(
         db,
         """
-        CREATE TABLE source_files (
+        CREATE TABLE IF NOT EXISTS source_files (
             source TEXT NOT NULL,
             path TEXT NOT NULL,
             size INTEGER NOT NULL,
@@ -160,7 +161,7 @@ def m004_source_files(db: sqlite3.Connection) -> None:
             checked_at TEXT NOT NULL,
             PRIMARY KEY (source, path)
         ) WITHOUT ROWID;
-        CREATE INDEX source_files_sha256 ON source_files (source, sha256)
+        CREATE INDEX IF NOT EXISTS source_files_sha256 ON source_files (source, sha256)
         """,
     )
 
