@@ -26,7 +26,7 @@ TEST_WORKERS ?= $(shell $(BIN)/python -c 'import os; print(max(2, len(os.sched_g
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 compiled: $(STAMP)
-	@$(BIN)/python -m compileall -q -j 0 knowledge daemon bot cli tests bench >/dev/null
+	@$(BIN)/python -m compileall -q -j 0 knowledge daemon bot cli mcpserver tests bench >/dev/null
 
 # make test: everything but the soak tests, and a fixed share of each fuzz test's samples
 test: compiled

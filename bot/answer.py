@@ -21,7 +21,7 @@ from bot.converse import key_of, replied_to
 from bot.deps import BotDeps, deps_of, words_of
 from bot.render import esc, italic, parse_callback
 from bot.send import edit, edit_by_id, keyboard, say, send_reply, typing
-from bot.stream import ChatStream, Streamed
+from bot.stream import ChatStream, Streamed, pacing
 from bot.summarise import asks_for_summary, summarise_document
 from knowledge.conversation.store import Anchor
 from knowledge.errors import FetchRefused
@@ -125,6 +125,7 @@ async def answer(
             context.bot, chat_id, reply_to=question.message_id if question else None,
             drafts=chat_id not in deps.no_drafts,
             reading_text=lambda n: words.ntr("Reading {n} passage…", "Reading {n} passages…", n),
+            **pacing(deps.settings.telegram_update_every_s),
         )  # fmt: skip
         task = asyncio.ensure_future(
             deps.conversing.ask(

@@ -51,6 +51,12 @@ class Streamed:
     next_at: float = 0.0  # when the next update may go out (the final message waits for it too)
 
 
+def pacing(every_s: float) -> dict[str, float]:
+    """ChatStream's update intervals for drafts updated at most every ``every_s`` seconds
+    (KB_TELEGRAM_UPDATE_EVERY_S): edits wait EDIT_EVERY_S / DRAFT_EVERY_S times as long."""
+    return {"draft_every_s": every_s, "edit_every_s": every_s * EDIT_EVERY_S / DRAFT_EVERY_S}
+
+
 class ChatStream:
     """The engine's Listener for one answer in one chat."""
 

@@ -196,6 +196,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_TELEGRAM_TOKEN", "", _text, "Telegram bot token; when set, kb run starts the bot"),
     Setting("KB_TELEGRAM_API_URL", "https://api.telegram.org/bot", _url, "Bot API base URL (PTB base_url)"),
     Setting("KB_TELEGRAM_ALLOWED_USERS", "", _user_ids, "comma-separated numeric Telegram user ids"),
+    Setting("KB_TELEGRAM_UPDATE_EVERY_S", "1", _float(0.01, 60),
+            "a streamed answer on screen is updated at most this often per chat (edits: 1.2 times as long)"),
     Setting("KB_MCP_TOKEN", "", _text,
             "bearer token kb mcp --http requires (Authorization: Bearer TOKEN); empty: none (kb doctor warns)"),
     Setting("KB_MCP_PORT", "8765", _int(1, 65535), "loopback port of kb mcp --http"),
@@ -269,6 +271,7 @@ class Settings:
     telegram_token: str
     telegram_api_url: str
     telegram_allowed_users: tuple[int, ...]
+    telegram_update_every_s: float
     mcp_token: str
     mcp_port: int
     log_level: str

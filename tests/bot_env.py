@@ -75,7 +75,8 @@ async def running_bot(
     settings = make_settings(home, **{
         "KB_TELEGRAM_TOKEN": TOKEN, "KB_TELEGRAM_ALLOWED_USERS": str(OWNER), "KB_TELEGRAM_API_URL": tg_url,
         "KB_LLM_URL": llm.base_url, "KB_DDG_URL": search.ddg_url, "KB_SETTLE_S": "0.1", "KB_IMPORT_WAIT_S": "20",
-        "KB_FETCH_PORTS": str(port), "KB_LLM_TIMEOUT_S": "5", **env,
+        "KB_FETCH_PORTS": str(port), "KB_LLM_TIMEOUT_S": "5",
+        "KB_TELEGRAM_UPDATE_EVERY_S": "0.05", **env,
     })  # fmt: skip
     app = create(
         settings, transcribe=transcribe, allow_hosts=[("127.0.0.1", port)]
@@ -111,6 +112,16 @@ def valid_html(call) -> bool:
         call.params.get("parse_mode") == "HTML"
         and set(tags) <= ALLOWED_TAGS
         and call.params.get("link_preview_options", {}).get("is_disabled") is True
+    )
+
+
+def shown_as_html(message) -> bool:
+    """A message of the bot's, as it stands now (after its edits): HTML of the allowed tags, no preview."""
+    tags = re.findall(r"</?([a-z-]+)", message.sent_text or "")
+    return (
+        message.parse_mode == "HTML"
+        and set(tags) <= ALLOWED_TAGS
+        and (message.link_preview_options or {}).get("is_disabled") is True
     )
 
 

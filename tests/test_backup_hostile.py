@@ -95,14 +95,15 @@ def test_database_copies_are_private_from_the_start_and_removed_when_stopped(sma
     seen: dict[Path, tuple[int, int]] = {}  # each copy seen: its mode and its folder's
 
     def watch() -> None:
-        """Look at the copies as they are written; once one holds pages, stop the backup."""
+        """Look at the copies as they are written; once SQLite is writing one (its journal is there: the
+        copy itself stays empty until its last step), stop the backup."""
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
             for path in out.rglob("*.sqlite3*"):
                 with contextlib.suppress(FileNotFoundError):
                     st = path.stat()
                     seen[path] = (st.st_mode & 0o777, path.parent.stat().st_mode & 0o777)
-                    if st.st_size > 0 and path.name.endswith(".sqlite3"):
+                    if path.name.endswith(".sqlite3-journal"):
                         os.kill(os.getpid(), sig)
                         return
             time.sleep(0.001)

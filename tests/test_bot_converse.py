@@ -127,31 +127,36 @@ async def test_replies_are_anchors_an_older_answer_a_document_a_message_kb_never
     assert f"(replying to a message: «{FIRST['en']}»)" in rewrite
 
 
-async def test_an_answer_streams_as_drafts_paced_then_one_final_message(env):
-    env, _ = env
-    await kb_with_docs(env)
-    text = "The checklist asks for three things: " + " ".join(f"point{n}" for n in range(60)) + " [1]."
-    env.llm.script = [Step(answer=text, prefill_s=2.0, tokens_per_s=20)]
-    env.telegram.fail_next("sendMessageDraft", retry_after=1)  # a flood wait on the way: waited out
-    final = await turn(env, FIRST["en"], lambda t: "point59" in t, timeout_s=30)
-    drafts = env.telegram.drafts(OWNER)
-    assert drafts[0].text.startswith("Reading ") and "passage" in drafts[0].text  # while the prompt is read
-    texts = [d.text for d in drafts if d.text.startswith("The checklist")]
-    assert len(texts) >= 2 and all(
-        b.startswith(a.rstrip(" ▍")) for a, b in zip(texts, texts[1:], strict=False)
-    )
-    gaps = [b.time - a.time for a, b in zip(drafts, drafts[1:], strict=False)]
-    assert sum(gaps) / len(gaps) >= 0.9  # about one update a second
-    assert len({d.draft_id for d in drafts}) == 1 and env.telegram.live_draft(OWNER) is None
-    assert html_ok(final) and final.method == "sendMessage" and final.params["reply_markup"]  # Sources
-    assert final.params["reply_parameters"]["message_id"] == owner_message(env, FIRST["en"])
-    assert "I don" not in json.dumps([d.text for d in drafts])
+PACE = {"KB_TELEGRAM_UPDATE_EVERY_S": "1"}  # the default: one update a second (the other tests go faster)
+
+
+async def test_an_answer_streams_as_drafts_paced_then_one_final_message(tmp_path, varn_site):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), **PACE) as (env, _):
+        await kb_with_docs(env)
+        text = "The checklist asks for three things: " + " ".join(f"point{n}" for n in range(60)) + " [1]."
+        env.llm.script = [Step(answer=text, prefill_s=2.0, tokens_per_s=20)]
+        env.telegram.fail_next("sendMessageDraft", retry_after=1)  # a flood wait on the way: waited out
+        final = await turn(env, FIRST["en"], lambda t: "point59" in t, timeout_s=30)
+        drafts = env.telegram.drafts(OWNER)
+        assert (
+            drafts[0].text.startswith("Reading ") and "passage" in drafts[0].text
+        )  # while the prompt is read
+        texts = [d.text for d in drafts if d.text.startswith("The checklist")]
+        assert len(texts) >= 2 and all(
+            b.startswith(a.rstrip(" ▍")) for a, b in zip(texts, texts[1:], strict=False)
+        )
+        gaps = [b.time - a.time for a, b in zip(drafts, drafts[1:], strict=False)]
+        assert sum(gaps) / len(gaps) >= 0.9  # about one update a second
+        assert len({d.draft_id for d in drafts}) == 1 and env.telegram.live_draft(OWNER) is None
+        assert html_ok(final) and final.method == "sendMessage" and final.params["reply_markup"]  # Sources
+        assert final.params["reply_parameters"]["message_id"] == owner_message(env, FIRST["en"])
+        assert "I don" not in json.dumps([d.text for d in drafts])
 
 
 async def test_without_drafts_the_answer_streams_by_edits_and_the_final_edit_carries_the_buttons(
     tmp_path, varn_site
 ):
-    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber()) as (env, _):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), **PACE) as (env, _):
         env.telegram.drafts_refused = True
         await kb_with_docs(env)
         env.llm.script = [Step(answer="- **Manifest**: signed [1]\n- *Tide*: two hours, `<script>` & co [1]",
