@@ -90,6 +90,7 @@ class ChatStream:
         self._last = float("-inf")
         self._hold_until = 0.0
         self._wake = asyncio.Event()
+        self._pushing = asyncio.Lock()  # held by an update in flight: close() lets it land first
         self._task: asyncio.Task | None = None
 
     # -- the Listener -----------------------------------------------------------------------
@@ -125,7 +126,8 @@ class ChatStream:
                 with contextlib.suppress(TimeoutError):  # a draft is renewed even when nothing new comes
                     await asyncio.wait_for(self._wake.wait(), renew_in)
                 continue
-            await self._push()
+            async with self._pushing:
+                await self._push()
 
     def _due(self) -> float:
         """When the next update may go out."""
@@ -203,9 +205,11 @@ class ChatStream:
         log.info("bot.stream_paced", retry_after_s=seconds)
 
     async def close(self) -> Streamed:
-        """Stop streaming; what it left on the screen."""
+        """Stop streaming; what it left on the screen. An update in flight lands first: a message it
+        sends is one the final reply must know of (to edit it), never a page left behind."""
         if self._task is not None:
-            self._task.cancel()
+            async with self._pushing:
+                self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self.result.shown = self.latest

@@ -28,3 +28,23 @@ async def test_a_draft_is_renewed_while_nothing_new_comes_and_a_long_answer_cont
     page = telegram.message(OWNER, done.message_ids[0]).text
     assert 1900 < len(page) <= 3800 and page.endswith("word")
     assert telegram.drafts(OWNER)[-1].text.startswith("word") and len(telegram.drafts(OWNER)[-1].text) < 3900
+
+
+async def test_a_page_in_flight_when_the_answer_ends_is_known_to_the_final_reply():
+    telegram, runner, url = await start_fake_telegram(TOKEN)
+    telegram.push_message(OWNER, OWNER, "hello")  # the chat exists
+    answered = telegram.hold("sendMessage")  # the page is sent, its answer is late
+    bot = Bot(TOKEN, base_url=url, request=HTTPXRequest())
+    async with bot:
+        stream = ChatStream(bot, OWNER, reply_to=None, draft_every_s=0.05)
+        await stream.text("word " * 1000)  # more than one message holds: the first page goes out
+        await telegram.wait_until(lambda: telegram.bot_messages(OWNER))  # on the phone, unanswered
+        closing = asyncio.ensure_future(stream.close())  # the answer is done meanwhile
+        await asyncio.sleep(0)
+        answered.set()
+        done = await closing
+    await runner.cleanup()
+    page = telegram.bot_messages(OWNER)
+    assert len(page) == 1 and done.message_ids == [
+        page[0].message_id
+    ]  # the reply will edit it, not repeat it

@@ -222,6 +222,8 @@ class Server:
                 else:
                     with self._lock:
                         result = handler(self, call.params)
+                    if (gate := self._held.get(method.lower())) is not None:
+                        await gate.wait()  # done, and answered only when the test says so
                 body: dict[str, Any] = {"ok": True, "result": result}
                 status = 200
             except ApiError as exc:
@@ -235,6 +237,12 @@ class Server:
             body, status = error.body(), error.status
         call.response, call.status = body, status
         return web.json_response(body, status=status)
+
+    def hold(self, method: str) -> asyncio.Event:
+        """From now on, calls of ``method`` take effect at once but are answered only once the event
+        returned is set: a request in flight when its sender moves on."""
+        gate = self._held[method.lower()] = asyncio.Event()
+        return gate
 
     def fail_next(
         self,

@@ -149,6 +149,7 @@ class FakeTelegram(Updates, Records, Methods, Server):
         self._live_drafts: dict[int, StoredDraft] = {}  # by chat: the draft on the user's screen
         self._commands: dict[str, list[dict]] = {}
         self._failures: dict[str, list[Failure]] = {}
+        self._held: dict[str, asyncio.Event] = {}  # methods whose answers wait for the test (hold)
         self._poller: Poller | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
