@@ -48,6 +48,10 @@ SourceId = Annotated[
     str, Field(pattern=r"^web-[1-5]$", description="web-1 … web-5 from the latest web_search")
 ]
 Query = Annotated[str, Field(description="any text, at most 4,000 characters")]
+SOURCE = (
+    "the name of one of the owner's folder sources: only its documents are searched (default: every document; "
+    "an unknown name is refused with the names there are)"
+)
 
 
 def _result(shape: BaseModel, text: str) -> CallToolResult:
@@ -68,12 +72,15 @@ def build_server(kb: Kb) -> MCPServer:
 
     @server.tool(annotations=READ, title="Search the knowledge base")
     async def search(
-        query: Query, limit: Annotated[int, Field(ge=1, le=20)] = 5
+        query: Query,
+        limit: Annotated[int, Field(ge=1, le=20)] = 5,
+        source: Annotated[str | None, Field(max_length=100, description=SOURCE)] = None,
     ) -> Annotated[CallToolResult, Searched]:
         """Passages of the owner's documents for a query, best first, each with its document id, lines, path
-        or URL and text, and whether kb judged them sufficient to answer it (the same ranking as kb search)."""
+        or URL and text, and whether kb judged them sufficient to answer it (the same ranking as kb search).
+        `source` keeps the search to the documents of one folder source (as kb search --in NAME)."""
         try:
-            found = await kb.search(query, limit)
+            found = await kb.search(query, limit, source)
         except (TooLong, KbError) as exc:
             raise _failing(exc) from exc
         return _result(found, search_text(found))

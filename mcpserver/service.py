@@ -17,9 +17,11 @@ from knowledge.conversation.session import Conversing
 from knowledge.errors import IndexMissing, KbError
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.report.status import probe_model, status_report
+from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Found, find
 from knowledge.retrieval.sufficiency import judge
 from knowledge.retrieval.translate import search_translated
+from knowledge.sources.registry import scope_in
 from knowledge.websearch.importer import ImportResult, import_web_source, select
 from knowledge.websearch.store import Candidate, CandidateStore
 from knowledge.words.catalog import Words, terminal_words
@@ -69,7 +71,7 @@ class Kb:
     words: Words
     counter: tuple[TokenCounter, str | None]
 
-    def _find(self, query: str, k: int, translations: Sequence[str]) -> Found:
+    def _find(self, query: str, k: int, translations: Sequence[str], scope: Scope | None = None) -> Found:
         """kb search's ranking and verdict for one query (the same library call, the warm vectors)."""
         try:
             index = self.engine.open_index()
@@ -78,19 +80,21 @@ class Kb:
         with index:
             return find(
                 index, query, k=k, meaning=self.engine.meaning, threshold=self.settings.min_relevance,
-                translations=translations,
+                translations=translations, scope=scope,
             )  # fmt: skip
 
-    async def search(self, query: str, limit: int) -> Searched:
+    async def search(self, query: str, limit: int, source: str | None = None) -> Searched:
         """The passages for a query, searched also in the index's other languages when that can help
-        (as ``kb search`` does), cut to the result's size cap."""
+        (as ``kb search`` does), cut to the result's size cap; ``source``: only that folder source's
+        documents (SourceRefused naming the sources for a name no source has)."""
         query = check_query(query)
+        scope = scope_in(self.settings.home, source)
         k = min(max(limit, 1), MAX_LIMIT)
         meaning = self.engine.meaning
         translate = self.engine.translator if meaning is not None else None
         groups = meaning.cache.group_counts if meaning is not None else dict
         found, translations = await search_translated(
-            lambda texts: asyncio.to_thread(self._find, query, k, texts), translate, query, groups
+            lambda texts: asyncio.to_thread(self._find, query, k, texts, scope), translate, query, groups
         )
         passages, truncated = passages_of(found.results)
         return Searched(

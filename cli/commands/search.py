@@ -12,11 +12,14 @@ from typing import TextIO
 
 from cli.commands import EXIT_OK, EXIT_USAGE
 from knowledge.config import Settings
+from knowledge.errors import SourceRefused
 from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
+from knowledge.sources.registry import scope_in
 from knowledge.sources.state import split_raw_path
 from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
@@ -41,6 +44,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
         "-k", type=int, default=None, metavar="N", help="number of passages (default: KB_SEARCH_K)"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_scope(p, "search only the documents of the folder source NAME")
     p.add_argument(
         "--no-translate",
         action="store_true",
@@ -78,8 +82,28 @@ def _add_ls(sub: argparse._SubParsersAction) -> None:
 PARSERS = {"search": _add_search, "ls": _add_ls}
 
 
+def add_scope(p: argparse.ArgumentParser, what: str) -> None:
+    """The ``--in NAME`` option of kb search and kb ask."""
+    p.add_argument(
+        "--in",
+        dest="source",
+        metavar="NAME",
+        help=f"{what} (kb sources lists them; an unknown NAME is refused with exit status 2, naming the "
+        "sources there are); by default, every document",
+    )
+
+
+def scope_or_refusal(settings: Settings, name: str | None, *, err: TextIO) -> Scope | None | int:
+    """The scope ``--in NAME`` asks for (None: everything), or the exit status of its refusal (said on ``err``)."""
+    try:
+        return scope_in(settings.home, name)
+    except SourceRefused as exc:
+        print(f"kb: {exc}", file=err)
+        return EXIT_USAGE
+
+
 def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
-    """kb search [-k N] [--json] QUERY  |  kb search --batch FILE --json"""
+    """kb search [-k N] [--json] [--in NAME] QUERY  |  kb search --batch FILE --json"""
     k = args.k or settings.search_k
     if k < 1:
         print("kb: -k must be at least 1", file=err)
@@ -91,10 +115,15 @@ def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
         queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
     else:
         queries = [" ".join(args.query)]
+    scope = scope_or_refusal(settings, args.source, err=err)
+    if isinstance(scope, int):
+        return scope
     translate = settings.translate != "off" and not args.no_translate
     with Index(settings.index_path, readonly=True) as index:
         meaning = search_meaning(settings, index, err=err)
-        answers = asyncio.run(_find_all(settings, index, queries, k=k, meaning=meaning, translate=translate))
+        answers = asyncio.run(
+            _find_all(settings, index, queries, k=k, meaning=meaning, translate=translate, scope=scope)
+        )
     for query, (found, translations) in zip(queries, answers, strict=True):
         if args.batch is not None and args.json:
             line = {
@@ -116,7 +145,14 @@ def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
 
 
 async def _find_all(
-    settings: Settings, index: Index, queries: list[str], *, k: int, meaning: Meaning | None, translate: bool
+    settings: Settings,
+    index: Index,
+    queries: list[str],
+    *,
+    k: int,
+    meaning: Meaning | None,
+    translate: bool,
+    scope: Scope | None = None,
 ) -> list[tuple[Found, list[Translation]]]:
     """Each query's passages and verdict, searched also in the index's other languages when the
     model can translate it and that can help (knowledge.retrieval.translate)."""
@@ -132,8 +168,9 @@ async def _find_all(
 
             async def search(texts: Sequence[str], query: str = query) -> Found:
                 return find(
-                    index, query, k=k, meaning=meaning, threshold=settings.min_relevance, translations=texts
-                )
+                    index, query, k=k, meaning=meaning, threshold=settings.min_relevance, translations=texts,
+                    scope=scope,
+                )  # fmt: skip
 
             groups = meaning.cache.group_counts if meaning is not None else dict
             out.append(await search_translated(search, translate_with, query, groups))

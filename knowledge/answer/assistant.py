@@ -47,6 +47,7 @@ from knowledge.model.client import Completion, ModelClient, ModelUnavailable
 from knowledge.model.template import ChatTemplate
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval import sufficiency
+from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_document_chunks
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
 from knowledge.retrieval.translate import Translation, Translator, search_translated
@@ -351,11 +352,17 @@ class Engine:
         return passages if verdict is None or verdict.answerable else []
 
     def _find(
-        self, question: str, document: str | None, translations: Sequence[str], also: Also | None = None
+        self,
+        question: str,
+        document: str | None,
+        translations: Sequence[str],
+        also: Also | None = None,
+        scope: Scope | None = None,
     ) -> Evidenced:
         """The evidence pack for a question, retrieval's verdict on it (None for a question about one
         ``document``: that document's passages best for the question, its opening when none matches),
-        the evidence of its best passage and the ranking (``also``: a follow-up's, see Also)."""
+        the evidence of its best passage and the ranking (``also``: a follow-up's, see Also; ``scope``:
+        only one source's documents, see knowledge.retrieval.scope)."""
         try:
             index = self.open_index()
         except IndexMissing:  # no index yet: an empty knowledge base (an unreadable one is said as such)
@@ -366,7 +373,7 @@ class Engine:
                 return Evidenced(chunks, None, None, chunks)
             found = find(
                 index, question, k=self.settings.candidates, meaning=self.meaning,
-                threshold=self.settings.min_relevance, translations=translations, also=also,
+                threshold=self.settings.min_relevance, translations=translations, also=also, scope=scope,
             )  # fmt: skip
             packed = pack(  # once the documents answer, the pack takes the best passages that fit
                 found.results,
@@ -376,14 +383,19 @@ class Engine:
             return Evidenced(packed, found.verdict, found.best, found.results)
 
     async def lookup(
-        self, question: str, *, document: str | None = None, also: Also | None = None
+        self,
+        question: str,
+        *,
+        document: str | None = None,
+        also: Also | None = None,
+        scope: Scope | None = None,
     ) -> tuple[Evidenced, list[Translation]]:
         """:meth:`_find`, with the question also asked in the other languages the index holds when
         that can help (knowledge.retrieval.translate): the translations used are returned."""
         if document is not None or self.meaning is None:
-            return await asyncio.to_thread(self._find, question, document, (), also), []
+            return await asyncio.to_thread(self._find, question, document, (), also, scope), []
         return await search_translated(
-            lambda texts: asyncio.to_thread(self._find, question, None, texts, also),
+            lambda texts: asyncio.to_thread(self._find, question, None, texts, also, scope),
             self.translator,
             question,
             self.meaning.cache.group_counts,
@@ -455,9 +467,10 @@ class Engine:
         history: Sequence[Exchange] = (),
         listener: Listener | None = None,
         language: str | None = None,
+        scope: Scope | None = None,
     ) -> Reply:
-        """Answer from the knowledge base (or from one ``document`` of it); when the documents do not
-        answer, go on to the web; degrade to the passages without the model.
+        """Answer from the knowledge base (or from one ``document`` of it, or one source's documents: a
+        ``scope``); when the documents do not answer, go on to the web; degrade to the passages without the model.
 
         In a conversation, ``question`` is the standalone question (it alone is judged, translated and
         taken to the web), ``also`` what it is searched with besides (other queries, the passages the
@@ -466,7 +479,7 @@ class Engine:
         reader's (the chat's): the model is told to write in the question's language (its Chinese the
         reader's variant), and Simplified Chinese is made Traditional for a zh-Hant reader."""
         try:
-            found, translations = await self.lookup(question, document=document, also=also)
+            found, translations = await self.lookup(question, document=document, also=also, scope=scope)
         except IndexUnreadable as exc:  # never "nothing on this": the documents are there, unread
             log.warning("ask.index_unreadable", reason=exc.reason, error=str(exc))
             said = Said("index-unreadable", {"reason": exc.reason, "detail": str(exc)})

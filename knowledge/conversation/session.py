@@ -24,6 +24,7 @@ from knowledge.answer.assistant import Engine, Listener, Reply, Said
 from knowledge.answer.prompt import Exchange
 from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, points_back, stands_alone
 from knowledge.conversation.store import Anchor, Conversation, ConversationError, Conversations, Turn
+from knowledge.retrieval.scope import Scope
 
 log = structlog.get_logger()
 
@@ -57,9 +58,13 @@ class Conversing:
         listener: Listener | None = None,
         chat_id: str = "cli",
         language: str | None = None,
+        scope: Scope | None = None,
     ) -> Answered:
-        """One question outside any conversation (``kb ask`` without a conversation name)."""
-        reply = await self.engine.ask(message, chat_id=chat_id, listener=listener, language=language)
+        """One question outside any conversation (``kb ask`` without a conversation name); ``scope``:
+        answered from one source's documents only (knowledge.retrieval.scope)."""
+        reply = await self.engine.ask(
+            message, chat_id=chat_id, listener=listener, language=language, scope=scope
+        )
         return Answered(reply, Plan(message), None, fresh=False)
 
     async def ask(
@@ -74,12 +79,14 @@ class Conversing:
         listener: Listener | None = None,
         chat_id: str = "cli",
         language: str | None = None,
+        scope: Scope | None = None,
     ) -> Answered:
         """Answer ``message`` in the key's conversation and remember the turn.
 
         ``anchor``: what the message replies to, when kb knows it (a turn continues from there, a
         document is asked about); ``replied_text``: the text (or the highlighted quote) of a replied-to
-        message kb knows nothing of, context marked as data; ``document``: ask about this document."""
+        message kb knows nothing of, context marked as data; ``document``: ask about this document;
+        ``scope``: search one source's documents only (knowledge.retrieval.scope)."""
         forgotten: ConversationError | None = None
         try:
             conversation = await asyncio.to_thread(self.store.current, key)
@@ -113,6 +120,7 @@ class Conversing:
             history=_exchanges(turns),
             listener=listener,
             language=language,
+            scope=scope,
         )
         turn_id = None
         if forgotten is None:

@@ -32,12 +32,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
+import numpy as np
 import structlog
 
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.backfill import embed_background
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
+from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
 from knowledge.retrieval.vectors import VectorCache, stored_background
@@ -270,6 +272,7 @@ def find(
     threshold: float = sufficiency.DEFAULT_THRESHOLD,
     translations: Sequence[str] = (),
     also: Also | None = None,
+    scope: Scope | None = None,
 ) -> Found:
     """The k best passages for a question and the verdict on whether the documents answer it.
 
@@ -277,9 +280,10 @@ def find(
     ranks too: a chunk scores the best of the question's score and TRANSLATION_WEIGHT of each
     translation's. The verdict takes each passage's best judgement: of the question, or of a
     translation (the question as it would be asked in the passage's language). ``also`` adds the
-    message as written and the carried passages of a follow-up (see Also).
+    message as written and the carried passages of a follow-up (see Also). ``scope``: only the chunks of
+    these documents are candidates, in every pool (see knowledge.retrieval.scope); the gate is the same.
     """
-    ranked = rank(index, query, k=k, meaning=meaning, translations=translations, also=also)
+    ranked = rank(index, query, k=k, meaning=meaning, translations=translations, also=also, scope=scope)
     judged = [r.relevance for r in ranked]
     vectors = any(r.evidence is not None and r.evidence.standout is not None for r in ranked)
     return Found(
@@ -297,19 +301,23 @@ def rank(
     meaning: Meaning | None = None,
     translations: Sequence[str] = (),
     also: Also | None = None,
+    scope: Scope | None = None,
 ) -> list[Ranked]:
     """Every candidate for a question, best first, each judged (relevance and evidence)."""
     texts = _Texts.of(query, translations, also)
+    within = scope.rowids(index.conn) if scope is not None else None
     carried = index.rowids_of(also.carried) if also and also.carried else []
+    if within is not None:  # a follow-up's carried passages stay in the scope too
+        carried = [r for r, inside in zip(carried, np.isin(carried, within), strict=True) if inside]
     if meaning is not None:
-        fused = _hybrid(index, texts, meaning, k=k, carried=carried)
+        fused = _hybrid(index, texts, meaning, k=k, carried=carried, within=within)
         if fused is not None:
             return fused
     limit = max(CANDIDATES, k)
     scorings = [_scoring(index, text) for text in texts.texts]
     if all(s is None for s in scorings) and not carried:
         return []
-    pool, _ = _pool(index, scorings, limit=limit, nearest=carried)
+    pool, _ = _pool(index, scorings, limit=limit, nearest=carried, within=within)
     lexical = [_lexical(pool, scoring) for scoring in scorings]
     judged: dict[int, tuple[float, Evidence]] = {}
     out = []
@@ -381,16 +389,21 @@ _Scoring = tuple[dict[str, float], float, list[tuple[str, float]]]
 
 
 def _pool(
-    index: Index, scorings: Sequence[_Scoring | None], *, limit: int, nearest: Iterable[int]
+    index: Index,
+    scorings: Sequence[_Scoring | None],
+    *,
+    limit: int,
+    nearest: Iterable[int],
+    within: np.ndarray | None = None,
 ) -> tuple[list[Candidate], list[set[int]]]:
-    """The lexical candidates of each text and the chunks nearest by meaning, with their bodies;
-    and, for each text, the rowids its words found."""
+    """The lexical candidates of each text (among the chunks ``within``, when given) and the chunks
+    nearest by meaning, with their bodies; and, for each text, the rowids its words found."""
     pool: dict[int, Candidate] = {}
     found: list[set[int]] = []
     for scoring in scorings:
         found.append(set())
         if scoring is not None:
-            for c in index.candidates(scoring[2], limit=limit):
+            for c in index.candidates(scoring[2], limit=limit, within=within):
                 pool.setdefault(c.rowid, c)
                 found[-1].add(c.rowid)
     extra = index.bodies(r for r in dict.fromkeys(nearest) if r not in pool)
@@ -406,7 +419,13 @@ def _lexical(pool: Sequence[Candidate], scoring: _Scoring | None) -> dict[int, R
 
 
 def _hybrid(
-    index: Index, ranked: _Texts, meaning: Meaning, *, k: int, carried: Sequence[int]
+    index: Index,
+    ranked: _Texts,
+    meaning: Meaning,
+    *,
+    k: int,
+    carried: Sequence[int],
+    within: np.ndarray | None = None,
 ) -> list[Ranked] | None:
     """The fused ranking, or None when there are no vectors to search (the caller ranks lexically)."""
     texts = ranked.texts
@@ -429,12 +448,11 @@ def _hybrid(
         return None
     meaning.failed = False
     vectors = [meaning.cache.query_vector(v, t) for v, t in zip(raw, texts, strict=True)]
-    nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k))) for v in vectors]
+    nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k), within=within)) for v in vectors]
     scorings = [_scoring(index, t) for t in texts]
     limit = max(LEXICAL_POOL, k)
-    pool, seen = _pool(
-        index, scorings, limit=limit, nearest=[*carried, *(r for near in nearest for r in near)]
-    )
+    near = [*carried, *(r for n in nearest for r in n)]
+    pool, seen = _pool(index, scorings, limit=limit, nearest=near, within=within)
     pooled = [c.rowid for c in pool]
     each: dict[int, list[float]] = {rowid: [] for rowid in pooled}
     groups = meaning.cache.groups_of(pooled)

@@ -232,21 +232,32 @@ class VectorCache:
         """Whether the vectors in hand were read against background passages."""
         return self._current().background is not None
 
-    def nearest(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(rowid, cosine) of the k nearest chunks, best first."""
+    def nearest(
+        self, query: np.ndarray, k: int, *, within: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """(rowid, cosine) of the k nearest chunks, best first; ``within`` (ascending rowids): the k
+        nearest of those chunks only (a search scope: chosen among them, never a share of the whole's k)."""
         loaded = self._current()
         rowids, matrix, centre, codes = loaded.rowids, loaded.matrix, loaded.centre, loaded.codes
         if not len(rowids) or matrix.shape[1] != query.shape[-1]:
             return []
         query = query.astype(np.float32)
         keep = max(self.prefilter, 64 * k)
-        if codes is not None and centre is not None and len(rowids) > keep:
-            distance = hamming(codes, sign_codes(query[None, :], centre)[:, 0])
-            rows = np.sort(np.argpartition(distance, keep - 1)[:keep])  # gathered in memory order
+        rows = None if within is None else np.flatnonzero(is_in(within, rowids))
+        count = len(rowids) if rows is None else len(rows)
+        if not count:
+            return []
+        if codes is not None and centre is not None and count > keep:
+            code = sign_codes(query[None, :], centre)[:, 0]
+            distance = hamming(codes if rows is None else codes[:, rows], code)
+            kept = np.argpartition(distance, keep - 1)[:keep]
+            rows = np.sort(kept if rows is None else rows[kept])  # gathered in memory order
             scores = dot(matrix[rows], query)
-        else:
+        elif rows is None:
             rows = np.arange(len(rowids))
             scores = dot(matrix, query)
+        else:
+            scores = dot(matrix[rows], query)
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]

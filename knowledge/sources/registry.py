@@ -22,6 +22,7 @@ from pathlib import Path
 
 from knowledge.errors import ConfigError, SourceRefused
 from knowledge.ingest.files import write_atomic
+from knowledge.retrieval.scope import Scope
 from knowledge.words.catalog import ENGLISH
 from knowledge.words.sources import REFUSALS
 
@@ -161,6 +162,17 @@ def find(sources: Sequence[Source], name: str) -> Source:
         if s.name == name:
             return s
     raise refused("unknown", name=name, names=", ".join(s.name for s in sources) or "-")
+
+
+def scope_of(sources: Sequence[Source], name: str | None) -> Scope | None:
+    """The search scope a name asks for (``kb search --in NAME``): None (everything) for no name, the
+    documents of the source of that name, else SourceRefused ``unknown`` naming the sources there are."""
+    return None if name is None else Scope(find(sources, name).name)
+
+
+def scope_in(home: Path, name: str | None) -> Scope | None:
+    """:func:`scope_of` among the sources in this home's kb.toml (read only for a name)."""
+    return None if name is None else scope_of(read_sources(config_file(home)), name)
 
 
 def source_of(sources: Sequence[Source], path: Path) -> tuple[Source, str] | None:

@@ -256,12 +256,18 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
         return {r[0]: (ChunkRecord(*r[1:9]), DocumentRecord(*r[9:])) for r in rows}
 
     def candidates(
-        self, weights: Sequence[tuple[str, float]], *, limit: int, rowid_range: tuple[int, int] | None = None
+        self,
+        weights: Sequence[tuple[str, float]],
+        *,
+        limit: int,
+        rowid_range: tuple[int, int] | None = None,
+        within: np.ndarray | None = None,
     ) -> list[Candidate]:
         """Chunks matching the most idf mass of the given (term, weight) pairs, with their bodies.
 
         Each term's posting list is read without ranking and the weights are summed per chunk;
-        the caller re-ranks the few survivors.
+        the caller re-ranks the few survivors. ``within``: only these chunks (their rowids) take part,
+        left out before the best ``limit`` are kept (a search scope, knowledge.retrieval.scope).
         """
         if not weights:
             return []
@@ -284,6 +290,9 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
         # at 140,000 chunks; one string of rowids per term and numpy take a third of that.
         rowids, where = np.unique(np.concatenate(ids), return_inverse=True)
         sums = np.bincount(where, weights=np.concatenate(mass))
+        if within is not None:
+            inside = np.isin(rowids, within)
+            rowids, sums = rowids[inside], sums[inside]
         best = np.lexsort((rowids, -sums))[:limit]  # most mass first, then by rowid
         top = [(int(rowids[i]), float(sums[i])) for i in best]
         bodies = self.bodies(r for r, _ in top)
