@@ -50,6 +50,7 @@ corpus, synthetic_doc, ingest_synthetic, store_synthetic_vectors, percentile = (
     _bench_ingest.store_synthetic_vectors,
     _bench_ingest.percentile,
 )
+add_tokenizer_option, bench_counter = _bench_ingest.add_tokenizer_option, _bench_ingest.bench_counter
 
 from daemon.main import background  # noqa: E402
 from knowledge.config import Settings, load_settings  # noqa: E402
@@ -57,7 +58,7 @@ from knowledge.conversation.store import Conversations  # noqa: E402
 from knowledge.ingest import trash  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
-from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter, reference_tokenizer  # noqa: E402
+from knowledge.model.tokenizer import TokenCounter  # noqa: E402
 from knowledge.retrieval.embed import LOCAL_MODEL  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
 
@@ -215,13 +216,10 @@ def main() -> int:
     parser.add_argument("--docs", type=int, default=10_000, help="documents in the knowledge base")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the knowledge base in this folder")
     parser.add_argument("--probes", type=int, default=7, help="single-file ingests measured while idle")
-    parser.add_argument(
-        "--tokenizer", default="", help="KB_TOKENIZER, or 'approx' (default: the bundled Qwen3 tokenizer)"
-    )
+    add_tokenizer_option(parser)
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())
-    spec = args.tokenizer or str(reference_tokenizer())
-    counter, _ = load_counter(spec, cache_dir=hf_cache_dir())
+    spec, counter, _ = bench_counter(args.tokenizer)
     home = (args.keep or Path(tempfile.mkdtemp(prefix="kb-bench-backup-"))).absolute()
     env = env_for(home, "" if args.tokenizer == "approx" else spec)
     settings = load_settings(env, home=home)

@@ -364,6 +364,21 @@ def ingest_batch(ingestor: Ingestor, settings: Settings, docs: list[str], tag: s
     return times
 
 
+def add_tokenizer_option(parser: argparse.ArgumentParser) -> None:
+    """The --tokenizer option of the ingest and backup benches."""
+    parser.add_argument(
+        "--tokenizer", default="", help="KB_TOKENIZER, or 'approx' (default: the bundled Qwen3 tokenizer)"
+    )
+
+
+def bench_counter(tokenizer: str) -> tuple[str, TokenCounter, str | None]:
+    """What a --tokenizer option gives: its spec ('' is the bundled Qwen3 tokenizer), the counter, and why
+    the counter is an approximation when it is."""
+    spec = tokenizer or str(reference_tokenizer())
+    counter, why = load_counter(spec, cache_dir=hf_cache_dir())
+    return spec, counter, why
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -371,9 +386,7 @@ def main() -> int:
     parser.add_argument("--docs", type=int, default=10_000, help="documents in the big index")
     parser.add_argument("--data", type=Path, default=DATA, help="folder with xquad.{en,zh,th}.json")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the big index in this folder")
-    parser.add_argument(
-        "--tokenizer", default="", help="KB_TOKENIZER, or 'approx' (default: the bundled Qwen3 tokenizer)"
-    )
+    add_tokenizer_option(parser)
     parser.add_argument("--rounds", type=int, default=3, help="repetitions of each measurement")
     parser.add_argument("--no-vectors", action="store_true", help="skip the vector figures (4 and 5)")
     parser.add_argument(
@@ -381,8 +394,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())
-    spec = args.tokenizer or str(reference_tokenizer())
-    counter, why = load_counter(spec, cache_dir=hf_cache_dir())
+    _, counter, why = bench_counter(args.tokenizer)
     print(f"tokenizer: {counter.name}" + (f" ({why})" if why and args.tokenizer != "approx" else ""))
     rng = random.Random(20261129)
     sentences, paragraphs, questions = corpus(args.data)

@@ -3,7 +3,7 @@ stand-in, the daemon on a real inbox, and a scripted transcriber standing in for
 
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -13,8 +13,8 @@ from bot.main import create
 from daemon.main import background
 from knowledge.model.tokenizer import ApproxCounter
 from tests.conftest import make_settings
-from tests.fake_llm import FakeLLM, start
-from tests.fake_search import FakeSearch, start_fake_search
+from tests.fake_llm import FakeLLM, Step, start, web_step
+from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
 from tests.fake_telegram import start_fake_telegram
 
 TOKEN = "123456:TEST-token"
@@ -149,3 +149,17 @@ async def indexed_note(env, name: str, text: str) -> None:
     """Drop one note into an empty knowledge base and wait until it is indexed."""
     drop_note(env, name, text)
     await wait_indexed(env, 1)
+
+
+async def web_offer(
+    env, results: list[Result], verdicts: str, cited: int, answer_for: Callable[[dict], Step]
+):
+    """Ask the bot how deep Lake Quillan is while the web search finds ``results``: the relevance check says
+    ``verdicts``, the summary cites result ``cited`` (the Varn valley page) and ``answer_for`` answers from
+    the evidence. The message offering the candidates as buttons."""
+    env.search.script["ddg"] = [ddg_results("q", results)]
+    env.llm.responder = web_step(
+        "lake quillan depth", verdicts, f"[{cited}] The Varn valley page gives the depth.", answer_for
+    )
+    await env.say("How deep is Lake Quillan?")
+    return await env.bot_said(lambda c: c.method == "sendMessage" and c.params.get("reply_markup"))

@@ -137,6 +137,16 @@ async def fake_llm():
     await runner.cleanup()
 
 
+@pytest.fixture
+def fake_embeddings():
+    """A stand-in embeddings server on 127.0.0.1 (tests/fake_embeddings.py), on a thread, for one test."""
+    from tests.fake_embeddings import FakeEmbeddings, threaded
+
+    server = FakeEmbeddings()
+    with threaded(server):
+        yield server
+
+
 def at_once(act: Callable[[], object], threads: int) -> list[Exception]:
     """Run ``act`` in that many threads released together; the exceptions they raised (none: [])."""
     import threading

@@ -17,10 +17,11 @@ from tests.bot_env import (
     shown_as_html,
     valid_html,
     wait_indexed,
+    web_offer,
 )
 from tests.conftest import make_settings, subprocess_env
-from tests.fake_llm import Step, answer, free_port, web_step
-from tests.fake_search import Result, ddg_results
+from tests.fake_llm import Step, answer, free_port
+from tests.fake_search import Result
 
 env = bot_env.env  # the fixture
 
@@ -81,18 +82,13 @@ async def test_strangers_and_groups_get_nothing_and_are_logged(env):
 
 async def test_web_candidates_tap_to_import_and_answer_again(env):
     env, base = env
-    env.search.script["ddg"] = [
-        ddg_results("q", [
-            Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth in metres"),
-            Result("Quillan tourism", "https://tourism.example/quillan", "Lake Quillan visits and depth"),
-        ])
-    ]  # fmt: skip
-    env.llm.responder = web_step(
-        "lake quillan depth", "1: YES\n2: YES", "[1] The Varn valley page gives the depth.",
-        lambda body: answer("Lake Quillan is 317 metres deep [1]."),
-    )  # fmt: skip
-    await env.say("How deep is Lake Quillan?")
-    offer = await env.bot_said(lambda c: c.method == "sendMessage" and c.params.get("reply_markup"))
+    results = [
+        Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth in metres"),
+        Result("Quillan tourism", "https://tourism.example/quillan", "Lake Quillan visits and depth"),
+    ]
+    offer = await web_offer(
+        env, results, "1: YES\n2: YES", 1, lambda body: answer("Lake Quillan is 317 metres deep [1].")
+    )
     assert valid_html(offer) and "[source:" not in offer.params["text"]
     buttons = offer.params["reply_markup"]["inline_keyboard"]
     assert [row[0]["text"][:5] for row in buttons] == ["web-1", "web-2"]
@@ -127,20 +123,14 @@ async def test_when_the_model_says_the_notes_do_not_answer_the_web_is_offered_th
         env, "quillan.md", "# Lake Quillan\n\nLake Quillan lies in the Varn valley and is loved by anglers.\n"
     )
     await wait_indexed(env, 1)
-    env.search.script["ddg"] = [
-        ddg_results("q", [Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth")])
-    ]
 
     def from_evidence(body):
         if "317 metres" in body["messages"][-1]["content"]:  # the imported page is in the evidence now
             return answer("Lake Quillan is 317 metres deep [1].")
         return answer("我不知道。")  # the note does not say how deep it is
 
-    env.llm.responder = web_step(
-        "lake quillan depth", "1: YES", "[1] The Varn valley page gives the depth.", from_evidence
-    )
-    await env.say("How deep is Lake Quillan?")
-    offer = await env.bot_said(lambda c: c.method == "sendMessage" and c.params.get("reply_markup"))
+    results = [Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth")]
+    offer = await web_offer(env, results, "1: YES", 1, from_evidence)
     assert valid_html(offer) and offer.params["text"].startswith("Your documents do not answer this.")
     buttons = offer.params["reply_markup"]["inline_keyboard"]
     assert [row[0]["text"][:5] for row in buttons] == ["web-1"]

@@ -4,6 +4,9 @@ import json
 import re
 import signal
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -57,31 +60,43 @@ def prompts(n: int):
     return lambda screen: len(re.findall(r"^kb>", screen, re.MULTILINE)) >= n
 
 
-def test_the_chat_streams_understands_a_follow_up_and_ctrl_c_stops_only_the_answer(tmp_path):
-    home = tmp_path / "kb"
+@contextmanager
+def chat_after(home: Path, language: str) -> Iterator[tuple[FakeLLM, Terminal]]:
+    """A terminal kb chat over DOCS with the scripted model, once it has answered FIRST[language]:
+    (the model, the terminal)."""
     ingest_texts(make_settings(home), DOCS)
     fake = FakeLLM(responder=scripted)
     with ThreadedFakeLLM(fake):
         env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off")
         with Terminal(home, "chat", env=env) as term:
             term.wait_for(prompts(1))
-            term.type(FIRST["th"])
+            term.type(FIRST[language])
             term.wait_for(prompts(2))
-            term.type(FOLLOW["th"])
-            screen = term.wait_for(prompts(3))
-            assert SECOND["th"] in screen.split(FOLLOW["th"], 1)[1]
-            assert f"(searched as: {REWRITES[FOLLOW['th']]})" in screen
-            fake.responder = None  # a long answer, stopped half-way with Ctrl-C
-            fake.script = [Step(answer="word " * 400, tokens_per_s=20)]
-            term.type("What does the harbor release checklist require?")
-            term.wait_for(lambda s: s.count("word") >= 5)
-            term.interrupt()
-            screen = term.wait_for(prompts(4))
-            assert "(stopped)" in screen  # the answer stopped; kb is still there
-            term.type("/new")
-            term.wait_for("A new conversation")
-            term.type("/quit")
-            assert term.finish() == 0
+            yield fake, term
+
+
+def start_a_long_answer(fake: FakeLLM, term: Terminal) -> None:
+    """Ask a question the model answers slowly and at length, and wait until the answer is streaming."""
+    fake.responder = None
+    fake.script = [Step(answer="word " * 400, tokens_per_s=20)]
+    term.type("What does the harbor release checklist require?")
+    term.wait_for(lambda s: s.count("word") >= 5)
+
+
+def test_the_chat_streams_understands_a_follow_up_and_ctrl_c_stops_only_the_answer(tmp_path):
+    with chat_after(tmp_path / "kb", "th") as (fake, term):
+        term.type(FOLLOW["th"])
+        screen = term.wait_for(prompts(3))
+        assert SECOND["th"] in screen.split(FOLLOW["th"], 1)[1]
+        assert f"(searched as: {REWRITES[FOLLOW['th']]})" in screen
+        start_a_long_answer(fake, term)  # stopped half-way with Ctrl-C
+        term.interrupt()
+        screen = term.wait_for(prompts(4))
+        assert "(stopped)" in screen  # the answer stopped; kb is still there
+        term.type("/new")
+        term.wait_for("A new conversation")
+        term.type("/quit")
+        assert term.finish() == 0
 
 
 def test_a_lone_surrogate_in_the_answer_reaches_the_terminal_replaced_and_in_traditional(tmp_path, run_kb):
@@ -102,21 +117,11 @@ def test_a_lone_surrogate_in_the_answer_reaches_the_terminal_replaced_and_in_tra
 @pytest.mark.parametrize("when", ["at the prompt", "while answering"])
 def test_a_chat_whose_terminal_hangs_up_deletes_its_conversation(tmp_path, when):
     home = tmp_path / "kb"
-    ingest_texts(make_settings(home), DOCS)
-    fake = FakeLLM(responder=scripted)
-    with ThreadedFakeLLM(fake):
-        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off")
-        with Terminal(home, "chat", env=env) as term:
-            term.wait_for(prompts(1))
-            term.type(FIRST["en"])
-            term.wait_for(prompts(2))  # answered and remembered, for the run
-            if when == "while answering":
-                fake.responder = None
-                fake.script = [Step(answer="word " * 400, tokens_per_s=20)]
-                term.type("What does the harbor release checklist require?")
-                term.wait_for(lambda s: s.count("word") >= 5)
-            term.proc.send_signal(signal.SIGHUP)  # the terminal window is closed
-            assert term.proc.wait(timeout=30) == 0
+    with chat_after(home, "en") as (fake, term):  # answered and remembered, for the run
+        if when == "while answering":
+            start_a_long_answer(fake, term)
+        term.proc.send_signal(signal.SIGHUP)  # the terminal window is closed
+        assert term.proc.wait(timeout=30) == 0
     db = sqlite3.connect(make_settings(home).conversations_path)
     assert db.execute("SELECT count(*) FROM conversations WHERE key GLOB 'chat:*'").fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM turns").fetchone() == (0,)

@@ -4,12 +4,36 @@ The runner reads its deadlines from a clock the test moves (virtual seconds), so
 not depend on how fast this machine runs the worker.
 """
 
+from collections.abc import Callable
+
 import pytest
 
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import ConversionError
 from tests.clocks import VirtualClock
 from tests.ocr_stand_ins import counted_steps
+
+
+def refused(
+    runner: IsolatedRunner,
+    *,
+    steps: int,
+    step_s: float,
+    timeout_s: float,
+    on_progress: Callable[[int, int], None],
+) -> ConversionError:
+    """The error of a counted_steps job run with a 1 s progress timeout, which must fail."""
+    with pytest.raises(ConversionError) as caught:
+        runner.call(
+            counted_steps,
+            b"",
+            steps=steps,
+            step_s=step_s,
+            timeout_s=timeout_s,
+            progress_timeout_s=1.0,
+            on_progress=on_progress,
+        )
+    return caught.value
 
 
 def test_progress_reaches_the_caller_and_each_report_moves_the_deadline() -> None:
@@ -42,17 +66,8 @@ def test_the_same_time_without_reports_in_between_is_stopped_at_the_timeout() ->
             clock.advance(3.6)  # the job's whole time passes before its next report
 
     with IsolatedRunner(clock=clock) as runner:
-        with pytest.raises(ConversionError) as caught:
-            runner.call(
-                counted_steps,
-                b"",
-                steps=5,
-                step_s=0,
-                timeout_s=1.0,
-                progress_timeout_s=1.0,
-                on_progress=on_progress,
-            )
-        assert "(0 of 5 pages read)" in str(caught.value) and caught.value.reason == "timeout"
+        error = refused(runner, steps=5, step_s=0, timeout_s=1.0, on_progress=on_progress)
+        assert "(0 of 5 pages read)" in str(error) and error.reason == "timeout"
 
 
 def test_a_step_that_takes_longer_than_the_progress_timeout_is_stopped() -> None:
@@ -66,17 +81,8 @@ def test_a_step_that_takes_longer_than_the_progress_timeout_is_stopped() -> None
     with IsolatedRunner(clock=clock) as runner:
         assert runner.call(counted_steps, b"", steps=1, step_s=0, timeout_s=30, progress_timeout_s=1) == 1
         first_pid = runner.pid
-        with pytest.raises(ConversionError) as caught:
-            runner.call(
-                counted_steps,
-                b"",
-                steps=3,
-                step_s=30,
-                timeout_s=2.0,
-                progress_timeout_s=1.0,
-                on_progress=on_progress,
-            )
-        assert "(0 of 3 pages read)" in str(caught.value) and caught.value.reason == "timeout"
+        error = refused(runner, steps=3, step_s=30, timeout_s=2.0, on_progress=on_progress)
+        assert "(0 of 3 pages read)" in str(error) and error.reason == "timeout"
         assert told == [0] and runner.pid is None  # stopped during its first step, the worker killed
         assert runner.call(counted_steps, b"", steps=1, step_s=0, timeout_s=30, progress_timeout_s=1) == 1
         assert runner.pid != first_pid

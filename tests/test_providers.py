@@ -11,6 +11,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -54,59 +55,7 @@ from tests.fake_search import (
 )
 
 # Two result blocks exactly as DuckDuckGo Lite served them (reference §1.2), in the results table.
-REAL_ROWS = """<html><body><table border="0"></table><table border="0">
-            <tr>
-                <td valign="top">
-                    1.&nbsp;
-                </td>
-                <td>
-                  <a rel="nofollow" href="//duckduckgo.com/l/?uddg=https%3A%2F%2Fweather.com%2Fweather%2Ftenday%2Fl%2FSan%2520Francisco%2520CA%2520USCA0987%3A1%3AUS&amp;rut=72007b3d5e608ed4534a7ab42855b52cd97d5ae685f5742e37e9aff6d67524c5" class='result-link'>10 Day Weather - Downtown, San Francisco, California</a>
-                </td>
-            </tr>
-                <!-- Only show abstract separately if there's a click URL (not EOF) -->
-                <tr>
-                  <td>&nbsp;&nbsp;&nbsp;</td>
-                  <td class='result-snippet'>
-                    Be prepared with the most accurate 10-day forecast for Downtown, <b>San</b> <b>Francisco</b>, California with highs, lows, chance of precipitation from The <b>Weather</b> Channel and <b>Weather</b>.com
-                  </td>
-                </tr>
-              <tr>
-                <td>&nbsp;&nbsp;&nbsp;</td>
-                <td>
-                  <span class='link-text'>weather.com/weather/tenday/l/San Francisco CA USCA0987:1:US</span>
-                </td>
-              </tr>
-            <tr>
-              <td>&nbsp;</td>
-              <td>&nbsp;</td>
-            </tr>
-            <tr>
-                <td valign="top">
-                    3.&nbsp;
-                </td>
-                <td>
-                  <a rel="nofollow" href="//duckduckgo.com/l/?uddg=https%3A%2F%2Fforecast.weather.gov%2Fzipcity.php%3Finputstring%3DSan%2BFrancisco%2CCA&amp;rut=4643978a98f205f7fc63c9fc76b0aa8edc2cede35372bacce4cae5fcee88c62e" class='result-link'>7-Day Forecast 37.77N 122.41W - National Weather Service</a>
-                </td>
-            </tr>
-                <tr>
-                  <td>&nbsp;&nbsp;&nbsp;</td>
-                  <td class='result-snippet'>
-                    Your local forecast office is <b>San</b> <b>Francisco</b> Bay Area/Monterey, CA ...
-                  </td>
-                </tr>
-              <tr>
-                <td>&nbsp;&nbsp;&nbsp;</td>
-                <td>
-                  <span class='link-text'>forecast.weather.gov/zipcity.php?inputstring=San+Francisco,CA</span>
-                    &nbsp;&nbsp;&nbsp;
-                    <span class='timestamp'>2026-01-20T09:43:00.0000000</span>
-                </td>
-              </tr>
-            <tr>
-              <td>&nbsp;</td>
-              <td>&nbsp;</td>
-            </tr>
-</table></body></html>"""
+REAL_ROWS = (Path(__file__).resolve().parent / "data" / "ddg_lite_rows.html").read_text(encoding="utf-8")
 
 WEATHER = [
     Result(

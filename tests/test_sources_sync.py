@@ -16,15 +16,7 @@ from knowledge.sources.registry import Source
 from knowledge.sources.sync import SourceSync
 from knowledge.store.index import Index
 from tests.conftest import make_settings
-from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.sources_vault import make_vault, snapshot
-
-
-@pytest.fixture
-def fake():
-    server = FakeEmbeddings()
-    with threaded(server):
-        yield server
 
 
 @pytest.fixture
@@ -33,11 +25,11 @@ def vault(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def kb(tmp_path: Path, fake):
+def kb(tmp_path: Path, fake_embeddings):
     settings = make_settings(tmp_path / "kb")
     with Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, ApproxCounter())
-        yield SourceSync(ingestor), index, UrlEmbedder(fake.base_url, "bag-of-words")
+        yield SourceSync(ingestor), index, UrlEmbedder(fake_embeddings.base_url, "bag-of-words")
 
 
 def top(index: Index, query: str) -> str:

@@ -10,10 +10,10 @@ from knowledge.websearch.choice import Typed, typed_choice
 from knowledge.websearch.store import CandidateStore
 from knowledge.wiring import candidate_store
 from tests import bot_env
-from tests.bot_env import OWNER
+from tests.bot_env import OWNER, web_offer
 from tests.conftest import make_settings
-from tests.fake_llm import answer, web_step
-from tests.fake_search import Result, ddg_results
+from tests.fake_llm import answer
+from tests.fake_search import Result
 
 env = bot_env.env  # the fixture
 IDS = ["web-1", "web-2", "web-3"]
@@ -85,18 +85,13 @@ def test_kb_ask_in_a_conversation_imports_a_typed_choice_through_the_guard(tmp_p
 
 async def test_the_bot_takes_a_typed_choice_as_a_tap_and_keeps_the_list(env):
     env, base = env
-    env.search.script["ddg"] = [
-        ddg_results("q", [
-            Result("Quillan tourism", "https://tourism.example/quillan", "Lake Quillan visits and depth"),
-            Result("The Varn valley and Lake Quillan", f"{base}/old-varn", "Lake Quillan depth in metres"),
-        ])
-    ]  # fmt: skip
-    env.llm.responder = web_step(
-        "lake quillan depth", "1: YES\n2: YES", "[2] The Varn valley page gives the depth.",
-        lambda body: answer("Lake Quillan is 317 metres deep [1]."),
-    )  # fmt: skip
-    await env.say("How deep is Lake Quillan?")
-    offer = await env.bot_said(lambda c: c.method == "sendMessage" and c.params.get("reply_markup"))
+    results = [
+        Result("Quillan tourism", "https://tourism.example/quillan", "Lake Quillan visits and depth"),
+        Result("The Varn valley and Lake Quillan", f"{base}/old-varn", "Lake Quillan depth in metres"),
+    ]
+    offer = await web_offer(
+        env, results, "1: YES\n2: YES", 2, lambda body: answer("Lake Quillan is 317 metres deep [1].")
+    )
     searched = len(env.search.seen)
     record = candidate_store(env.settings).latest(str(OWNER))
     await env.say("匯入那個")

@@ -21,7 +21,6 @@ from knowledge.store.index import Index
 from knowledge.store.records import ChunkRecord, DocumentRecord
 from knowledge.store.vectors import decode, encode
 from tests.conftest import ingest_texts, make_settings
-from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import free_port
 
 DOCS = {
@@ -29,13 +28,6 @@ DOCS = {
     "tea.md": "# 烏龍茶\n\n烏龍茶是一種半發酵的茶，主要產於台灣和福建。\n",
     "rice.md": "# ข้าวหอมมะลิ\n\nข้าวหอมมะลิปลูกมากในภาคตะวันออกเฉียงเหนือของประเทศไทย\n",
 }
-
-
-@pytest.fixture
-def fake():
-    server = FakeEmbeddings()
-    with threaded(server):
-        yield server
 
 
 def vector_rows(index: Index) -> list[tuple[int, str, bytes]]:
@@ -50,9 +42,9 @@ def test_encode_decode_round_trip_in_half_precision():
     assert np.max(np.abs(back[0] - v)) < 1e-3
 
 
-def test_backfill_fills_every_chunk_once_and_reports_coverage(settings, fake):
+def test_backfill_fills_every_chunk_once_and_reports_coverage(settings, fake_embeddings):
     ingest_texts(settings, DOCS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words", batch_size=2)
+    embedder = UrlEmbedder(fake_embeddings.base_url, "bag-of-words", batch_size=2)
     with Index(settings.index_path) as index:
         before = coverage(index, embedder.name)
         assert (before.vectors, before.chunks, before.is_complete) == (0, 3, False)
@@ -61,19 +53,22 @@ def test_backfill_fills_every_chunk_once_and_reports_coverage(settings, fake):
         after = coverage(index, embedder.name)
         assert (after.vectors, after.chunks, after.is_complete) == (3, 3, True)
     background = {text for _, text in passages()}
-    probes = [r for r in fake.requests if r["input"] == ["dimension"]]  # the size a server gives now
-    chunk_requests = [r for r in fake.requests if r not in probes and not set(r["input"]) <= background]
+    # the size a server gives now
+    probes = [r for r in fake_embeddings.requests if r["input"] == ["dimension"]]
+    chunk_requests = [
+        r for r in fake_embeddings.requests if r not in probes and not set(r["input"]) <= background
+    ]
     assert len(chunk_requests) == 2 and len(probes) == 2  # the 3 chunks, 2 a batch; a probe each call
     # and the background passages once, before them, for the sufficiency decision
-    assert sorted(t for r in fake.requests if set(r["input"]) <= background for t in r["input"]) == sorted(
-        background
-    )
+    assert sorted(
+        t for r in fake_embeddings.requests if set(r["input"]) <= background for t in r["input"]
+    ) == sorted(background)
 
 
-def test_a_new_model_counts_as_missing_and_replaces_the_old_vectors(settings, fake):
+def test_a_new_model_counts_as_missing_and_replaces_the_old_vectors(settings, fake_embeddings):
     ingest_texts(settings, DOCS)
-    old = UrlEmbedder(fake.base_url, "model-a")
-    new = UrlEmbedder(fake.base_url, "model-b")
+    old = UrlEmbedder(fake_embeddings.base_url, "model-a")
+    new = UrlEmbedder(fake_embeddings.base_url, "model-b")
     with Index(settings.index_path) as index:
         embed_missing(index, old)
         assert coverage(index, new.name).vectors == 0
@@ -81,9 +76,9 @@ def test_a_new_model_counts_as_missing_and_replaces_the_old_vectors(settings, fa
         assert {m for _, m, _ in vector_rows(index)} == {new.name}
 
 
-def test_vectors_survive_a_reindex_and_an_unchanged_rewrite_but_not_a_deletion(settings, fake):
+def test_vectors_survive_a_reindex_and_an_unchanged_rewrite_but_not_a_deletion(settings, fake_embeddings):
     ingest_texts(settings, DOCS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    embedder = UrlEmbedder(fake_embeddings.base_url, "bag-of-words")
     with Index(settings.index_path) as index:
         embed_missing(index, embedder)
         kept = {vec for _, _, vec in vector_rows(index)}
@@ -102,7 +97,7 @@ def test_vectors_survive_a_reindex_and_an_unchanged_rewrite_but_not_a_deletion(s
         assert coverage(index, embedder.name).is_complete and index.integrity_errors() == []
 
 
-def test_a_vector_for_text_that_changed_meanwhile_is_not_stored(settings, fake):
+def test_a_vector_for_text_that_changed_meanwhile_is_not_stored(settings, fake_embeddings):
     ingest_texts(settings, {"lake.md": DOCS["lake.md"]})
     with Index(settings.index_path) as index:
         rowid, sha, _, _ = index.chunks_without_vectors("m", limit=1)[0]
@@ -111,9 +106,9 @@ def test_a_vector_for_text_that_changed_meanwhile_is_not_stored(settings, fake):
         assert index.store_vectors("m", [(rowid, sha, "other", b"\0" * 8)]) == 1
 
 
-def test_the_cache_reloads_when_the_index_changes(settings, fake):
+def test_the_cache_reloads_when_the_index_changes(settings, fake_embeddings):
     ingest_texts(settings, DOCS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    embedder = UrlEmbedder(fake_embeddings.base_url, "bag-of-words")
     cache = VectorCache(embedder.name)
     with Index(settings.index_path) as index:
         cache.refresh(index)
@@ -192,10 +187,10 @@ def test_search_by_meaning_finds_a_thai_passage_for_an_english_question(settings
     assert hybrid[0].relevance >= settings.min_relevance  # relevant enough: the documents answer it
 
 
-def test_a_dead_embedder_leaves_lexical_results_and_one_warning(settings, fake):
+def test_a_dead_embedder_leaves_lexical_results_and_one_warning(settings, fake_embeddings):
     ingest_texts(settings, DOCS)
     with Index(settings.index_path) as index:
-        embed_missing(index, UrlEmbedder(fake.base_url, "bag-of-words"))
+        embed_missing(index, UrlEmbedder(fake_embeddings.base_url, "bag-of-words"))
         dead = Meaning.of(UrlEmbedder(f"http://127.0.0.1:{free_port()}/v1", "bag-of-words", timeout_s=1))
         with structlog.testing.capture_logs() as logs:
             first = search(index, "How deep is Lake Quillan?", k=3, meaning=dead)
@@ -206,9 +201,11 @@ def test_a_dead_embedder_leaves_lexical_results_and_one_warning(settings, fake):
 
 
 @pytest.mark.parametrize("interrupted", [True, False], ids=["background-stored", "nothing-embedded"])
-def test_a_search_before_any_chunk_has_a_vector_finds_by_words_then_by_meaning(settings, fake, interrupted):
+def test_a_search_before_any_chunk_has_a_vector_finds_by_words_then_by_meaning(
+    settings, fake_embeddings, interrupted
+):
     ingest_texts(settings, DOCS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    embedder = UrlEmbedder(fake_embeddings.base_url, "bag-of-words")
     question = "How deep is Lake Quillan?"
     with Index(settings.index_path) as index:
         if interrupted:  # the backfill stopped before its first batch: background passages, no chunk
@@ -224,10 +221,10 @@ def test_a_search_before_any_chunk_has_a_vector_finds_by_words_then_by_meaning(s
     assert meaning.cache.size == len(DOCS) and after[0].title == "Lake Quillan"  # by meaning once there
 
 
-def test_hybrid_search_keeps_the_json_contract(tmp_path, fake):
+def test_hybrid_search_keeps_the_json_contract(tmp_path, fake_embeddings):
     settings = make_settings(tmp_path / "kb")
     ingest_texts(settings, DOCS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    embedder = UrlEmbedder(fake_embeddings.base_url, "bag-of-words")
     with Index(settings.index_path) as index:
         embed_missing(index, embedder)
         [first, *_] = search(index, "Lake Quillan", k=2, meaning=Meaning.of(embedder))
@@ -292,11 +289,11 @@ QUESTIONS = [
 
 
 @pytest.fixture
-def corpus(tmp_path, fake) -> tuple:
+def corpus(tmp_path, fake_embeddings) -> tuple:
     """CORPUS ingested in small chunks, every chunk embedded: (settings, embedder)."""
     settings = make_settings(tmp_path / "kb", **SMALL_CHUNKS)
     ingest_texts(settings, CORPUS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    embedder = UrlEmbedder(fake_embeddings.base_url, "bag-of-words")
     with Index(settings.index_path) as index:
         embed_missing(index, embedder)
     return settings, embedder
@@ -410,9 +407,9 @@ def test_a_reindex_reloads_in_full_by_default_and_a_refresh_with_no_change_does_
     assert reloads[1]["vectors"] == 50
 
 
-def test_a_model_change_is_followed_by_the_caches_of_both_models(corpus, fake):
+def test_a_model_change_is_followed_by_the_caches_of_both_models(corpus, fake_embeddings):
     settings, old = corpus
-    new = UrlEmbedder(fake.base_url, "model-b")
+    new = UrlEmbedder(fake_embeddings.base_url, "model-b")
     with Index(settings.index_path) as index:
         queries = question_vectors(old)
         old_cache, new_cache = VectorCache(old.name), VectorCache(new.name)
@@ -580,15 +577,15 @@ def test_vectors_are_made_in_turns_newest_document_first(tmp_path):
 
 
 def test_a_server_that_changes_dimension_under_the_same_name_costs_search_by_meaning_not_a_crash(
-    settings, fake
+    settings, fake_embeddings
 ):
     ingest_texts(settings, DOCS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    embedder = UrlEmbedder(fake_embeddings.base_url, "bag-of-words")
     with Index(settings.index_path) as index:
         embed_missing(index, embedder)
         meaning = Meaning.of(embedder)
         before = search(index, "How deep is Lake Quillan?", k=3, meaning=meaning)
-        fake.dim = 48  # another model loaded under the same name
+        fake_embeddings.dim = 48  # another model loaded under the same name
         with structlog.testing.capture_logs() as logs:
             during = search(index, "How deep is Lake Quillan?", k=3, meaning=meaning)
         assert [r.chunk_id for r in during] == [
@@ -635,16 +632,16 @@ def test_a_trickling_embeddings_server_is_given_up_at_the_deadline():
     listener.close()
 
 
-def test_a_nesting_bomb_from_the_server_is_an_embedder_error_and_search_uses_words(settings, fake):
+def test_a_nesting_bomb_from_the_server_is_an_embedder_error_and_search_uses_words(settings, fake_embeddings):
     from knowledge.retrieval.embed import EmbedderError, parse_embeddings
 
     bomb = b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     with pytest.raises(EmbedderError, match="not embeddings"):
         parse_embeddings(bomb, expected=1)
     ingest_texts(settings, DOCS)
-    embedder = UrlEmbedder(fake.base_url, "bag-of-words")
+    embedder = UrlEmbedder(fake_embeddings.base_url, "bag-of-words")
     with Index(settings.index_path) as index:
         embed_missing(index, embedder)
-        fake.body = bomb.decode()
+        fake_embeddings.body = bomb.decode()
         found = search(index, "How deep is Lake Quillan?", k=3, meaning=Meaning.of(embedder))
     assert found and found[0].title == "Lake Quillan"  # by its words

@@ -15,41 +15,36 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
 from cli.commands.ask import chat_until_done
 from cli.commands.ingest import load_tokenizer
 from knowledge.config import Settings, describe, read_dotenv
-from knowledge.report.status import (
-    activity_facts,
-    aligned,
-    probe_model,
-    status_report,
-    summary_facts,
-    summary_lines,
-)
+from knowledge.report.status import probe_model, status_lines, status_report, summary_lines
 from knowledge.words.catalog import ENGLISH
 from knowledge.words.replies import plain
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="start kb: the inbox daemon and a search prompt in this terminal")
-    p.set_defaults(func=cmd_run)
+    add_command(sub, "run", cmd_run, help="start kb: the inbox daemon and a search prompt in this terminal")
 
 
 def _add_daemon(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    add_command(
+        sub,
         "daemon",
+        cmd_daemon,
         help="watch knowledge/inbox/ and raw/ and keep the index up to date",
         description="Watch knowledge/inbox/: every complete file (unchanged for KB_SETTLE_S) is converted, kept "
         "under processed/ (or failed/ with NAME.error.json) and indexed, in arrival order. Edits and deletions "
         "in knowledge/raw/ update the index. Stops cleanly on SIGTERM/SIGINT. One daemon per knowledge base.",
     )
-    p.set_defaults(func=cmd_daemon)
 
 
 def _add_service(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "service",
+        cmd_service,
         help="install, remove or show kb's background services (launchd on macOS, systemd on Linux)",
         description="kb's three services: mlx (the model server, KB_MODEL on KB_LLM_URL's port, thinking "
         "off), daemon (the inbox) and bot (Telegram; only when KB_TELEGRAM_TOKEN is set). On macOS they are "
@@ -65,56 +60,56 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print the files install would write; change nothing"
     )
-    p.set_defaults(func=cmd_service)
 
 
 def _add_doctor(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "doctor", help="check the model server, tokenizer, index, inbox, OCR, voice and Telegram settings"
+    add_command(
+        sub,
+        "doctor",
+        cmd_doctor,
+        help="check the model server, tokenizer, index, inbox, OCR, voice and Telegram settings",
     )
-    p.set_defaults(func=cmd_doctor)
 
 
 def _add_checkpoint(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    add_command(
+        sub,
         "checkpoint",
+        cmd_checkpoint,
         help="run fixed cases against the model server: does this model work with kb?",
         description="Builds a small throw-away knowledge base and asks fixed questions: answered from the right "
         "document with citations, a question it cannot answer, arithmetic, a prompt-injection document. "
         "Prints pass/fail per case with timings; exit 1 when any case fails.",
     )
-    p.set_defaults(func=cmd_checkpoint)
 
 
 def _add_bot(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    add_command(
+        sub,
         "bot",
+        cmd_bot,
         help="the Telegram bot (long polling): answers, web candidates as buttons, files, photos and voice notes",
         description="Serve the owner's Telegram chats. Needs KB_TELEGRAM_TOKEN and KB_TELEGRAM_ALLOWED_USERS "
         "(numeric user ids); KB_TELEGRAM_API_URL points at another Bot API server. Stops cleanly on SIGTERM.",
     )
-    p.set_defaults(func=cmd_bot)
 
 
 def _add_logs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("logs", help="show the structured log readably (runs/logs/kb.jsonl)")
+    p = add_command(sub, "logs", cmd_logs, help="show the structured log readably (runs/logs/kb.jsonl)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as they come")
     p.add_argument(
         "-n", type=int, default=50, metavar="N", help="how many recent lines to show first (default 50)"
     )
     p.add_argument("--event", metavar="PREFIX", help="only events starting with PREFIX (e.g. ingest.)")
-    p.set_defaults(func=cmd_logs)
 
 
 def _add_status(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="documents, chunks, tokenizer, inbox and recent ingests")
+    p = add_command(sub, "status", cmd_status, help="documents, chunks, tokenizer, inbox and recent ingests")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_status)
 
 
 def _add_config(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("config", help="print every setting, its value and where it came from")
-    p.set_defaults(func=cmd_config)
+    add_command(sub, "config", cmd_config, help="print every setting, its value and where it came from")
 
 
 PARSERS = {
@@ -263,7 +258,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
-    print("\n".join(aligned(summary_facts(report) + activity_facts(report))), file=out)
+    print("\n".join(status_lines(report)), file=out)
     ingests = report["last_ingests"]
     if ingests:
         print("last ingests", file=out)

@@ -11,20 +11,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from cli.commands import EXIT_OK, EXIT_USAGE
+from cli.commands import EXIT_OK, EXIT_USAGE, add_command
 from cli.commands.search import add_scope, scope_or_refusal, search_meaning
 from cli.commands.web import describe_import, import_and_answer, import_exit, typed_pick
 from knowledge.config import Settings
 from knowledge.conversation.store import ConversationError
 from knowledge.errors import KbError
-from knowledge.report.status import (
-    activity_facts,
-    aligned,
-    probe_model,
-    status_report,
-    summary_facts,
-    summary_lines,
-)
+from knowledge.report.status import probe_model, status_lines, status_report, summary_lines
 from knowledge.retrieval.search import SearchResult
 from knowledge.store.index import Index
 from knowledge.words.catalog import Words, terminal_words
@@ -37,8 +30,10 @@ if TYPE_CHECKING:
 
 
 def _add_ask(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "ask",
+        cmd_ask,
         help="answer one question from the knowledge base with the model",
         description="Answer a typed QUESTION, or the question spoken in an audio file (--audio: a voice note or "
         "MP3, M4A, OGG, WAV, FLAC; transcribed with KB_WHISPER_MODEL, then answered like a typed question). "
@@ -66,17 +61,17 @@ def _add_ask(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--audio", type=Path, metavar="FILE", help="ask the question spoken in this audio file")
     add_scope(p, "answer from the documents of the folder source NAME only (when they do not answer, as "
               "without --in: the web, when it is on)")  # fmt: skip
-    p.set_defaults(func=cmd_ask)
 
 
 def _add_chat(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="a terminal chat with the knowledge base (/help inside)")
-    p.set_defaults(func=cmd_chat)
+    add_command(sub, "chat", cmd_chat, help="a terminal chat with the knowledge base (/help inside)")
 
 
 def _add_measure(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "measure",
+        cmd_measure,
         help="exact prompt sizes for evidence budgets (and timings from the server)",
         description="For each evidence budget: the evidence tokens actually packed and the exact input tokens "
         "(system prompt, question, evidence and chat template, counted with the model's tokenizer). "
@@ -86,7 +81,6 @@ def _add_measure(sub: argparse._SubParsersAction) -> None:
     # Strings, not ints: "--evidence-tokens 160 320 640 QUESTION" must leave the question's words alone.
     p.add_argument("--evidence-tokens", nargs="+", default=["160", "320", "640"], metavar="N")
     p.add_argument("--dry-run", action="store_true", help="count only; no model server needed")
-    p.set_defaults(func=cmd_measure)
 
 
 PARSERS = {"ask": _add_ask, "chat": _add_chat, "measure": _add_measure}
@@ -138,7 +132,7 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
     async def status_text() -> str:
         model = await probe_model(engine.llm)
         report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
-        return "\n".join(aligned(summary_facts(report, words) + activity_facts(report, words)))
+        return "\n".join(status_lines(report, words))
 
     language = language or load_language(settings)
     counter = (language[0], language[2])

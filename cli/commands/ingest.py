@@ -11,7 +11,7 @@ from typing import TextIO
 
 import structlog
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
 from cli.progress import Progress
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
@@ -33,8 +33,10 @@ log = structlog.get_logger()
 
 
 def _add_ingest(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "ingest",
+        cmd_ingest,
         help="convert and index files or folders now",
         description="Convert files (HTML, PDF, text, Markdown) and index them. Originals are kept under "
         "knowledge/inbox/processed/ (or failed/ with NAME.error.json); files from outside the inbox are copied, "
@@ -42,17 +44,17 @@ def _add_ingest(sub: argparse._SubParsersAction) -> None:
         "Exit status: 0 all succeeded, 1 any failed.",
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    p.set_defaults(func=cmd_ingest)
 
 
 def _add_reindex(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    add_command(
+        sub,
         "reindex",
+        cmd_reindex,
         help="rebuild the index from knowledge/raw/",
         description="Rebuild every document from knowledge/raw/ inside the live index, in one transaction "
         "(searches see the old index until the new one is complete). Deterministic: same ids, same hashes.",
     )
-    p.set_defaults(func=cmd_reindex)
 
 
 PARSERS = {"ingest": _add_ingest, "reindex": _add_reindex}

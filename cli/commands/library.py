@@ -6,16 +6,25 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK
+from cli.commands import EXIT_FAILED, EXIT_OK, add_command
 from cli.commands.ingest import load_tokenizer
 from cli.progress import Progress
 from knowledge.config import Settings
 from knowledge.report.status import plural
 
 
+def add_wait(p: argparse.ArgumentParser) -> None:
+    """The --wait option of a command the running daemon carries out: how long to wait for it."""
+    p.add_argument(
+        "--wait", type=float, default=30.0, metavar="S", help="how long to wait for a running daemon (30 s)"
+    )
+
+
 def _add_rm(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "rm",
+        cmd_rm,
         help="remove documents (kept in the trash for 30 days; kb restore brings one back)",
         description="Remove documents by id (kb ls shows ids): the raw file and the original go to "
         "knowledge/trash/ for 30 days, and the document leaves the index (its passages, vectors and search "
@@ -25,15 +34,14 @@ def _add_rm(sub: argparse._SubParsersAction) -> None:
         "not found or the removal failed.",
     )
     p.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
-    p.add_argument(
-        "--wait", type=float, default=30.0, metavar="S", help="how long to wait for a running daemon (30 s)"
-    )
-    p.set_defaults(func=cmd_rm)
+    add_wait(p)
 
 
 def _add_restore(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "restore",
+        cmd_restore,
         help="bring a removed document back from the trash, or list the trash",
         description="Without TRASH_ID: list the trash (id, date removed, title, document id); entries are "
         "deleted 30 days after their removal. With TRASH_ID: put the raw file and original back (under a free "
@@ -42,15 +50,14 @@ def _add_restore(sub: argparse._SubParsersAction) -> None:
         "document first. Exit status: 0 restored (or waiting for the daemon), 1 not found or refused.",
     )
     p.add_argument("trash_id", nargs="?", metavar="TRASH_ID")
-    p.add_argument(
-        "--wait", type=float, default=30.0, metavar="S", help="how long to wait for a running daemon (30 s)"
-    )
-    p.set_defaults(func=cmd_restore)
+    add_wait(p)
 
 
 def _add_backup(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "backup",
+        cmd_backup,
         help="write one archive of this knowledge base (or check one with --verify)",
         description="Write one archive of everything needed to rebuild this knowledge base elsewhere, while the "
         "daemon runs (the backup only reads). DEST ending in .tar.gz or .tgz is a compressed tar, any other DEST a "
@@ -69,12 +76,13 @@ def _add_backup(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dest", type=Path, metavar="DEST", help="the archive to write (with --verify: to check)")
     p.add_argument("--verify", action="store_true", help="check the archive DEST instead of writing one")
-    p.set_defaults(func=cmd_backup)
 
 
 def _add_restore_backup(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "restore-backup",
+        cmd_restore_backup,
         help="rebuild a knowledge base in a new folder from an archive of kb backup",
         description="Rebuild a knowledge base in DIR (a new or empty folder) from an archive written by kb backup. "
         "The archive is verified first, as kb backup --verify does (its file list and manifest before anything is "
@@ -94,7 +102,6 @@ def _add_restore_backup(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="the new knowledge base folder",
     )
-    p.set_defaults(func=cmd_restore_backup)
 
 
 PARSERS = {

@@ -6,13 +6,15 @@ import argparse
 import errno
 from typing import TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
 from knowledge.config import Settings
 
 
 def _add_mcp(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "mcp",
+        cmd_mcp,
         help="serve the knowledge base to MCP clients (Claude Desktop, Claude Code, Cursor…)",
         description="Serve kb's tools over the Model Context Protocol: search, get, ask, web_search, "
         "import_web_source (only by the owner's choice, asked through the client) and status. By default on "
@@ -29,7 +31,6 @@ def _add_mcp(sub: argparse._SubParsersAction) -> None:
         metavar="P",
         help="with --http: the port (default: KB_MCP_PORT, 8765)",
     )
-    p.set_defaults(func=cmd_mcp)
 
 
 PARSERS = {"mcp": _add_mcp}

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from cli.commands import EXIT_OK, EXIT_USAGE
+from cli.commands import EXIT_OK, EXIT_USAGE, add_command
 from knowledge.config import Settings
 from knowledge.errors import SourceRefused
 from knowledge.retrieval.backfill import coverage
@@ -26,8 +26,10 @@ from knowledge.store.records import DocumentRecord
 
 
 def _add_search(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "search",
+        cmd_search,
         help="find passages for a question",
         description="Rank passages for a question (any text is a valid query) and say whether they answer it. "
         "With --json each result is "
@@ -58,12 +60,13 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
         help='one query per line; prints one line per query, in order: {"query": ..., "results": [...], '
         '"answerable": ..., "verdict": {"answerable","relevance","threshold","basis","why"}, "translations": [...]}',
     )
-    p.set_defaults(func=cmd_search)
 
 
 def _add_ls(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "ls",
+        cmd_ls,
         help="list documents, newest first",
         description="List the documents in the knowledge base, newest first: id, date indexed, title and "
         "source (file name or URL). With WORDS, only documents whose title or source contains every word "
@@ -76,7 +79,6 @@ def _add_ls(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--limit", type=int, default=50, metavar="N", help="show at most N documents (default 50; 0: all)"
     )
-    p.set_defaults(func=cmd_ls)
 
 
 PARSERS = {"search": _add_search, "ls": _add_ls}

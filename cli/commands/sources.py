@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
 from cli.progress import Progress
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, SourceRefused, WriterLockHeld
@@ -24,8 +24,10 @@ RESCAN_PREFIX = "rescan."  # knowledge/requests/rescan.NAME: the running daemon 
 
 
 def _add_sources(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "sources",
+        cmd_sources,
         help="folders indexed where they are (a notes vault, Documents): list, add, rm, rescan",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Folders kb indexes in place and keeps in sync, read-only: kb never writes, moves or deletes "
@@ -49,7 +51,6 @@ def _add_sources(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--include", action="append", default=[], metavar="GLOB", help="take only matching files")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="leave matching files out")
     p.add_argument("--json", action="store_true", help="print the sources as JSON (with every file left out)")
-    p.set_defaults(func=cmd_sources)
 
 
 PARSERS = {"sources": _add_sources}

@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
 from knowledge.config import Settings
 from knowledge.errors import IndexMissing, KbError
 from knowledge.store.index import Index
@@ -24,8 +24,10 @@ CLI_KEY = "cli"  # the command line's own "last digest", beside each chat's
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """``summarize`` and ``digest`` on the command line's subcommands."""
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "summarize",
+        cmd_summarize,
         help="summarise a whole document with the model",
         description="Summarise one document (its id, from kb ls), however long: the model reads it part by "
         "part, each part as many passages as fit one prompt counted exactly (progress on stderr), then "
@@ -38,10 +40,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("doc_id", metavar="DOC_ID")
     p.add_argument("--sentences", type=int, default=5, help="how long the summary is (5)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_summarize)
 
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "digest",
+        cmd_digest,
         help="what was kept lately, the questions left open, one thing from long ago",
         description="What was kept since the last `kb digest` (a week back the first time, or --since), "
         "grouped as files, web imports, notes and forwards, voice notes, each with its summary and id, newest "
@@ -55,7 +58,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--since", metavar="PERIOD", help="how far back: 24h, 7d, 2w (default: since the last digest)"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_digest)
 
 
 def cmd_summarize(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:

@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK
+from cli.commands import EXIT_FAILED, EXIT_OK, add_command
 from knowledge.config import Settings
 from knowledge.words.catalog import ENGLISH, Words, terminal_words
 from knowledge.words.replies import plain
@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 
 
 def _add_websearch(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "websearch",
+        cmd_websearch,
         help="search the web for a question and list candidates (nothing is imported)",
         description="Plan queries, search (DuckDuckGo Lite, or Brave with KB_BRAVE_API_KEY), filter, and store up to "
         "five candidates web-1…web-5 for the terminal's chat. Exit status: 0 with or without candidates, 3 when every "
@@ -29,12 +31,13 @@ def _add_websearch(sub: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="print the plan, candidates, summary and drops as JSON"
     )
     p.add_argument("--explain", action="store_true", help="also list every dropped result and why")
-    p.set_defaults(func=cmd_websearch)
 
 
 def _add_import(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "import",
+        cmd_import,
         help="import a web candidate (web-1 … web-5) of the latest search",
         description="Download the candidate through the SSRF guard, hand it to the daemon through the inbox, wait "
         "until it is indexed (KB_IMPORT_WAIT_S), then answer the original question again. Exit status: 0 indexed "
@@ -43,12 +46,13 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("source_id", metavar="web-N")
     p.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
-    p.set_defaults(func=cmd_import)
 
 
 def _add_import_url(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "import-url",
+        cmd_import_url,
         help="import one web page or PDF by URL (your explicit choice)",
         description="The URL becomes a one-candidate list and is imported as web-1. With --check, only print the "
         "guard's verdict (DNS resolution included) without connecting. Exit status as for kb import.",
@@ -57,7 +61,6 @@ def _add_import_url(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--check", action="store_true", help="say whether the guard allows the URL; do not connect"
     )
-    p.set_defaults(func=cmd_import_url)
 
 
 PARSERS = {"websearch": _add_websearch, "import": _add_import, "import-url": _add_import_url}

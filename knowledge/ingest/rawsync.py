@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
 from knowledge.ingest import raw as rawfile
-from knowledge.ingest.chunking import chunk_lines
+from knowledge.ingest.chunking import Chunk, chunk_lines
 from knowledge.ingest.files import is_regular
 from knowledge.ingest.names import is_candidate_name
 from knowledge.ingest.safepath import LinkRefused, open_beneath
@@ -134,6 +134,23 @@ class RawSync:
         return len(rows), sum(len(c) for _, c in rows)
 
 
+def chunk_records(doc_id: str, chunks: Iterable[Chunk]) -> list[ChunkRecord]:
+    """The index rows of a document's chunks (their ids and text hashes follow from the document id)."""
+    return [
+        ChunkRecord(
+            id=rawfile.chunk_id(doc_id, c.seq),
+            document_id=doc_id,
+            seq=c.seq,
+            start_line=c.start_line,
+            end_line=c.end_line,
+            token_count=c.token_count,
+            text=c.text,
+            text_sha256=rawfile.sha256_hex(c.text.encode("utf-8")),
+        )
+        for c in chunks
+    ]
+
+
 def build_rows(
     raw_rel: str,
     text: str,
@@ -154,19 +171,7 @@ def build_rows(
         overlap_tokens=overlap_tokens,
         first_line=parsed.first_body_line,
     )
-    records = [
-        ChunkRecord(
-            id=rawfile.chunk_id(doc_id, c.seq),
-            document_id=doc_id,
-            seq=c.seq,
-            start_line=c.start_line,
-            end_line=c.end_line,
-            token_count=c.token_count,
-            text=c.text,
-            text_sha256=rawfile.sha256_hex(c.text.encode("utf-8")),
-        )
-        for c in chunks
-    ]
+    records = chunk_records(doc_id, chunks)
     m = parsed.meta
     doc = DocumentRecord(
         id=doc_id,

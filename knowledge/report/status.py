@@ -284,6 +284,11 @@ def summary_lines(report: Mapping[str, Any], words: Words = ENGLISH) -> list[str
     return aligned(summary_facts(report, words))
 
 
+def status_lines(report: Mapping[str, Any], words: Words = ENGLISH) -> list[str]:
+    """What ``kb status`` and the chat's /status show: the start-up summary, then the activity."""
+    return aligned(summary_facts(report, words) + activity_facts(report, words))
+
+
 def plural(n: int, noun: str) -> str:
     """``1 document``, ``3 documents`` (English, for the command line and the logs)."""
     return f"{n} {noun}{'' if n == 1 else 's'}"

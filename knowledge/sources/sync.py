@@ -27,6 +27,7 @@ from knowledge.errors import ConversionError, ConversionInterrupted
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.chunking import chunk_lines
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.ingest.rawsync import chunk_records
 from knowledge.ingest.safepath import LinkRefused, open_beneath
 from knowledge.sources import state
 from knowledge.sources.plan import RETRIED, Known, first_line, is_unchanged, match_moves, plan
@@ -244,11 +245,7 @@ class SourceSync:
             overlap_tokens=settings.chunk_overlap_tokens,
             first_line=start,
         )
-        chunks = [
-            ChunkRecord(rawfile.chunk_id(doc_id, c.seq), doc_id, c.seq, c.start_line, c.end_line, c.token_count,
-                        c.text, rawfile.sha256_hex(c.text.encode("utf-8")))
-            for c in pieces
-        ]  # fmt: skip
+        chunks = chunk_records(doc_id, pieces)
         doc = DocumentRecord(
             id=doc_id,
             raw_path=state.raw_path(name, rel),
