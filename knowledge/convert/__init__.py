@@ -1,4 +1,5 @@
-"""Converters: any supported source (HTML, PDF, text, Markdown, images) in, Markdown with a title out.
+"""Converters: any supported source (HTML, PDF, text, Markdown, images, SVG drawings, Obsidian canvases
+and bases) in, Markdown with a title out.
 
 ``convert_source`` decides the type by sniffing the bytes, enforces the size limit and, given a
 runner, converts in an isolated worker process under the conversion timeout, whatever the type:
@@ -23,15 +24,23 @@ from knowledge.convert.base import TITLE_MAX_CHARS, Converted, Limits, OcrFacts
 from knowledge.convert.html import convert_html_bytes
 from knowledge.convert.image import image_to_markdown
 from knowledge.convert.isolate import IsolatedRunner
+from knowledge.convert.obsidian import base_to_markdown, canvas_to_markdown
 from knowledge.convert.ocr import OcrSpec
 from knowledge.convert.pagestore import PageStore
 from knowledge.convert.pdf import pdf_to_markdown
 from knowledge.convert.sniff import sniff
+from knowledge.convert.svg import svg_to_markdown
 from knowledge.convert.text import text_to_markdown
 from knowledge.errors import ConversionError
 from knowledge.text import shorten
 
 __all__ = ["Converted", "Limits", "OcrFacts", "OcrSpec", "convert_source"]
+
+_DRAWINGS_AND_BOARDS: dict[str, Callable[..., Converted]] = {
+    "svg": svg_to_markdown,
+    "canvas": canvas_to_markdown,
+    "base": base_to_markdown,
+}
 
 
 def convert_source(
@@ -85,6 +94,8 @@ def convert_source(
         page_timeout_s = limits.ocr_page_timeout_s + 5.0
     elif kind == "html":
         convert = partial(convert_html_bytes, declared=declared_charset, base_url=source_url)
+    elif kind in _DRAWINGS_AND_BOARDS:
+        convert = partial(_DRAWINGS_AND_BOARDS[kind], name=name)
     else:
         convert = partial(text_to_markdown, markdown=kind == "markdown", declared=declared_charset)
     if runner is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from urllib.parse import urljoin
@@ -56,6 +57,7 @@ _OPTIONAL_END = {
     "p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "thead", "tbody", "tfoot",
     "colgroup", "caption", "rb", "rt", "rp", "rtc", "html", "head", "body",
 }  # fmt: skip
+_UNNESTED = _VOID | _OPTIONAL_END  # what the nesting estimate leaves out
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9:-]*)")
 _RAW_TEXT = re.compile(r"<!--.*?(?:-->|$)|<(script|style)\b.*?(?:</\1\s*>|$)", re.S | re.I)
 _SPACE = re.compile(r"\s+")
@@ -109,12 +111,15 @@ def convert_html_bytes(data: bytes, *, declared: str | None = None, base_url: st
 
 def _nesting_depth(html: str) -> int:
     """Estimate the deepest element nesting from a linear tag scan (an over-estimate is harmless)."""
+    tags = ((closing, tag.lower()) for closing, tag in _TAG.findall(_RAW_TEXT.sub("", html)))
+    return deepest_nesting((closing, name) for closing, name in tags if name not in _UNNESTED)
+
+
+def deepest_nesting(tags: Iterable[tuple[str, str]]) -> int:
+    """The deepest nesting of a run of tags, each ('/' for an end tag or '', its name), in document order."""
     open_by_name: dict[str, int] = {}
     depth = deepest = 0
-    for closing, tag in _TAG.findall(_RAW_TEXT.sub("", html)):
-        name = tag.lower()
-        if name in _VOID or name in _OPTIONAL_END:
-            continue
+    for closing, name in tags:
         if closing:
             # Stray end tags only cancel an open element of the same name, as in the real parser.
             if open_by_name.get(name, 0) > 0:

@@ -9,6 +9,8 @@ from knowledge.errors import ConversionError
 
 HTML_SUFFIXES = frozenset({".html", ".htm", ".xhtml", ".shtml"})
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn"})
+# Obsidian's own files: a JSON Canvas board and a Bases view (YAML), told by their names.
+OBSIDIAN_SUFFIXES = {".canvas": "canvas", ".base": "base"}
 
 # Magic numbers of formats kb cannot read, with a hint for the owner.
 _BINARY_MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -31,10 +33,16 @@ _BMP_HEADER_SIZES = frozenset({12, 40, 52, 56, 64, 108, 124})
 _HTML_START = re.compile(
     rb"^\s*(?:<!--.*?-->\s*|<\?xml[^>]*>\s*)*<(?:!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL
 )
+# An SVG drawing: its root element is <svg>, or its doctype names svg (an internal subset may follow).
+_SVG_START = re.compile(
+    rb"^\s*(?:<!--.*?-->\s*|<\?xml[^>]*>\s*)*(?:<svg[\s>/]|<!doctype\s+svg\b)", re.IGNORECASE | re.DOTALL
+)
+_XML_START = re.compile(rb"^\s*<[?!a-z]", re.IGNORECASE)
 
 
 def sniff(data: bytes, name: str, *, images: bool = True) -> str:
-    """'pdf', 'image', 'html', 'markdown' or 'text'; raises ConversionError('binary') for known binary formats.
+    """'pdf', 'image', 'svg', 'html', 'canvas', 'base', 'markdown' or 'text'; raises
+    ConversionError('binary') for known binary formats.
 
     With ``images=False`` (a web import, which takes documents only) an image is refused as binary too.
     """
@@ -65,6 +73,11 @@ def sniff(data: bytes, name: str, *, images: bool = True) -> str:
         return "html"
     if suffix in MARKDOWN_SUFFIXES:
         return "markdown"
+    # after the suffixes: a note or a page may open with an inline icon
+    if _SVG_START.match(skeleton) or (suffix == ".svg" and _XML_START.match(skeleton)):
+        return "svg"
+    if suffix in OBSIDIAN_SUFFIXES:
+        return OBSIDIAN_SUFFIXES[suffix]
     return "text"
 
 

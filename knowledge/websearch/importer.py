@@ -26,7 +26,15 @@ from knowledge.store.index import Index
 from knowledge.websearch.store import Candidate, CandidateStore, SearchRecord
 
 SOURCE_ID = re.compile(r"^web-[1-5]$")
-EXTENSIONS = {"html": ".html", "pdf": ".pdf", "markdown": ".md", "text": ".txt"}
+EXTENSIONS = {
+    "html": ".html",
+    "pdf": ".pdf",
+    "markdown": ".md",
+    "text": ".txt",
+    "svg": ".svg",
+    "canvas": ".canvas",
+    "base": ".base",
+}
 
 
 class ImportRefused(Refused):
