@@ -237,7 +237,7 @@ async def test_stop_on_a_multi_page_answer_finishes_the_page_and_sends_the_rest(
     async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber()) as (env, _):
         env.telegram.drafts_refused = not drafts
         await kb_with_docs(env)
-        env.llm.script = [Step(answer=" ".join(f"signature-{n:04d}" for n in range(1500)), tokens_per_s=80)]
+        env.llm.script = [Step(answer=" ".join(f"signature-{n:04d}" for n in range(1500)), tokens_per_s=320)]
         await env.say("What does the harbor release checklist require, in detail?")
 
         def page(c) -> bool:  # a full page became a message of its own (no cursor: it is finished)

@@ -41,7 +41,7 @@ def test_bidirectional_overrides_never_reach_a_message_or_a_button():
 async def test_a_streamed_answer_of_emoji_is_never_refused_and_arrives_whole(env):
     env, _ = env
     await indexed_note(env, "smileys.md", "# Smileys\n\nThe harbor office answers with smileys.\n")
-    env.llm.script = [Step(answer=f"{EMOJI} " * 2500, tokens_per_s=400)]  # 7,500 code units
+    env.llm.script = [Step(answer=f"{EMOJI} " * 2500, tokens_per_s=2000)]  # 7,500 code units
     await env.say("How does the harbor office answer?")
     last = await env.bot_said(
         lambda c: c.params.get("parse_mode") == "HTML" and "Sources" in c.params["text"], 30
