@@ -21,6 +21,7 @@ import hashlib
 import html
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import quote
 
 from aiohttp import web
@@ -418,3 +419,42 @@ async def start_fake_search(fake: FakeSearch) -> tuple[web.AppRunner, str]:
     runner, port = await serve_app(fake.app(), handler_cancellation=True)
     fake.base_url = f"http://127.0.0.1:{port}"
     return runner, fake.base_url
+
+
+# Two result blocks exactly as DuckDuckGo Lite served them (reference §1.2), in the results table.
+REAL_ROWS = (Path(__file__).resolve().parent / "data" / "ddg_lite_rows.html").read_text(encoding="utf-8")
+
+WEATHER = [
+    Result(
+        "10 Day Weather - Downtown, San Francisco, California",
+        "https://weather.com/weather/tenday/l/San%20Francisco%20CA%20USCA0987:1:US",
+        "Be prepared with the most accurate 10-day forecast for Downtown, <b>San</b> <b>Francisco</b>, California",
+        "weather.com/weather/tenday/l/San Francisco CA USCA0987:1:US",
+    ),
+    Result(
+        "San Francisco - Wikipedia",
+        "https://en.wikipedia.org/wiki/San_Francisco",
+        "<b>San Francisco</b> is a commercial, financial, and cultural center.",
+        "en.wikipedia.org/wiki/San_Francisco",
+        is_wrapped=False,
+    ),
+    Result(
+        "DuckDuckGo weather",
+        "https://duckduckgo.com/?q=weather&ia=weather",
+        "Our own page.",
+        "duckduckgo.com",
+    ),
+    Result(
+        "7-Day Forecast 37.77N 122.41W - National Weather Service",
+        "https://forecast.weather.gov/zipcity.php?inputstring=San+Francisco,CA",
+        "Your local forecast office is <b>San</b> <b>Francisco</b> Bay Area/Monterey, CA ...",
+        "forecast.weather.gov/zipcity.php?inputstring=San+Francisco,CA",
+        timestamp="2026-01-20T09:43:00.0000000",
+    ),
+    Result("Wikipedia again", "https://en.wikipedia.org/wiki/San_Francisco", "A repeat.", "en.wikipedia.org"),
+]
+WEATHER_URLS = [
+    "https://weather.com/weather/tenday/l/San%20Francisco%20CA%20USCA0987:1:US",
+    "https://en.wikipedia.org/wiki/San_Francisco",
+    "https://forecast.weather.gov/zipcity.php?inputstring=San+Francisco,CA",
+]
