@@ -15,10 +15,8 @@ from knowledge.model.tokenizer import ApproxCounter
 from tests.conftest import make_settings
 from tests.fake_llm import FakeLLM, Step, start, web_step
 from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
-from tests.fake_telegram import start_fake_telegram
+from tests.fake_telegram import OWNER, TOKEN, start_fake_telegram
 
-TOKEN = "123456:TEST-token"
-OWNER = 42
 STRANGER = 77
 ALLOWED_TAGS = {"b", "i", "a", "code", "pre"}
 

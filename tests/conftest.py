@@ -228,3 +228,27 @@ def is_reaped(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+@pytest.fixture
+async def tg():
+    """The Bot API stand-in on 127.0.0.1 (tests/fake_telegram); no error of its own by the end."""
+    from tests.fake_telegram import TOKEN, start_fake_telegram
+
+    fake, runner, base_url = await start_fake_telegram(TOKEN)
+    assert base_url == fake.base_url and base_url.endswith("/bot")
+    assert fake.base_file_url == base_url.replace("/bot", "/file/bot")
+    yield fake
+    await runner.cleanup()
+    assert fake.errors == []
+
+
+@pytest.fixture
+async def bot(tg):
+    """python-telegram-bot's Bot on the stand-in."""
+    from telegram import Bot
+
+    from tests.fake_telegram import TOKEN
+
+    async with Bot(TOKEN, base_url=tg.base_url, base_file_url=tg.base_file_url) as b:
+        yield b
