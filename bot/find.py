@@ -1,9 +1,11 @@
 """Finding and managing documents from the phone: /find, Open, Delete (confirmed) and Undo, Sources.
 
 ``/find words`` lists the matching documents (title, date, source, the line that matched) a page
-at a time, each with Open and Delete. Open sends the passage with its lines, then the original
-file (a web page: its address). Delete asks once more, then has the daemon move the document to
-the trash (kept 30 days); Undo brings it back. Under an answer, Sources shows the passages it used.
+at a time, each with Open and Delete: those holding the words as written first, then, under a line
+saying so, those related to the words without them (a word in no document is said to be in none).
+Open sends the passage with its lines, then the original file (a web page: its address). Delete
+asks once more, then has the daemon move the document to the trash (kept 30 days); Undo brings it
+back. Under an answer, Sources shows the passages it used.
 The daemon stays the only writer: a delete or a restore is a request it carries out
 (knowledge.ingest.requests); when it is not running the reply says the request waits for it.
 """
@@ -62,7 +64,8 @@ async def on_find(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     async with typing(context, chat_id):
         matches = await asyncio.to_thread(_matches, deps, words)
-    log.info("bot.find", words=len(words.split()), found=len(matches))
+    literal = sum(m.is_literal for m in matches)
+    log.info("bot.find", words=len(words.split()), found=len(matches), literal=literal)
     if not matches:
         await say(context, chat_id, esc(w.tr("No document matches “{words}”.", words=words)))
         return
@@ -99,8 +102,12 @@ def find_page(
     if len(matches) > PER_PAGE:
         head += f" ({first + 1}–{first + len(shown)})"
     lines = [head]
+    if not any(m.is_literal for m in matches):
+        lines.insert(0, esc(w.tr("No document holds “{words}”.", words=words)))
     rows = []
     for n, m in enumerate(shown, first + 1):
+        if not m.is_literal and (n == first + 1 or shown[n - first - 2].is_literal):
+            lines.append(italic(w.tr("Related, without “{words}”:", words=words)))
         lines.append(
             f"{n}. {document_line(m.document, w)}"
             + (f"\n    <i>{esc(m.line)}</i>" if m.line else "")

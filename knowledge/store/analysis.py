@@ -67,20 +67,25 @@ def _ngrams(run: str, n: int) -> Iterator[str]:
         yield run[i : i + n]
 
 
+def runs(text: str) -> list[tuple[str, str]]:
+    """The runs of a normalised text, each with its kind: ``word`` (alphabetic), ``cjk`` or ``sea`` (Thai…)."""
+    return [(m.lastgroup or "word", m.group()) for m in _RUNS.finditer(normalize(text))]
+
+
+# The n-gram each script without spaces is indexed as (a shorter run stays whole).
+NGRAM = {"cjk": 2, "sea": 3}
+
+
 def terms(text: str, *, drop_stopwords: bool = False) -> list[str]:
     """The index terms of a text, in order (duplicates kept: they are term frequencies)."""
     out: list[str] = []
-    for m in _RUNS.finditer(normalize(text)):
-        kind = m.lastgroup
-        run = m.group()
+    for kind, run in runs(text):
         if kind == "word":
             if drop_stopwords and run in STOPWORDS:
                 continue
             out.append(porter_stem(_strip_diacritics(run)))
-        elif kind == "cjk":
-            out.extend(_ngrams(run, 2))
         else:
-            out.extend(_ngrams(run, 3))
+            out.extend(_ngrams(run, NGRAM[kind]))
     return out
 
 

@@ -305,6 +305,25 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
         marks = ",".join("?" * len(terms))
         return dict(self.conn.execute(f"SELECT term, df FROM term_df WHERE term IN ({marks})", list(terms)))
 
+    def chunks_matching(self, expression: str, *, limit: int) -> list[tuple[str, int]]:
+        """(document id, rowid) of the chunks an FTS5 expression matches (title or body), at most ``limit``."""
+        try:
+            rows = self.conn.execute(
+                "SELECT c.document_id, c.rowid FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid"
+                " WHERE chunks_fts MATCH ? LIMIT ?",
+                (expression, limit),
+            )
+            return [(d, r) for d, r in rows]
+        except sqlite3.OperationalError as exc:  # only a bug in query building gets here
+            raise IndexError_(f"search failed: {exc}") from exc
+
+    def terms_holding(self, fragment: str, *, limit: int) -> list[str]:
+        """Indexed terms that contain this text (a piece of a word shorter than its script's n-gram)."""
+        rows = self.conn.execute(
+            "SELECT term FROM term_df WHERE instr(term, ?) > 0 LIMIT ?", (fragment, limit)
+        )
+        return [t for (t,) in rows]
+
     def chunk_total(self) -> int:
         """Number of chunks, kept in the meta table by every write (count(*) is a full scan)."""
         value = self.meta("chunk_total")
