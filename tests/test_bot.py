@@ -230,7 +230,7 @@ async def test_forget_and_status(env):
         f"knowledge base: {env.settings.home}: 0 documents, 0 chunks (search by words only: KB_EMBED=off)"
         in lines
     )
-    assert f"model server: reachable at {env.llm.base_url}" in lines
+    assert f"model server: reachable at {env.llm.base_url}; serving fake-model" in lines
     assert "tokenizer: approximate (approx-v1): set KB_TOKENIZER to the model's tokenizer.json" in lines
     assert "web search: on (DuckDuckGo Lite)" in lines
     assert f"inbox: {env.settings.inbox} (drop files here to add them)" in lines

@@ -81,6 +81,7 @@ async def test_probing_the_model_server(settings):
         "reachable": True,
         "start": f"{server} --model M --port {fake.base_url.split(':')[2][:-3]} "
         """--chat-template-args '{"enable_thinking": false}'""",
+        "models": ["fake-model"],
     }
     assert odd["reachable"] is True and "404" in odd["error"]
     assert (

@@ -156,7 +156,7 @@ def test_status_and_a_scripted_server_agree_with_the_summary(home):
     lines = term.screen.splitlines()
     assert lines[:5] == [
         f"knowledge base  {home}: 1 document, 1 chunk (search by words only: KB_EMBED=off)",
-        f"model server    reachable at {fake.base_url}",
+        f"model server    reachable at {fake.base_url}; serving fake-model",
         "tokenizer       approximate (approx-v1): set KB_TOKENIZER to the model's tokenizer.json",
         "web search      on (DuckDuckGo Lite)",
         f"inbox           {home / 'knowledge' / 'inbox'} (drop files here to add them)",

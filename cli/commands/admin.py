@@ -20,6 +20,7 @@ from cli.commands.ask import chat_until_done
 from cli.commands.ingest import load_tokenizer
 from knowledge.config import Settings, describe, read_dotenv
 from knowledge.report.status import probe_model, status_lines, status_report, summary_lines
+from knowledge.retrieval.second import Second
 from knowledge.words.catalog import ENGLISH
 from knowledge.words.replies import plain
 
@@ -254,7 +255,8 @@ def cmd_logs(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: 
 
 def cmd_status(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb status [--json]"""
-    report = status_report(settings, model=asyncio.run(check_model(settings)))
+    # the second embedder is tried now (about a second): whether it can be asked is part of the status
+    report = status_report(settings, model=asyncio.run(check_model(settings)), second=Second())
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2), file=out)
         return EXIT_OK

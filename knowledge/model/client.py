@@ -1,4 +1,4 @@
-"""Client for the OpenAI-compatible model server (``mlx_lm.server``).
+"""Client for the OpenAI-compatible model server (``mlx_lm.server``, llama.cpp, Ollama, vLLM).
 
 * Chat completions with ``max_tokens``, ``temperature`` and ``stop``; thinking is off by
   default (``chat_template_kwargs: {"enable_thinking": false}``) and any ``<think>…</think>``
@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from knowledge.errors import ModelError
+from knowledge.model.reach import Reach
 from knowledge.model.untrusted import safe_messages
 from knowledge.text import has_surrogates, one_line
 
@@ -284,15 +285,34 @@ class ModelClient:
 
     async def models(self) -> list[str]:
         """Model ids the server lists."""
-        body = await self._get_json(self.base_url + "/models")
-        data = body.get("data")
-        if not isinstance(data, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("id"), str) for m in data
-        ):
-            raise ModelBadResponse(
-                "unexpected /v1/models answer: its data is not a list of models with an id each"
-            )
-        return [m["id"] for m in data]
+        return model_ids(await self._get_json(self.base_url + "/models"))
+
+    async def check(self) -> Reach:
+        """Ask ``/v1/models`` and ``/health`` at once: what they said (see knowledge.model.reach);
+        ModelUnavailable when nothing answers at all."""
+        root = self.base_url.removesuffix("/v1")
+        listed, health = await asyncio.gather(
+            self._get(self.base_url + "/models"), self._get(root + "/health"), return_exceptions=True
+        )
+        for got in (listed, health):
+            if isinstance(got, BaseException) and not isinstance(got, ModelUnavailable):
+                raise got
+        if isinstance(listed, ModelUnavailable) and isinstance(health, ModelUnavailable):
+            raise listed
+        models, models_error = None, ""
+        if isinstance(listed, ModelUnavailable):
+            models_error = listed.said
+        elif listed[0] != 200:
+            models_error = f"answered {listed[0]}: {_error_text(listed[1])}"
+        else:
+            try:
+                models = tuple(model_ids(_json(listed[1], what="a list of models")))
+            except ModelBadResponse as exc:
+                models_error = str(exc)
+        if isinstance(health, ModelUnavailable):
+            return Reach(models, None, models_error, health.said)
+        said = "" if health[0] == 200 else f"answered {health[0]}: {_error_text(health[1])}"
+        return Reach(models, health[0], models_error, said)
 
     async def _post_json(self, path: str, payload: dict[str, object], *, max_bytes: int) -> object:
         url = self.base_url + path
@@ -319,17 +339,21 @@ class ModelClient:
                 raise self._unreachable(exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _get_json(self, url: str) -> dict[str, object]:
+    async def _get(self, url: str) -> tuple[int, bytes]:
+        """The HTTP status and body of a GET; ModelUnavailable when nothing answers."""
         try:
             async with self.session.get(url, timeout=self.timeout) as resp:
-                raw = await resp.read()
-                if resp.status != 200:
-                    raise ModelBadResponse(f"{url} answered {resp.status}: {_error_text(raw)}")
-                body = _json(raw)
+                return resp.status, await resp.read()
         except TimeoutError as exc:
             raise ModelUnavailable(f"the model server at {self.base_url} did not answer in time") from exc
         except aiohttp.ClientError as exc:
             raise self._unreachable(exc) from exc
+
+    async def _get_json(self, url: str) -> dict[str, object]:
+        status, raw = await self._get(url)
+        if status != 200:
+            raise ModelBadResponse(f"{url} answered {status}: {_error_text(raw)}")
+        body = _json(raw)
         if not isinstance(body, dict):
             raise ModelBadResponse(f"{url} did not answer with a JSON object")
         return body
@@ -473,6 +497,18 @@ def _json(raw: bytes, *, what: str = "a reply") -> object:
         raise ModelBadResponse(
             f"the model server sent {what} whose JSON is nested too deeply to read"
         ) from exc
+
+
+def model_ids(body: object) -> list[str]:
+    """The model ids of a ``/v1/models`` answer; ModelBadResponse when it is not a list of models."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("id"), str) for m in data
+    ):
+        raise ModelBadResponse(
+            "unexpected /v1/models answer: its data is not a list of models with an id each"
+        )
+    return [m["id"] for m in data]
 
 
 def _error_text(raw: bytes) -> str:

@@ -22,27 +22,35 @@ from knowledge.ingest.lock import holder
 from knowledge.ingest.names import is_candidate_name
 from knowledge.model.client import ModelBadResponse, ModelClient
 from knowledge.model.tokenizer import TokenCounter, hf_cache_dir, load_counter
-from knowledge.retrieval.backfill import coverage
-from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.backfill import Coverage, coverage, second_coverage
+from knowledge.retrieval.embed import Embedder, EmbedderError, make_embedder
+from knowledge.retrieval.second import Second, beside, unavailable
 from knowledge.sources import state
 from knowledge.sources.registry import config_file, read_sources
 from knowledge.store.index import Index
 from knowledge.words.catalog import ENGLISH, Words
 
+USE_NAME = "Universal Sentence Encoder"
 LoadedCounter = tuple[
     TokenCounter, str | None
 ]  # a token counter, and why it is an approximation (None: exact)
 
 
 async def probe_model(llm: ModelClient, *, timeout_s: float = 5.0) -> dict[str, object]:
-    """Whether the model server answers its health check: ``{"url", "reachable", "start"[, "error"]}``."""
+    """Whether the model server answers (its ``/v1/models``, and its ``/health`` when it has one; see
+    knowledge.model.reach): ``{"url", "reachable", "start"[, "models"][, "error"]}``."""
     state: dict[str, object] = {"url": llm.base_url, "reachable": True, "start": llm.start_hint}
     try:
-        await asyncio.wait_for(llm.health(), timeout=timeout_s)
+        reach = await asyncio.wait_for(llm.check(), timeout=timeout_s)
     except ModelBadResponse as exc:  # something answers there, just not as expected
         state.update(error=str(exc))
     except (KbError, TimeoutError) as exc:
         state.update(reachable=False, error=str(exc) or f"no answer within {timeout_s:g} s")
+    else:
+        if reach.models is not None:
+            state["models"] = list(reach.models)
+        if reach.problem:  # something answers there, just not as expected
+            state["error"] = reach.problem
     return state
 
 
@@ -56,12 +64,18 @@ def counter_state(settings: Settings, loaded: LoadedCounter | None = None) -> di
 
 
 def status_report(
-    settings: Settings, *, model: dict[str, object] | None = None, counter: LoadedCounter | None = None
+    settings: Settings,
+    *,
+    model: dict[str, object] | None = None,
+    counter: LoadedCounter | None = None,
+    second: Second | None = None,
 ) -> dict[str, object]:
     """What ``kb status --json`` prints (and the start-up summary, the chat's and the bot's /status show).
 
     ``model`` is the result of :func:`probe_model`, when the caller has asked the server; ``counter``
-    the token counter a running engine uses (see counter_state).
+    the token counter a running engine uses (see counter_state); ``second`` the second embedder to
+    try now (about a second: loaded and asked one sentence); without it, only whether its package is
+    there is checked.
     """
     providers = ["DuckDuckGo Lite"] + (["Brave"] if settings.brave_api_key else [])
     report: dict[str, object] = {
@@ -77,6 +91,7 @@ def status_report(
         "working": [asdict(w) for w in working.in_hand(working.folder(settings))],
         "embedding": asdict(pace) if (pace := working.read_pace(working.folder(settings))) else None,
         "vectors": {"model": embed_model_name(settings), "vectors": 0, "chunks": 0},
+        "second_vectors": second_state(settings, None, second),
         "inbox_path": str(settings.inbox),
         "model_server": model,
         "token_counter": counter_state(settings, counter),
@@ -110,6 +125,7 @@ def status_report(
                 report["chunks"] = index.chunk_count()
                 report["tokenizer"] = index.meta("tokenizer")
                 report["vectors"] = coverage(index, embed_model_name(settings)).to_json()
+                report["second_vectors"] = second_state(settings, index, second)
                 report["last_ingests"] = [
                     {k: v for k, v in rec.__dict__.items() if v is not None} for rec in index.last_ingests(10)
                 ]
@@ -123,11 +139,31 @@ def status_report(
 
 def embed_model_name(settings: Settings) -> str | None:
     """The name vectors are stored under for the configured embedder (None: off or misconfigured)."""
+    embedder = _embedder(settings)
+    return embedder.name if embedder is not None else None
+
+
+def _embedder(settings: Settings) -> Embedder | None:
     try:
-        embedder = make_embedder(settings)
+        return make_embedder(settings)
     except EmbedderError:
         return None
-    return embedder.name if embedder is not None else None
+
+
+def second_state(
+    settings: Settings, index: Index | None, second: Second | None = None
+) -> dict[str, object] | None:
+    """The second embedder beside the local e5 (None: there is none, see knowledge.retrieval.second.beside):
+    ``{"name", "model", "vectors", "chunks"[, "problem"]}`` (``index`` None: nothing counted yet); with a
+    problem, search uses e5 alone and ``model`` is None."""
+    embedder = _embedder(settings)
+    if embedder is None or beside(embedder, True) is None:
+        return None
+    found = second or Second()
+    problem = unavailable(found.encoder, load=second is not None)
+    counted = second_coverage(index, found) if index is not None else Coverage(found.model, 0, 0)
+    state = {"name": USE_NAME} | counted.to_json() | ({"model": None, "problem": problem} if problem else {})
+    return state
 
 
 def count_files(folder: Path) -> int:
@@ -187,6 +223,8 @@ def summary_facts(
         model_fact = w.tr("not checked")
     elif model["reachable"]:
         model_fact = w.tr("reachable at {url}", url=model["url"])
+        if model.get("models"):
+            model_fact += w.tr("; serving {models}", models=", ".join(model["models"][:3]))
         if model.get("error"):
             model_fact += w.tr(", but its health check failed: {error}", error=model["error"])
     elif phone:
@@ -218,8 +256,37 @@ def summary_facts(
     ]
 
 
+def embedder_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tuple[str, str]]:
+    """(label, fact) for the two embedders and how many passages each has made vectors of, and a
+    warning when the second cannot be asked (none when search is by words only)."""
+    w, first, second = words, report.get("vectors") or {}, report.get("second_vectors")
+    if not first.get("model"):
+        return []
+    fact = _made(first["model"], first, w)
+    if second and not second.get("problem"):
+        fact += w.tr("; second opinion across scripts: {made}", made=_made(second["name"], second, w))
+    facts = [(w.tr("meaning"), fact)]
+    if second and second.get("problem"):
+        warning = w.tr(
+            "the second opinion across scripts ({name}) is unavailable: {problem}; search falls back to e5 alone",
+            name=second["name"], problem=second["problem"],
+        )  # fmt: skip
+        facts.append((w.tr("warning"), warning))
+    return facts
+
+
+def _made(name: str, counted: Mapping[str, Any], words: Words) -> str:
+    """``local:multilingual-e5-small-q4 1,200/1,234 passages (34 waiting)``."""
+    done, total = counted["vectors"], counted["chunks"]
+    made = words.tr(
+        "{name} {done}/{total} passages", name=name, done=words.number(done), total=words.number(total)
+    )
+    return made + (words.tr(" ({n} waiting)", n=words.number(total - done)) if total > done else "")
+
+
 def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tuple[str, str]]:
-    """(label, fact) for what is waiting in the inbox, what failed, and whether a daemon is indexing."""
+    """(label, fact) for what is waiting in the inbox, what failed, whether a daemon is indexing, and
+    the embedders (see embedder_facts)."""
     w = words
     writer = report["writer"]
     files = w.tr(
@@ -238,6 +305,7 @@ def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tu
         if not source["present"]:
             fact += " " + w.tr("(not there now)")
         facts.append((w.tr("source {name}", name=source["name"]), f"{source['path']}: {fact}"))
+    facts += embedder_facts(report, w)
     if writer:  # a file left by a killed daemon is not work in progress
         facts += [
             (

