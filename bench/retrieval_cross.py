@@ -6,11 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from bench.retrieval import GROUP_OF, CachingEmbedder, build, hit_rank, recall  # noqa: E402
+from bench.retrieval import (  # noqa: E402
+    GROUP_OF,
+    LANGS,
+    TARGETS,
+    CachingEmbedder,
+    Calls,
+    Question,
+    Run,
+    build,
+    hit_rank,
+    recall,
+)
 from knowledge.config import load_settings
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.backfill import embed_missing, embed_second_missing
@@ -18,24 +28,6 @@ from knowledge.retrieval.search import Found, Meaning, SearchResult, find, searc
 from knowledge.retrieval.second import Second
 from knowledge.retrieval.translate import LANGUAGES, Translate, Translation, Translator, search_translated
 from knowledge.store.index import Index
-
-ROOT = Path(__file__).resolve().parents[1]
-# The shared data folder beside the checkout (or beside the folder of worktrees it is in).
-DEFAULT_DATA = next(
-    (
-        p / "shared" / "data" / "xquad"
-        for p in (ROOT.parent, ROOT.parent.parent)
-        if (p / "shared" / "data").is_dir()
-    ),
-    ROOT.parent / "shared" / "data" / "xquad",
-)
-DEFAULT_CACHE = ROOT / "runs" / "bench" / "xquad-vectors.npz"
-LANGS = ("en", "zh", "th")
-TARGETS = {"r1": {"en": 0.95, "zh": 0.93, "th": 0.85}, "r5": 0.98, "cross_r5": 0.90, "cross_r1": 0.70}
-
-Question = tuple[str, str, str, list[str]]  # language, article title, question, answers
-Run = Callable[[Awaitable[Any]], Any]  # runs a coroutine to its end (the bench's event loop)
-Calls = list[tuple[int | None, int | None, float]]  # a model's calls: prompt, output tokens, ms
 
 
 def report_calls(calls: Calls) -> None:
