@@ -22,7 +22,7 @@ import numpy as np
 from aiohttp import web
 
 from tests.fake_llm import ThreadedServer
-from tests.local_server import serve_app
+from tests.local_server import serve_v1
 
 DIM = 64
 _TOKENS = re.compile(r"[^\W\d_]+|\d+")
@@ -101,9 +101,7 @@ class FakeEmbeddings:
 
 async def start(fake: FakeEmbeddings) -> web.AppRunner:
     """Serve ``fake`` on a free port of 127.0.0.1 in the running loop; sets ``fake.base_url``."""
-    runner, port = await serve_app(fake.app())
-    fake.base_url = f"http://127.0.0.1:{port}/v1"
-    return runner
+    return await serve_v1(fake)
 
 
 def threaded(fake: FakeEmbeddings) -> ThreadedServer:

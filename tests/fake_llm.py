@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from tests.local_server import serve_app
+from tests.local_server import serve_v1
 
 
 @dataclass
@@ -170,9 +170,7 @@ def _event(chunk: dict) -> bytes:
 
 async def start(fake: FakeLLM) -> web.AppRunner:
     """Serve ``fake`` on a free port of 127.0.0.1 in the running loop; sets ``fake.base_url``."""
-    runner, port = await serve_app(fake.app())
-    fake.base_url = f"http://127.0.0.1:{port}/v1"
-    return runner
+    return await serve_v1(fake)
 
 
 class ThreadedServer:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -14,3 +14,18 @@ async def serve_app(app: web.Application, **runner_options: Any) -> tuple[web.Ap
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+class OpenAIStandIn(Protocol):
+    """A stand-in for an OpenAI-compatible server: its aiohttp app, and the base URL it is reached at."""
+
+    base_url: str
+
+    def app(self) -> web.Application: ...
+
+
+async def serve_v1(fake: OpenAIStandIn) -> web.AppRunner:
+    """Serve ``fake`` on a free port of 127.0.0.1 in the running loop; sets ``fake.base_url`` (…/v1)."""
+    runner, port = await serve_app(fake.app())
+    fake.base_url = f"http://127.0.0.1:{port}/v1"
+    return runner

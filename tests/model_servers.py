@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from tests.local_server import serve_app
+from tests.local_server import serve_v1
 
 MODELS = {"ollama": "qwen3:4b", "llama.cpp": "model.gguf", "vllm": "Qwen/Qwen3-4B-Instruct-2507"}
 
@@ -53,6 +53,4 @@ class OtherServer:
 
 async def start_other(server: OtherServer) -> web.AppRunner:
     """Serve it on a free port of 127.0.0.1 in the running loop; sets ``server.base_url`` (…/v1)."""
-    runner, port = await serve_app(server.app())
-    server.base_url = f"http://127.0.0.1:{port}/v1"
-    return runner
+    return await serve_v1(server)
