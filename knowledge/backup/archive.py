@@ -118,11 +118,35 @@ class _Counted:
         return data
 
 
-class TarSink:
+class _PartSink:
+    """What both sinks share: the claimed DEST.part, its work folder, and bytes written as a stream."""
+
+    def __init__(self, part: Part) -> None:
+        self.dest, self.part = part.dest, part
+
+    def work_path(self, name: str) -> Path:
+        """A path in DEST.part's private work folder (nothing there yet)."""
+        return self.part.work / name
+
+    def add_bytes(self, name: str, data: bytes, *, mode: int, mtime: float) -> Entry:
+        """Write ``data`` as the file ``name``, as a stream of one piece."""
+        return self.add_stream(name, io.BytesIO(data), len(data), mode=mode, mtime=mtime, seen=_unseen)
+
+    def add_stream(
+        self, name: str, fh: BinaryIO, size: int, *, mode: int, mtime: float, seen: Callable[[bytes], None]
+    ) -> Entry:
+        raise NotImplementedError  # each sink writes a stream its own way
+
+
+def _unseen(data: bytes) -> None:
+    """What a file written whole from bytes reports of its pieces: nothing."""
+
+
+class TarSink(_PartSink):
     """A gzip-compressed tar (PAX), written inside DEST.part, linked to DEST when complete."""
 
     def __init__(self, part: Part, *, compresslevel: int) -> None:
-        self.dest, self.part = part.dest, part
+        super().__init__(part)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             self._file = os.fdopen(os.open(part.inner, flags, 0o600), "wb")
@@ -132,23 +156,12 @@ class TarSink:
             fileobj=self._file, mode="w:gz", compresslevel=compresslevel, format=tarfile.PAX_FORMAT
         )
 
-    def work_path(self, name: str) -> Path:
-        """A path in DEST.part's private work folder (nothing there yet)."""
-        return self.part.work / name
-
     def _info(self, name: str, size: int, mode: int, mtime: float) -> tarfile.TarInfo:
         info = tarfile.TarInfo(name)
         info.size, info.mode, info.mtime = size, mode & 0o777, int(mtime)
         info.uid = info.gid = 0
         info.uname = info.gname = ""
         return info
-
-    def add_bytes(self, name: str, data: bytes, *, mode: int, mtime: float) -> Entry:
-        try:
-            self._tar.addfile(self._info(name, len(data), mode, mtime), io.BytesIO(data))
-        except OSError as exc:
-            raise write_error(str(self.part.inner), exc) from exc
-        return Entry(len(data), hashlib.sha256(data).hexdigest())
 
     def add_stream(
         self, name: str, fh: BinaryIO, size: int, *, mode: int, mtime: float, seen: Callable[[bytes], None]
@@ -218,34 +231,21 @@ def _sync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-class FolderSink:
+class FolderSink(_PartSink):
     """A folder of the same relative paths (and the manifest), written inside DEST.part and renamed."""
 
     def __init__(self, part: Part) -> None:
-        self.dest, self.part = part.dest, part
+        super().__init__(part)
         try:
             os.mkdir(part.inner, 0o700)
         except OSError as exc:
             raise write_error(str(part.inner), exc) from exc
-
-    def work_path(self, name: str) -> Path:
-        """A path in DEST.part's private work folder (nothing there yet)."""
-        return self.part.work / name
 
     def _create(self, name: str, mode: int) -> BinaryIO:
         path = self.part.inner / name
         path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         return os.fdopen(os.open(path, flags, (mode & 0o777) | 0o600), "wb")
-
-    def add_bytes(self, name: str, data: bytes, *, mode: int, mtime: float) -> Entry:
-        try:
-            with self._create(name, mode) as out:
-                out.write(data)
-            os.utime(self.part.inner / name, (mtime, mtime))
-        except OSError as exc:
-            raise write_error(str(self.part.inner / name), exc) from exc
-        return Entry(len(data), hashlib.sha256(data).hexdigest())
 
     def add_stream(
         self, name: str, fh: BinaryIO, size: int, *, mode: int, mtime: float, seen: Callable[[bytes], None]
