@@ -9,7 +9,7 @@ import functools
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any, TextIO
 
 import structlog
@@ -18,6 +18,8 @@ from cli.commands import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    Command,
+    add_command,
     admin,
     ask,
     ingest,
@@ -74,26 +76,26 @@ def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> arg
         dest="command", metavar="COMMAND", parser_class=functools.partial(Parser, out=out, err=err)
     )
     # Each module adds its own commands; kb --help lists them in this order.
-    add_named(sub, admin.PARSERS, "run", "daemon", "service")
-    add_named(sub, ask.PARSERS, "ask", "chat", "measure")
-    add_named(sub, web.PARSERS, "websearch", "import", "import-url")
-    add_named(sub, admin.PARSERS, "doctor", "checkpoint", "bot", "logs")
-    add_named(sub, ingest.PARSERS, "ingest")
-    add_named(sub, sources.PARSERS, "sources")
-    add_named(sub, search.PARSERS, "search")
-    add_named(sub, ingest.PARSERS, "reindex")
-    add_named(sub, search.PARSERS, "ls")
-    add_named(sub, library.PARSERS, "rm", "restore", "backup", "restore-backup")
-    speaking.add_commands(sub)  # summarize, digest
-    add_named(sub, admin.PARSERS, "status", "config")
-    add_named(sub, mcp_server.PARSERS, "mcp")
+    add_named(sub, admin.COMMANDS, "run", "daemon", "service")
+    add_named(sub, ask.COMMANDS, "ask", "chat", "measure")
+    add_named(sub, web.COMMANDS, "websearch", "import", "import-url")
+    add_named(sub, admin.COMMANDS, "doctor", "checkpoint", "bot", "logs")
+    add_named(sub, ingest.COMMANDS, "ingest")
+    add_named(sub, sources.COMMANDS, "sources")
+    add_named(sub, search.COMMANDS, "search")
+    add_named(sub, ingest.COMMANDS, "reindex")
+    add_named(sub, search.COMMANDS, "ls")
+    add_named(sub, library.COMMANDS, "rm", "restore", "backup", "restore-backup")
+    add_named(sub, speaking.COMMANDS, "summarize", "digest")
+    add_named(sub, admin.COMMANDS, "status", "config")
+    add_named(sub, mcp_server.COMMANDS, "mcp")
     return parser
 
 
-def add_named(sub: argparse._SubParsersAction, parsers: Mapping[str, Callable], *names: str) -> None:
-    """Add the named commands' sub-parsers (each module's PARSERS: name → function adding it), in that order."""
+def add_named(sub: argparse._SubParsersAction, commands: Mapping[str, Command], *names: str) -> None:
+    """Add the named commands' sub-parsers (from a module's COMMANDS: name → Command), in that order."""
     for name in names:
-        parsers[name](sub)
+        add_command(sub, name, commands[name])
 
 
 def main(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from cli.commands.ask import chat_until_done
 from cli.commands.ingest import load_tokenizer
 from knowledge.config import Settings, describe, read_dotenv
@@ -25,35 +25,7 @@ from knowledge.words.catalog import ENGLISH
 from knowledge.words.replies import plain
 
 
-def _add_run(sub: argparse._SubParsersAction) -> None:
-    add_command(sub, "run", cmd_run, help="start kb: the inbox daemon and a search prompt in this terminal")
-
-
-def _add_daemon(sub: argparse._SubParsersAction) -> None:
-    add_command(
-        sub,
-        "daemon",
-        cmd_daemon,
-        help="watch knowledge/inbox/ and raw/ and keep the index up to date",
-        description="Watch knowledge/inbox/: every complete file (unchanged for KB_SETTLE_S) is converted, kept "
-        "under processed/ (or failed/ with NAME.error.json) and indexed, in arrival order. Edits and deletions "
-        "in knowledge/raw/ update the index. Stops cleanly on SIGTERM/SIGINT. One daemon per knowledge base.",
-    )
-
-
-def _add_service(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "service",
-        cmd_service,
-        help="install, remove or show kb's background services (launchd on macOS, systemd on Linux)",
-        description="kb's three services: mlx (the model server, KB_MODEL on KB_LLM_URL's port, thinking "
-        "off), daemon (the inbox) and bot (Telegram; only when KB_TELEGRAM_TOKEN is set). On macOS they are "
-        "launchd agents in ~/Library/LaunchAgents (local.kb.NAME.plist, logs in runs/logs/NAME.*.log); on "
-        "Linux systemd user units in ~/.config/systemd/user (kb-NAME.service, journalctl --user -u kb-NAME). "
-        "Settings come from ~/.config/kb/env (KEY=value lines). They run this checkout's .venv on this "
-        "knowledge base (KB_HOME).",
-    )
+def _service_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("install", "uninstall", "status"))
     p.add_argument(
         "--only", metavar="NAMES", help="comma-separated: mlx, daemon, bot (default: all that apply)"
@@ -63,40 +35,7 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _add_doctor(sub: argparse._SubParsersAction) -> None:
-    add_command(
-        sub,
-        "doctor",
-        cmd_doctor,
-        help="check the model server, tokenizer, index, inbox, OCR, voice and Telegram settings",
-    )
-
-
-def _add_checkpoint(sub: argparse._SubParsersAction) -> None:
-    add_command(
-        sub,
-        "checkpoint",
-        cmd_checkpoint,
-        help="run fixed cases against the model server: does this model work with kb?",
-        description="Builds a small throw-away knowledge base and asks fixed questions: answered from the right "
-        "document with citations, a question it cannot answer, arithmetic, a prompt-injection document. "
-        "Prints pass/fail per case with timings; exit 1 when any case fails.",
-    )
-
-
-def _add_bot(sub: argparse._SubParsersAction) -> None:
-    add_command(
-        sub,
-        "bot",
-        cmd_bot,
-        help="the Telegram bot (long polling): answers, web candidates as buttons, files, photos and voice notes",
-        description="Serve the owner's Telegram chats. Needs KB_TELEGRAM_TOKEN and KB_TELEGRAM_ALLOWED_USERS "
-        "(numeric user ids); KB_TELEGRAM_API_URL points at another Bot API server. Stops cleanly on SIGTERM.",
-    )
-
-
-def _add_logs(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "logs", cmd_logs, help="show the structured log readably (runs/logs/kb.jsonl)")
+def _logs_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as they come")
     p.add_argument(
         "-n", type=int, default=50, metavar="N", help="how many recent lines to show first (default 50)"
@@ -104,26 +43,8 @@ def _add_logs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--event", metavar="PREFIX", help="only events starting with PREFIX (e.g. ingest.)")
 
 
-def _add_status(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "status", cmd_status, help="documents, chunks, tokenizer, inbox and recent ingests")
+def _status_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _add_config(sub: argparse._SubParsersAction) -> None:
-    add_command(sub, "config", cmd_config, help="print every setting, its value and where it came from")
-
-
-PARSERS = {
-    "run": _add_run,
-    "daemon": _add_daemon,
-    "service": _add_service,
-    "doctor": _add_doctor,
-    "checkpoint": _add_checkpoint,
-    "bot": _add_bot,
-    "logs": _add_logs,
-    "status": _add_status,
-    "config": _add_config,
-}
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -283,3 +204,49 @@ def cmd_config(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     for env, value, origin, help_text in describe(settings):
         print(f"{env:<26} {value!s:<44} [{origin}]  {help_text}", file=out)
     return EXIT_OK
+
+
+COMMANDS = {
+    "run": Command(cmd_run, help="start kb: the inbox daemon and a search prompt in this terminal"),
+    "daemon": Command(
+        cmd_daemon,
+        help="watch knowledge/inbox/ and raw/ and keep the index up to date",
+        description="Watch knowledge/inbox/: every complete file (unchanged for KB_SETTLE_S) is converted, kept "
+        "under processed/ (or failed/ with NAME.error.json) and indexed, in arrival order. Edits and deletions "
+        "in knowledge/raw/ update the index. Stops cleanly on SIGTERM/SIGINT. One daemon per knowledge base.",
+    ),
+    "service": Command(
+        cmd_service,
+        help="install, remove or show kb's background services (launchd on macOS, systemd on Linux)",
+        description="kb's three services: mlx (the model server, KB_MODEL on KB_LLM_URL's port, thinking "
+        "off), daemon (the inbox) and bot (Telegram; only when KB_TELEGRAM_TOKEN is set). On macOS they are "
+        "launchd agents in ~/Library/LaunchAgents (local.kb.NAME.plist, logs in runs/logs/NAME.*.log); on "
+        "Linux systemd user units in ~/.config/systemd/user (kb-NAME.service, journalctl --user -u kb-NAME). "
+        "Settings come from ~/.config/kb/env (KEY=value lines). They run this checkout's .venv on this "
+        "knowledge base (KB_HOME).",
+        arguments=_service_arguments,
+    ),
+    "doctor": Command(
+        cmd_doctor, help="check the model server, tokenizer, index, inbox, OCR, voice and Telegram settings"
+    ),
+    "checkpoint": Command(
+        cmd_checkpoint,
+        help="run fixed cases against the model server: does this model work with kb?",
+        description="Builds a small throw-away knowledge base and asks fixed questions: answered from the right "
+        "document with citations, a question it cannot answer, arithmetic, a prompt-injection document. "
+        "Prints pass/fail per case with timings; exit 1 when any case fails.",
+    ),
+    "bot": Command(
+        cmd_bot,
+        help="the Telegram bot (long polling): answers, web candidates as buttons, files, photos and voice notes",
+        description="Serve the owner's Telegram chats. Needs KB_TELEGRAM_TOKEN and KB_TELEGRAM_ALLOWED_USERS "
+        "(numeric user ids); KB_TELEGRAM_API_URL points at another Bot API server. Stops cleanly on SIGTERM.",
+    ),
+    "logs": Command(
+        cmd_logs, help="show the structured log readably (runs/logs/kb.jsonl)", arguments=_logs_arguments
+    ),
+    "status": Command(
+        cmd_status, help="documents, chunks, tokenizer, inbox and recent ingests", arguments=_status_arguments
+    ),
+    "config": Command(cmd_config, help="print every setting, its value and where it came from"),
+}

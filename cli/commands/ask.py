@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from cli.commands import EXIT_OK, EXIT_USAGE, add_command
+from cli.commands import EXIT_OK, EXIT_USAGE, Command
 from cli.commands.search import add_scope, scope_or_refusal, search_meaning
 from cli.commands.web import describe_import, import_and_answer, import_exit, typed_pick
 from knowledge.config import Settings
@@ -29,17 +29,7 @@ if TYPE_CHECKING:
     from knowledge.wiring import Language
 
 
-def _add_ask(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "ask",
-        cmd_ask,
-        help="answer one question from the knowledge base with the model",
-        description="Answer a typed QUESTION, or the question spoken in an audio file (--audio: a voice note or "
-        "MP3, M4A, OGG, WAV, FLAC; transcribed with KB_WHISPER_MODEL, then answered like a typed question). "
-        "Exit status: 0 answered, 1 the audio could not be transcribed (nothing heard, too long, unreadable, "
-        "timed out: the reason on stderr) or another failure, 2 usage.",
-    )
+def _ask_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question", nargs="*")
     p.add_argument(
         "--json",
@@ -63,27 +53,11 @@ def _add_ask(sub: argparse._SubParsersAction) -> None:
               "without --in: the web, when it is on)")  # fmt: skip
 
 
-def _add_chat(sub: argparse._SubParsersAction) -> None:
-    add_command(sub, "chat", cmd_chat, help="a terminal chat with the knowledge base (/help inside)")
-
-
-def _add_measure(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "measure",
-        cmd_measure,
-        help="exact prompt sizes for evidence budgets (and timings from the server)",
-        description="For each evidence budget: the evidence tokens actually packed and the exact input tokens "
-        "(system prompt, question, evidence and chat template, counted with the model's tokenizer). "
-        "Without --dry-run each prompt is also sent: elapsed ms, output tokens and the server's own count.",
-    )
+def _measure_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question", nargs="*")
     # Strings, not ints: "--evidence-tokens 160 320 640 QUESTION" must leave the question's words alone.
     p.add_argument("--evidence-tokens", nargs="+", default=["160", "320", "640"], metavar="N")
     p.add_argument("--dry-run", action="store_true", help="count only; no model server needed")
-
-
-PARSERS = {"ask": _add_ask, "chat": _add_chat, "measure": _add_measure}
 
 
 def cmd_chat(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -316,3 +290,25 @@ def cmd_measure(args: argparse.Namespace, settings: Settings, *, out: TextIO, er
         return EXIT_OK
 
     return asyncio.run(measure())
+
+
+COMMANDS = {
+    "ask": Command(
+        cmd_ask,
+        help="answer one question from the knowledge base with the model",
+        description="Answer a typed QUESTION, or the question spoken in an audio file (--audio: a voice note or "
+        "MP3, M4A, OGG, WAV, FLAC; transcribed with KB_WHISPER_MODEL, then answered like a typed question). "
+        "Exit status: 0 answered, 1 the audio could not be transcribed (nothing heard, too long, unreadable, "
+        "timed out: the reason on stderr) or another failure, 2 usage.",
+        arguments=_ask_arguments,
+    ),
+    "chat": Command(cmd_chat, help="a terminal chat with the knowledge base (/help inside)"),
+    "measure": Command(
+        cmd_measure,
+        help="exact prompt sizes for evidence budgets (and timings from the server)",
+        description="For each evidence budget: the evidence tokens actually packed and the exact input tokens "
+        "(system prompt, question, evidence and chat template, counted with the model's tokenizer). "
+        "Without --dry-run each prompt is also sent: elapsed ms, output tokens and the server's own count.",
+        arguments=_measure_arguments,
+    ),
+}

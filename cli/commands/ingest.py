@@ -11,7 +11,7 @@ from typing import TextIO
 
 import structlog
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from cli.progress import Progress
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
@@ -32,32 +32,8 @@ from knowledge.words.sources import REFUSALS
 log = structlog.get_logger()
 
 
-def _add_ingest(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "ingest",
-        cmd_ingest,
-        help="convert and index files or folders now",
-        description="Convert files (HTML, PDF, text, Markdown) and index them. Originals are kept under "
-        "knowledge/inbox/processed/ (or failed/ with NAME.error.json); files from outside the inbox are copied, "
-        "never moved. A file that fails does not stop the others; the end lists failures by reason. "
-        "Exit status: 0 all succeeded, 1 any failed.",
-    )
+def _ingest_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-
-
-def _add_reindex(sub: argparse._SubParsersAction) -> None:
-    add_command(
-        sub,
-        "reindex",
-        cmd_reindex,
-        help="rebuild the index from knowledge/raw/",
-        description="Rebuild every document from knowledge/raw/ inside the live index, in one transaction "
-        "(searches see the old index until the new one is complete). Deterministic: same ids, same hashes.",
-    )
-
-
-PARSERS = {"ingest": _add_ingest, "reindex": _add_reindex}
 
 
 def load_tokenizer(settings: Settings, *, background: bool = False) -> TokenCounter:
@@ -267,3 +243,22 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, er
         )
         embed_index(settings, index, out=out, err=err)
     return EXIT_OK
+
+
+COMMANDS = {
+    "ingest": Command(
+        cmd_ingest,
+        help="convert and index files or folders now",
+        description="Convert files (HTML, PDF, text, Markdown) and index them. Originals are kept under "
+        "knowledge/inbox/processed/ (or failed/ with NAME.error.json); files from outside the inbox are copied, "
+        "never moved. A file that fails does not stop the others; the end lists failures by reason. "
+        "Exit status: 0 all succeeded, 1 any failed.",
+        arguments=_ingest_arguments,
+    ),
+    "reindex": Command(
+        cmd_reindex,
+        help="rebuild the index from knowledge/raw/",
+        description="Rebuild every document from knowledge/raw/ inside the live index, in one transaction "
+        "(searches see the old index until the new one is complete). Deterministic: same ids, same hashes.",
+    ),
+}

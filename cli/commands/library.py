@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK, add_command
+from cli.commands import EXIT_FAILED, EXIT_OK, Command
 from cli.commands.ingest import load_tokenizer
 from cli.progress import Progress
 from knowledge.config import Settings
@@ -20,79 +20,22 @@ def add_wait(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_rm(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "rm",
-        cmd_rm,
-        help="remove documents (kept in the trash for 30 days; kb restore brings one back)",
-        description="Remove documents by id (kb ls shows ids): the raw file and the original go to "
-        "knowledge/trash/ for 30 days, and the document leaves the index (its passages, vectors and search "
-        "results). Each line says how to undo it: kb restore TRASH_ID. While the daemon runs, it does the "
-        "removal (kb asks it through knowledge/requests/); when it does not answer within --wait seconds, the "
-        "request stays and is done in turn. Exit status: 0 removed (or waiting for the daemon), 1 an id was "
-        "not found or the removal failed.",
-    )
+def _rm_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
     add_wait(p)
 
 
-def _add_restore(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "restore",
-        cmd_restore,
-        help="bring a removed document back from the trash, or list the trash",
-        description="Without TRASH_ID: list the trash (id, date removed, title, document id); entries are "
-        "deleted 30 days after their removal. With TRASH_ID: put the raw file and original back (under a free "
-        "name when theirs was taken meanwhile) and index the document again; its vectors follow within "
-        "minutes. Refused, and the entry kept, when the same source was added again since: remove that "
-        "document first. Exit status: 0 restored (or waiting for the daemon), 1 not found or refused.",
-    )
+def _restore_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trash_id", nargs="?", metavar="TRASH_ID")
     add_wait(p)
 
 
-def _add_backup(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "backup",
-        cmd_backup,
-        help="write one archive of this knowledge base (or check one with --verify)",
-        description="Write one archive of everything needed to rebuild this knowledge base elsewhere, while the "
-        "daemon runs (the backup only reads). DEST ending in .tar.gz or .tgz is a compressed tar, any other DEST a "
-        "folder; it is written inside DEST.part (a private folder kb marks as its own: anything else there is left "
-        "alone and the backup refused) and renamed when complete, never over an existing DEST; stopped (Ctrl-C, "
-        "SIGTERM), it leaves nothing. In it: the index "
-        "(a consistent copy made with SQLite's online backup API), knowledge/raw/, the inbox with processed/ (the "
-        "originals) and failed/, the trash, what the bot and the chats remember (runs/conversations.sqlite3, "
-        "runs/web-search.json), .env and kb.toml without their secrets, and kb-backup.json: every file's size and "
-        "SHA-256. Not in it: KB_TELEGRAM_TOKEN, HF_TOKEN and every *_TOKEN, *_KEY, *_SECRET, *_PASSWORD setting, "
-        "logs, downloaded models and tokenizers, requests waiting for the daemon, files being written. With "
-        "--verify, check the archive DEST instead (every file's size and hash, nothing missing or extra, the index's "
-        "integrity) without restoring it; its file list and manifest are checked before anything of it is written "
-        "(no links, devices or sparse files, at most 1,000,000 files, sizes within the free space). Exit status: 0 "
-        "written (or sound), 1 refused or failed.",
-    )
+def _backup_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dest", type=Path, metavar="DEST", help="the archive to write (with --verify: to check)")
     p.add_argument("--verify", action="store_true", help="check the archive DEST instead of writing one")
 
 
-def _add_restore_backup(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "restore-backup",
-        cmd_restore_backup,
-        help="rebuild a knowledge base in a new folder from an archive of kb backup",
-        description="Rebuild a knowledge base in DIR (a new or empty folder) from an archive written by kb backup. "
-        "The archive is verified first, as kb backup --verify does (its file list and manifest before anything is "
-        "written); the files are written beside DIR and renamed "
-        "into place at the end, so DIR never holds half a knowledge base. Documents removed while the backup ran are "
-        "put back: DIR holds every document that was indexed when the backup began, with its original, and kb "
-        "search works there at once; start kb --home DIR daemon to index what arrived while the backup ran. "
-        "Secrets were left out of the archive: set them again in DIR/.env. Exit status: 0 restored, 1 refused "
-        "(DIR not empty, the archive damaged: the file is named).",
-    )
+def _restore_backup_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("archive", type=Path, metavar="ARCHIVE")
     p.add_argument(
         "--home",
@@ -102,14 +45,6 @@ def _add_restore_backup(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="the new knowledge base folder",
     )
-
-
-PARSERS = {
-    "rm": _add_rm,
-    "restore": _add_restore,
-    "backup": _add_backup,
-    "restore-backup": _add_restore_backup,
-}
 
 
 def cmd_rm(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -258,3 +193,60 @@ def cmd_restore_backup(args: argparse.Namespace, settings: Settings, *, out: Tex
         file=out,
     )
     return EXIT_OK
+
+
+COMMANDS = {
+    "rm": Command(
+        cmd_rm,
+        help="remove documents (kept in the trash for 30 days; kb restore brings one back)",
+        description="Remove documents by id (kb ls shows ids): the raw file and the original go to "
+        "knowledge/trash/ for 30 days, and the document leaves the index (its passages, vectors and search "
+        "results). Each line says how to undo it: kb restore TRASH_ID. While the daemon runs, it does the "
+        "removal (kb asks it through knowledge/requests/); when it does not answer within --wait seconds, the "
+        "request stays and is done in turn. Exit status: 0 removed (or waiting for the daemon), 1 an id was "
+        "not found or the removal failed.",
+        arguments=_rm_arguments,
+    ),
+    "restore": Command(
+        cmd_restore,
+        help="bring a removed document back from the trash, or list the trash",
+        description="Without TRASH_ID: list the trash (id, date removed, title, document id); entries are "
+        "deleted 30 days after their removal. With TRASH_ID: put the raw file and original back (under a free "
+        "name when theirs was taken meanwhile) and index the document again; its vectors follow within "
+        "minutes. Refused, and the entry kept, when the same source was added again since: remove that "
+        "document first. Exit status: 0 restored (or waiting for the daemon), 1 not found or refused.",
+        arguments=_restore_arguments,
+    ),
+    "backup": Command(
+        cmd_backup,
+        help="write one archive of this knowledge base (or check one with --verify)",
+        description="Write one archive of everything needed to rebuild this knowledge base elsewhere, while the "
+        "daemon runs (the backup only reads). DEST ending in .tar.gz or .tgz is a compressed tar, any other DEST a "
+        "folder; it is written inside DEST.part (a private folder kb marks as its own: anything else there is left "
+        "alone and the backup refused) and renamed when complete, never over an existing DEST; stopped (Ctrl-C, "
+        "SIGTERM), it leaves nothing. In it: the index "
+        "(a consistent copy made with SQLite's online backup API), knowledge/raw/, the inbox with processed/ (the "
+        "originals) and failed/, the trash, what the bot and the chats remember (runs/conversations.sqlite3, "
+        "runs/web-search.json), .env and kb.toml without their secrets, and kb-backup.json: every file's size and "
+        "SHA-256. Not in it: KB_TELEGRAM_TOKEN, HF_TOKEN and every *_TOKEN, *_KEY, *_SECRET, *_PASSWORD setting, "
+        "logs, downloaded models and tokenizers, requests waiting for the daemon, files being written. With "
+        "--verify, check the archive DEST instead (every file's size and hash, nothing missing or extra, the index's "
+        "integrity) without restoring it; its file list and manifest are checked before anything of it is written "
+        "(no links, devices or sparse files, at most 1,000,000 files, sizes within the free space). Exit status: 0 "
+        "written (or sound), 1 refused or failed.",
+        arguments=_backup_arguments,
+    ),
+    "restore-backup": Command(
+        cmd_restore_backup,
+        help="rebuild a knowledge base in a new folder from an archive of kb backup",
+        description="Rebuild a knowledge base in DIR (a new or empty folder) from an archive written by kb backup. "
+        "The archive is verified first, as kb backup --verify does (its file list and manifest before anything is "
+        "written); the files are written beside DIR and renamed "
+        "into place at the end, so DIR never holds half a knowledge base. Documents removed while the backup ran are "
+        "put back: DIR holds every document that was indexed when the backup began, with its original, and kb "
+        "search works there at once; start kb --home DIR daemon to index what arrived while the backup ran. "
+        "Secrets were left out of the archive: set them again in DIR/.env. Exit status: 0 restored, 1 refused "
+        "(DIR not empty, the archive damaged: the file is named).",
+        arguments=_restore_backup_arguments,
+    ),
+}

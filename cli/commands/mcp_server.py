@@ -6,23 +6,11 @@ import argparse
 import errno
 from typing import TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from knowledge.config import Settings
 
 
-def _add_mcp(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "mcp",
-        cmd_mcp,
-        help="serve the knowledge base to MCP clients (Claude Desktop, Claude Code, Cursor…)",
-        description="Serve kb's tools over the Model Context Protocol: search, get, ask, web_search, "
-        "import_web_source (only by the owner's choice, asked through the client) and status. By default on "
-        "stdin/stdout, for a client that starts kb mcp itself; with --http, Streamable HTTP at "
-        "http://127.0.0.1:PORT/mcp for any local client (loopback only; a foreign Host or Origin is refused; "
-        "set KB_MCP_TOKEN to require Authorization: Bearer TOKEN). The index is only read: the daemon writes it. "
-        "Exit status: 0 when the client leaves or Ctrl-C stops it, 1 when it cannot start.",
-    )
+def _mcp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http", action="store_true", help="serve Streamable HTTP on loopback instead of stdio")
     p.add_argument(
         "--port",
@@ -31,9 +19,6 @@ def _add_mcp(sub: argparse._SubParsersAction) -> None:
         metavar="P",
         help="with --http: the port (default: KB_MCP_PORT, 8765)",
     )
-
-
-PARSERS = {"mcp": _add_mcp}
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -57,3 +42,18 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
     except KeyboardInterrupt:
         return EXIT_OK
     return EXIT_OK
+
+
+COMMANDS = {
+    "mcp": Command(
+        cmd_mcp,
+        help="serve the knowledge base to MCP clients (Claude Desktop, Claude Code, Cursor…)",
+        description="Serve kb's tools over the Model Context Protocol: search, get, ask, web_search, "
+        "import_web_source (only by the owner's choice, asked through the client) and status. By default on "
+        "stdin/stdout, for a client that starts kb mcp itself; with --http, Streamable HTTP at "
+        "http://127.0.0.1:PORT/mcp for any local client (loopback only; a foreign Host or Origin is refused; "
+        "set KB_MCP_TOKEN to require Authorization: Bearer TOKEN). The index is only read: the daemon writes it. "
+        "Exit status: 0 when the client leaves or Ctrl-C stops it, 1 when it cannot start.",
+        arguments=_mcp_arguments,
+    ),
+}

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from cli.commands import EXIT_OK, EXIT_USAGE, add_command
+from cli.commands import EXIT_OK, EXIT_USAGE, Command
 from knowledge.config import Settings
 from knowledge.errors import SourceRefused
 from knowledge.retrieval.backfill import coverage
@@ -25,22 +25,7 @@ from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
 
 
-def _add_search(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "search",
-        cmd_search,
-        help="find passages for a question",
-        description="Rank passages for a question (any text is a valid query) and say whether they answer it. "
-        "With --json each result is "
-        '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text",'
-        '"relevance","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
-        "the question, answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), "
-        'translations the question as also searched in the index\'s other languages ([{"language","text"}], '
-        "from the model), both the same on every result; a passage from a folder source (kb sources) also "
-        'carries "source" (its name) and "path" (the file, relative to the source; start_line and end_line are '
-        "lines of that file).",
-    )
+def _search_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="*", help="the question (words are joined with spaces)")
     p.add_argument(
         "-k", type=int, default=None, metavar="N", help="number of passages (default: KB_SEARCH_K)"
@@ -62,26 +47,12 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _add_ls(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "ls",
-        cmd_ls,
-        help="list documents, newest first",
-        description="List the documents in the knowledge base, newest first: id, date indexed, title and "
-        "source (file name or URL). With WORDS, only documents whose title or source contains every word "
-        "(any case). With --json, a list of "
-        '{"id","title","indexed_at","source_name","source_url","raw_path","chunks"}. '
-        "Exit status: 0 (also when nothing matches).",
-    )
+def _ls_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("words", nargs="*", metavar="WORDS", help="words the title or source must contain")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument(
         "--limit", type=int, default=50, metavar="N", help="show at most N documents (default 50; 0: all)"
     )
-
-
-PARSERS = {"search": _add_search, "ls": _add_ls}
 
 
 def add_scope(p: argparse.ArgumentParser, what: str) -> None:
@@ -278,3 +249,31 @@ def document_json(d: DocumentRecord) -> dict[str, object]:
         "id": d.id, "title": d.title, "indexed_at": d.indexed_at, "source_name": d.source_name,
         "source_url": d.source_url, "raw_path": d.raw_path, "chunks": d.chunk_count,
     }  # fmt: skip
+
+
+COMMANDS = {
+    "search": Command(
+        cmd_search,
+        help="find passages for a question",
+        description="Rank passages for a question (any text is a valid query) and say whether they answer it. "
+        "With --json each result is "
+        '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text",'
+        '"relevance","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
+        "the question, answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), "
+        'translations the question as also searched in the index\'s other languages ([{"language","text"}], '
+        "from the model), both the same on every result; a passage from a folder source (kb sources) also "
+        'carries "source" (its name) and "path" (the file, relative to the source; start_line and end_line are '
+        "lines of that file).",
+        arguments=_search_arguments,
+    ),
+    "ls": Command(
+        cmd_ls,
+        help="list documents, newest first",
+        description="List the documents in the knowledge base, newest first: id, date indexed, title and "
+        "source (file name or URL). With WORDS, only documents whose title or source contains every word "
+        "(any case). With --json, a list of "
+        '{"id","title","indexed_at","source_name","source_url","raw_path","chunks"}. '
+        "Exit status: 0 (also when nothing matches).",
+        arguments=_ls_arguments,
+    ),
+}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from cli.progress import Progress
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, SourceRefused, WriterLockHeld
@@ -23,27 +23,7 @@ ACTIONS = ("add", "rm", "rescan")
 RESCAN_PREFIX = "rescan."  # knowledge/requests/rescan.NAME: the running daemon walks NAME again
 
 
-def _add_sources(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "sources",
-        cmd_sources,
-        help="folders indexed where they are (a notes vault, Documents): list, add, rm, rescan",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Folders kb indexes in place and keeps in sync, read-only: kb never writes, moves or deletes "
-        "anything inside them; what it knows lives in its home. They are kept in KB_HOME/kb.toml as "
-        "[[sources]] tables.\n\n"
-        "  kb sources                      each source: its path and files indexed / waiting / skipped / failed\n"
-        "  kb sources NAME                 one source, and every file left out with its reason\n"
-        "  kb sources add PATH --name NAME [--include GLOB]... [--exclude GLOB]...\n"
-        "                                  register a folder and index it (the running daemon does it)\n"
-        "  kb sources rm NAME              forget its documents; its files stay as they are\n"
-        "  kb sources rescan [NAME]        walk it (or every source) again now\n\n"
-        "Left out by default: hidden files and folders (.obsidian/, .git/, .trash/, .stversions/), "
-        "node_modules/, @eaDir/, __MACOSX/, sync conflict copies, temporary and lock files, iCloud placeholders, "
-        "and links leading outside the source. GLOBs use gitignore syntax ('*.md', 'Templates/', '!keep.md'). "
-        "Exit status: 0 done, 1 refused, 2 usage.",
-    )
+def _sources_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "words", nargs="*", metavar="[ACTION] [ARG]", help="add PATH, rm NAME, rescan [NAME], or NAME"
     )
@@ -51,9 +31,6 @@ def _add_sources(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--include", action="append", default=[], metavar="GLOB", help="take only matching files")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="leave matching files out")
     p.add_argument("--json", action="store_true", help="print the sources as JSON (with every file left out)")
-
-
-PARSERS = {"sources": _add_sources}
 
 
 def cmd_sources(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -239,3 +216,26 @@ def _show(settings: Settings, name: str | None, words: Words, *, as_json: bool, 
                 why = left_out(words, item.reason, error=item.message, rule=item.rule)
                 print(f"  {words.tr(item.state):<8} {item.path}: {why}", file=out)
     return EXIT_OK
+
+
+COMMANDS = {
+    "sources": Command(
+        cmd_sources,
+        help="folders indexed where they are (a notes vault, Documents): list, add, rm, rescan",
+        description="Folders kb indexes in place and keeps in sync, read-only: kb never writes, moves or deletes "
+        "anything inside them; what it knows lives in its home. They are kept in KB_HOME/kb.toml as "
+        "[[sources]] tables.\n\n"
+        "  kb sources                      each source: its path and files indexed / waiting / skipped / failed\n"
+        "  kb sources NAME                 one source, and every file left out with its reason\n"
+        "  kb sources add PATH --name NAME [--include GLOB]... [--exclude GLOB]...\n"
+        "                                  register a folder and index it (the running daemon does it)\n"
+        "  kb sources rm NAME              forget its documents; its files stay as they are\n"
+        "  kb sources rescan [NAME]        walk it (or every source) again now\n\n"
+        "Left out by default: hidden files and folders (.obsidian/, .git/, .trash/, .stversions/), "
+        "node_modules/, @eaDir/, __MACOSX/, sync conflict copies, temporary and lock files, iCloud placeholders, "
+        "and links leading outside the source. GLOBs use gitignore syntax ('*.md', 'Templates/', '!keep.md'). "
+        "Exit status: 0 done, 1 refused, 2 usage.",
+        arguments=_sources_arguments,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ),
+}

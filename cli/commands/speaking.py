@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from knowledge.config import Settings
 from knowledge.errors import IndexMissing, KbError
 from knowledge.store.index import Index
@@ -22,38 +22,13 @@ from knowledge.words.catalog import terminal_words
 CLI_KEY = "cli"  # the command line's own "last digest", beside each chat's
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    """``summarize`` and ``digest`` on the command line's subcommands."""
-    p = add_command(
-        sub,
-        "summarize",
-        cmd_summarize,
-        help="summarise a whole document with the model",
-        description="Summarise one document (its id, from kb ls), however long: the model reads it part by "
-        "part, each part as many passages as fit one prompt counted exactly (progress on stderr), then "
-        "summarises the parts' summaries; the summary cites the parts by their lines. A document longer than "
-        "12 parts is read in 12 sections spread from its beginning to its end (whole: false). Without the "
-        'model: its opening sentences, marked as such. --json prints {"doc_id","title","text","kind",'
-        '"citations","parts","whole","calls","prompt_tokens","input_tokens","output_tokens"}. Exit status: 0 '
-        "summarised by the model, 1 no such document or only its opening (the model is down).",
-    )
+def _summarize_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("doc_id", metavar="DOC_ID")
     p.add_argument("--sentences", type=int, default=5, help="how long the summary is (5)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = add_command(
-        sub,
-        "digest",
-        cmd_digest,
-        help="what was kept lately, the questions left open, one thing from long ago",
-        description="What was kept since the last `kb digest` (a week back the first time, or --since), "
-        "grouped as files, web imports, notes and forwards, voice notes, each with its summary and id, newest "
-        "first, all of them (a terminal has no message limit); the questions asked with kb ask --conversation "
-        "that no passage answered; and one document kept long ago that bears on the newest. No model is "
-        "asked. The bot sends the same with /digest (each chat its own questions), and on KB_DIGEST's "
-        'schedule. --json prints {"since","until","groups":{GROUP:[{"doc_id","title","kind","summary",'
-        '"indexed_at","source_url"}]},"more","unanswered","resurfaced","resurfaced_for"}.',
-    )
+
+def _digest_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--since", metavar="PERIOD", help="how far back: 24h, 7d, 2w (default: since the last digest)"
     )
@@ -146,3 +121,31 @@ def cmd_digest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     if not args.since:
         store.digest_sent(CLI_KEY, now)
     return EXIT_OK
+
+
+COMMANDS = {
+    "summarize": Command(
+        cmd_summarize,
+        help="summarise a whole document with the model",
+        description="Summarise one document (its id, from kb ls), however long: the model reads it part by "
+        "part, each part as many passages as fit one prompt counted exactly (progress on stderr), then "
+        "summarises the parts' summaries; the summary cites the parts by their lines. A document longer than "
+        "12 parts is read in 12 sections spread from its beginning to its end (whole: false). Without the "
+        'model: its opening sentences, marked as such. --json prints {"doc_id","title","text","kind",'
+        '"citations","parts","whole","calls","prompt_tokens","input_tokens","output_tokens"}. Exit status: 0 '
+        "summarised by the model, 1 no such document or only its opening (the model is down).",
+        arguments=_summarize_arguments,
+    ),
+    "digest": Command(
+        cmd_digest,
+        help="what was kept lately, the questions left open, one thing from long ago",
+        description="What was kept since the last `kb digest` (a week back the first time, or --since), "
+        "grouped as files, web imports, notes and forwards, voice notes, each with its summary and id, newest "
+        "first, all of them (a terminal has no message limit); the questions asked with kb ask --conversation "
+        "that no passage answered; and one document kept long ago that bears on the newest. No model is "
+        "asked. The bot sends the same with /digest (each chat its own questions), and on KB_DIGEST's "
+        'schedule. --json prints {"since","until","groups":{GROUP:[{"doc_id","title","kind","summary",'
+        '"indexed_at","source_url"}]},"more","unanswered","resurfaced","resurfaced_for"}.',
+        arguments=_digest_arguments,
+    ),
+}

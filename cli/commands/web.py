@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, TextIO
 
-from cli.commands import EXIT_FAILED, EXIT_OK, add_command
+from cli.commands import EXIT_FAILED, EXIT_OK, Command
 from knowledge.config import Settings
 from knowledge.words.catalog import ENGLISH, Words, terminal_words
 from knowledge.words.replies import plain
@@ -16,16 +16,7 @@ if TYPE_CHECKING:
     from knowledge.websearch.choice import Typed
 
 
-def _add_websearch(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "websearch",
-        cmd_websearch,
-        help="search the web for a question and list candidates (nothing is imported)",
-        description="Plan queries, search (DuckDuckGo Lite, or Brave with KB_BRAVE_API_KEY), filter, and store up to "
-        "five candidates web-1…web-5 for the terminal's chat. Exit status: 0 with or without candidates, 3 when every "
-        "provider is rate-limited, 1 on other failures.",
-    )
+def _websearch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question", nargs="+")
     p.add_argument(
         "--json", action="store_true", help="print the plan, candidates, summary and drops as JSON"
@@ -33,37 +24,16 @@ def _add_websearch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--explain", action="store_true", help="also list every dropped result and why")
 
 
-def _add_import(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "import",
-        cmd_import,
-        help="import a web candidate (web-1 … web-5) of the latest search",
-        description="Download the candidate through the SSRF guard, hand it to the daemon through the inbox, wait "
-        "until it is indexed (KB_IMPORT_WAIT_S), then answer the original question again. Exit status: 0 indexed "
-        "(or already imported, or queued for a daemon that is not running), 2 refused by the guard or the "
-        "selection, 1 any other failure.",
-    )
+def _import_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source_id", metavar="web-N")
     p.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
 
 
-def _add_import_url(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "import-url",
-        cmd_import_url,
-        help="import one web page or PDF by URL (your explicit choice)",
-        description="The URL becomes a one-candidate list and is imported as web-1. With --check, only print the "
-        "guard's verdict (DNS resolution included) without connecting. Exit status as for kb import.",
-    )
+def _import_url_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("url")
     p.add_argument(
         "--check", action="store_true", help="say whether the guard allows the URL; do not connect"
     )
-
-
-PARSERS = {"websearch": _add_websearch, "import": _add_import, "import-url": _add_import_url}
 
 
 EXIT_RATE_LIMITED = 3
@@ -214,3 +184,31 @@ def cmd_import_url(args: argparse.Namespace, settings: Settings, *, out: TextIO,
         return EXIT_REFUSED
     candidate_store(settings).save_url("cli", args.url)
     return import_exit(import_and_answer(settings, "web-1"), out=out, err=err)
+
+
+COMMANDS = {
+    "websearch": Command(
+        cmd_websearch,
+        help="search the web for a question and list candidates (nothing is imported)",
+        description="Plan queries, search (DuckDuckGo Lite, or Brave with KB_BRAVE_API_KEY), filter, and store up to "
+        "five candidates web-1…web-5 for the terminal's chat. Exit status: 0 with or without candidates, 3 when every "
+        "provider is rate-limited, 1 on other failures.",
+        arguments=_websearch_arguments,
+    ),
+    "import": Command(
+        cmd_import,
+        help="import a web candidate (web-1 … web-5) of the latest search",
+        description="Download the candidate through the SSRF guard, hand it to the daemon through the inbox, wait "
+        "until it is indexed (KB_IMPORT_WAIT_S), then answer the original question again. Exit status: 0 indexed "
+        "(or already imported, or queued for a daemon that is not running), 2 refused by the guard or the "
+        "selection, 1 any other failure.",
+        arguments=_import_arguments,
+    ),
+    "import-url": Command(
+        cmd_import_url,
+        help="import one web page or PDF by URL (your explicit choice)",
+        description="The URL becomes a one-candidate list and is imported as web-1. With --check, only print the "
+        "guard's verdict (DNS resolution included) without connecting. Exit status as for kb import.",
+        arguments=_import_url_arguments,
+    ),
+}
