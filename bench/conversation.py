@@ -454,24 +454,19 @@ def run_pool(pool: Pool, args: argparse.Namespace, model: Model | None, micros: 
                 embedder.save()  # the queries' vectors too
 
 
+def with_default(
+    parser: argparse.ArgumentParser, flag: str, metavar: str, default: object, what: str, **options: Any
+) -> None:
+    """Add the option ``flag``, its help ending with its default (said once, here)."""
+    parser.add_argument(flag, metavar=metavar, default=default, help=f"{what} (default {default})", **options)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--mtrag",
-        metavar="DIR",
-        type=Path,
-        default=DEFAULT_MTRAG,
-        help=f"IBM/mt-rag-benchmark files (default {DEFAULT_MTRAG})",
-    )
-    parser.add_argument(
-        "--inscit",
-        metavar="FILE",
-        type=Path,
-        default=DEFAULT_INSCIT,
-        help=f"INSCIT's data/dev.json (default {DEFAULT_INSCIT})",
-    )
+    with_default(parser, "--mtrag", "DIR", DEFAULT_MTRAG, "IBM/mt-rag-benchmark files", type=Path)
+    with_default(parser, "--inscit", "FILE", DEFAULT_INSCIT, "INSCIT's data/dev.json", type=Path)
     parser.add_argument(
         "--sets", metavar="LIST", default="mtrag,inscit", help="the sets to run: mtrag, inscit or both"
     )
@@ -482,34 +477,16 @@ def main() -> int:
         default=DEFAULT_UN,
         help=f"MTRAG-UN conversations sampled into MTRAG's pool (default {DEFAULT_UN}; 0 = all 377)",
     )
-    parser.add_argument(
-        "--weights",
-        metavar="LIST",
-        default="0.5,0.7,0.85",
-        help="search.WRITTEN_WEIGHT values swept (default 0.5,0.7,0.85)",
-    )
-    parser.add_argument(
-        "--joined-weights",
-        metavar="LIST",
-        default="0.3,0.5,0.7",
-        help="search.JOINED_WEIGHT values swept (default 0.3,0.5,0.7)",
-    )
+    with_default(parser, "--weights", "LIST", "0.5,0.7,0.85", "search.WRITTEN_WEIGHT values swept")
+    with_default(parser, "--joined-weights", "LIST", "0.3,0.5,0.7", "search.JOINED_WEIGHT values swept")
     parser.add_argument(
         "--tokenizer", metavar="SPEC", default="", help="KB_TOKENIZER (default: the bundled Qwen3 tokenizer)"
     )
     parser.add_argument(
         "--embed", metavar="KIND", default="local", help="KB_EMBED (local, url or off: lexical only)"
     )
-    parser.add_argument(
-        "--cache",
-        metavar="FILE",
-        type=Path,
-        default=DEFAULT_CACHE,
-        help=f"vector cache file (default {DEFAULT_CACHE})",
-    )
-    parser.add_argument(
-        "--chunk", metavar="MAX/OVERLAP", default="160/24", help="chunk max/overlap tokens (default 160/24)"
-    )
+    with_default(parser, "--cache", "FILE", DEFAULT_CACHE, "vector cache file", type=Path)
+    with_default(parser, "--chunk", "MAX/OVERLAP", "160/24", "chunk max/overlap tokens")
     parser.add_argument(
         "--llm-url",
         metavar="URL",
