@@ -276,22 +276,24 @@ def _stop_leftovers() -> None:
         server.stop()
 
 
+# The server's environment, whatever its HF cache: offline, quiet, unbuffered, never through a proxy.
+SERVER_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONUNBUFFERED": "1",
+    "NO_PROXY": "127.0.0.1,localhost",
+    "no_proxy": "127.0.0.1,localhost",
+}
+
+
 def server_env(hf_home: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for the server: offline, own HF cache (with hub/), unbuffered output."""
     env = dict(os.environ if base is None else base)
     (hf_home / "hub").mkdir(parents=True, exist_ok=True)  # /v1/models needs it to exist
-    env.update(
-        HF_HOME=str(hf_home),
-        HF_HUB_CACHE=str(hf_home / "hub"),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        HF_HUB_DISABLE_TELEMETRY="1",
-        HF_HUB_DISABLE_UPDATE_CHECK="1",
-        TOKENIZERS_PARALLELISM="false",
-        PYTHONUNBUFFERED="1",
-        NO_PROXY="127.0.0.1,localhost",
-        no_proxy="127.0.0.1,localhost",
-    )
+    env.update(HF_HOME=str(hf_home), HF_HUB_CACHE=str(hf_home / "hub"), **SERVER_ENV)
     env.pop("HUGGINGFACE_HUB_CACHE", None)
     env.pop("TRANSFORMERS_CACHE", None)
     return env
@@ -403,14 +405,7 @@ def start_mlx_server(
             start_new_session=True,
         )
         server = MlxServer(
-            process=process,
-            host=host,
-            port=p,
-            model=model,
-            log_path=log_path,
-            workdir=workdir,
-            _owns_workdir=False,
-            _log_file=log_file,
+            process, host, p, model, log_path, workdir, _owns_workdir=False, _log_file=log_file
         )
         try:
             _wait_ready(server, started + timeout_s, warmup)
