@@ -60,7 +60,9 @@ _BRAVE_LANGS = {
 ).split()}  # fmt: skip
 _DDG_FRESHNESS = {"day": "d", "week": "w", "month": "m", "year": "y"}
 _BRAVE_FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
+# Each provider by its name: how errors call it, and the setting that points kb at it.
 _LABELS = {"duckduckgo": "DuckDuckGo", "brave": "Brave Search"}
+_URL_SETTINGS = {"duckduckgo": "KB_DDG_URL", "brave": "KB_BRAVE_URL"}
 _CHALLENGE = "form#challenge-form, form[action*='anomaly.js'], [class*='anomaly-modal']"
 _STRONG = re.compile(r"</?strong>", re.IGNORECASE)
 
@@ -283,8 +285,8 @@ async def _fetch(provider: DuckDuckGoLite | BraveSearch, method: str, **kw: Any)
         why = str(exc) or repr(exc)
         if isinstance(exc, TimeoutError):
             why = f"no answer within {provider.timeout_s:g} s"
-        fix = f"check the network (or {provider.setting}, now {provider.base_url})"
-        raise SearchError(f"{provider.label} did not answer: {why} — {fix}") from exc
+        fix = f"check the network (or {_URL_SETTINGS[provider.name]}, now {provider.base_url})"
+        raise SearchError(f"{_LABELS[provider.name]} did not answer: {why} — {fix}") from exc
 
 
 @dataclass
@@ -296,8 +298,6 @@ class DuckDuckGoLite:
     base_url: str = DDG_URL
     timeout_s: float = 15.0
     name = "duckduckgo"
-    label = "DuckDuckGo"
-    setting = "KB_DDG_URL"
 
     async def search(self, query: str, *, language: str | None, freshness: str | None) -> list[SearchHit]:
         """Results of one query; SearchRateLimited on the bot check."""
@@ -331,8 +331,6 @@ class BraveSearch:
     base_url: str = BRAVE_URL
     timeout_s: float = 15.0
     name = "brave"
-    label = "Brave Search"
-    setting = "KB_BRAVE_URL"
 
     async def search(self, query: str, *, language: str | None, freshness: str | None) -> list[SearchHit]:
         """Results of one query; SearchRateLimited on HTTP 429."""
