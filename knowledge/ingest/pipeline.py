@@ -29,7 +29,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -151,20 +151,12 @@ class Ingestor(RawSync):
         progress: IngestProgress | None = None,
         ocr: OcrSpec | None = None,
     ) -> None:
-        self.settings = settings
-        self.index = index
-        self.counter = counter
+        super().__init__(settings, index, counter)
         self.runner = runner
         self.clock = clock
         self.progress = progress
-        self.limits = Limits(
-            max_source_bytes=settings.max_source_bytes,
-            pdf_max_pages=settings.pdf_max_pages,
-            convert_timeout_s=settings.convert_timeout_s,
-            ocr_page_timeout_s=settings.ocr_page_timeout_s,
-            ocr_budget_s=settings.ocr_budget_s,
-            ocr_turn_s=settings.ocr_turn_s,
-        )
+        # each bound is the setting of the same name
+        self.limits = Limits(**{f.name: getattr(settings, f.name) for f in fields(Limits)})
         self.ocr = ocr_spec(settings) if ocr is None else ocr
         if self.ocr.engine is None:
             for note in ocr_warnings(self.ocr, parse_langs(settings.ocr_langs)[1]):

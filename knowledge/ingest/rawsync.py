@@ -1,8 +1,8 @@
 """raw/ and the index kept in step: a raw Markdown file chunked into its document's rows, one file synced
 (indexed, deleted or unchanged by content, not by events), all of raw/ reconciled, the whole index rebuilt.
 
-``RawSync`` is part of the ``Ingestor`` (which supplies ``settings``, ``index``, ``counter``, ``check_index``
-and ``_now``); ``build_rows`` is the pure function of a raw file's text.
+``RawSync`` is part of the ``Ingestor`` (which hands it ``settings``, ``index`` and ``counter``, and supplies
+``check_index`` and ``_now``); ``build_rows`` is the pure function of a raw file's text.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ log = structlog.get_logger()
 class RawSync:
     """The raw-file side of the ingest pipeline (a part of ``Ingestor``)."""
 
-    settings: Settings
-    index: Index
-    counter: TokenCounter
+    def __init__(self, settings: Settings, index: Index, counter: TokenCounter) -> None:
+        self.settings = settings
+        self.index = index
+        self.counter = counter
 
     def check_index(self) -> None: ...
 
