@@ -21,7 +21,6 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from trafilatura import bare_extraction
 from trafilatura.metadata import extract_metadata
@@ -44,15 +43,9 @@ _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _NOT_TEXT = re.compile(r"[\s|`]+")
 
 
-@dataclass(frozen=True)
-class Chosen:
-    """The content trafilatura chose, as text: one block a line."""
-
-    text: str
-
-
-def choose_content(html: str) -> Chosen | None:
-    """What trafilatura takes for the page's main content; None when it finds none."""
+def choose_content(html: str) -> str | None:
+    """What trafilatura takes for the page's main content, as text (one block a line); None when it
+    finds none."""
     document = bare_extraction(
         html,
         include_comments=False,
@@ -67,7 +60,7 @@ def choose_content(html: str) -> Chosen | None:
     text = xmltotxt(document.body, include_formatting=False) or ""
     if not text.strip():
         return None
-    return Chosen(text)
+    return text
 
 
 def article_facts(html: str) -> tuple[str | None, str | None]:

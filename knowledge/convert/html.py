@@ -178,13 +178,13 @@ def _main_markdown(tree: LexborHTMLParser, html: str, *, base_url: str | None, m
         html = tree.html or ""
     chosen = choose_content(html) if may_choose else None
     if chosen is not None and tree.body is not None:
-        markdown = keep_chosen(_render(tree.body, base_url=base_url), chosen.text)
-        if coverage(markdown, chosen.text) >= MIN_COVERAGE:
+        markdown = keep_chosen(_render(tree.body, base_url=base_url), chosen)
+        if coverage(markdown, chosen) >= MIN_COVERAGE:
             return markdown
         # kb took part of the content for chrome by its class names: trafilatura's choice decides alone.
         # (What neither shows, text in <noscript>, <template> or hidden elements, stays out.)
-        bare = keep_chosen(_render(tree.body, base_url=base_url, chrome_by_names=False), chosen.text)
-        if coverage(bare, chosen.text) > coverage(markdown, chosen.text):
+        bare = keep_chosen(_render(tree.body, base_url=base_url, chrome_by_names=False), chosen)
+        if coverage(bare, chosen) > coverage(markdown, chosen):
             return bare
         if markdown.strip():
             return markdown
