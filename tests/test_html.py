@@ -414,36 +414,34 @@ def test_hidden_elements_are_dropped() -> None:
     assert markdown == "Visible paragraph about the harvest festival.\n"  # a form's label is chrome too
 
 
-@pytest.mark.parametrize(
-    ("head", "body", "title"),
-    [
-        ("<title>  Plain   page title </title>", "<h1>Heading one</h1>", "Plain page title"),
-        (
-            "<title>How to brew coffee | The Daily Bean</title>"
-            '<meta property="og:title" content="How to brew coffee">',
-            "",
-            "How to brew coffee",
-        ),
-        (
-            "<title>Birds of the marsh - Field Notes</title>",
-            "<h1>Birds of the marsh</h1>",
-            "Birds of the marsh",
-        ),
-        ("<title>Rock - Paper - Scissors</title>", "<h1>A game</h1>", "Rock - Paper - Scissors"),
-        ('<meta property="og:title" content="Open Graph title">', "<h1>Heading one</h1>", "Open Graph title"),
-        ("", "<h1>First <em>heading</em></h1><h1>Second heading</h1>", "First heading"),
-        ("", "<svg><title>icon title</title></svg><p>No headings at all.</p>", ""),
-    ],
-    ids=[
-        "title",
+TITLES = [
+    ("title", "<title>  Plain   page title </title>", "<h1>Heading one</h1>", "Plain page title"),
+    (
         "suffix-confirmed-by-og",
+        "<title>How to brew coffee | The Daily Bean</title>"
+        '<meta property="og:title" content="How to brew coffee">',
+        "",
+        "How to brew coffee",
+    ),
+    (
         "suffix-confirmed-by-h1",
-        "dashes-kept",
+        "<title>Birds of the marsh - Field Notes</title>",
+        "<h1>Birds of the marsh</h1>",
+        "Birds of the marsh",
+    ),
+    ("dashes-kept", "<title>Rock - Paper - Scissors</title>", "<h1>A game</h1>", "Rock - Paper - Scissors"),
+    (
         "og-title",
-        "h1",
-        "none",
-    ],
-)
+        '<meta property="og:title" content="Open Graph title">',
+        "<h1>Heading one</h1>",
+        "Open Graph title",
+    ),
+    ("h1", "", "<h1>First <em>heading</em></h1><h1>Second heading</h1>", "First heading"),
+    ("none", "", "<svg><title>icon title</title></svg><p>No headings at all.</p>", ""),
+]
+
+
+@pytest.mark.parametrize(("head", "body", "title"), [case[1:] for case in TITLES], ids=[c[0] for c in TITLES])
 def test_title_selection(head: str, body: str, title: str) -> None:
     html = (
         f"<html><head>{head}</head><body>{body}<p>Enough body text to count as a real page.</p></body></html>"
