@@ -182,13 +182,7 @@ class VectorCache:
         read = index.vector_changes(self.model, since=previous.epoch)
         if read is None or read.index_id != previous.index_id or read.epoch < previous.epoch:
             return None
-        return updated(
-            previous,
-            read,
-            exact_max=self.exact_max,
-            full_share=self.full_share,
-            background=previous.background,
-        )
+        return updated(previous, read, exact_max=self.exact_max, full_share=self.full_share)
 
     def _current(self) -> Loaded:
         with self._lock:
@@ -303,9 +297,9 @@ def updated(
     *,
     exact_max: int,
     full_share: float = FULL_RELOAD_SHARE,
-    background: Background | None = None,
 ) -> tuple[Loaded, Delta] | None:
-    """A state brought up to the snapshot ``read`` (rows stamped after its epoch, every rowid now).
+    """A state brought up to the snapshot ``read`` (rows stamped after its epoch, every rowid now),
+    centred on the same background as ``previous``.
 
     Equal to ``load`` of that snapshot, bit for bit: the same rows in the same order, the same
     (exact) language sums, then the same code. None when a full load is needed: the rows do not
@@ -343,7 +337,7 @@ def updated(
     )
     replaced = int(np.count_nonzero(is_in(previous.rowids, changed)))
     delta = Delta(len(changed) - replaced, replaced, len(gone) - replaced)
-    return built(read, rowids, raw, groups, sums, exact_max=exact_max, background=background), delta
+    return built(read, rowids, raw, groups, sums, exact_max=exact_max, background=previous.background), delta
 
 
 def built(
