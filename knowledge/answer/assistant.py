@@ -32,7 +32,7 @@ import dataclasses
 import re
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
 from typing import NamedTuple, Protocol
 
@@ -270,6 +270,7 @@ def empty_answer(completion: Completion) -> Said:
     return Said("model-empty", {"at_limit": completion.finish_reason == "length"})
 
 
+@dataclass(eq=False)
 class Engine:
     """Answers questions from one knowledge base with one model server.
 
@@ -277,31 +278,18 @@ class Engine:
     its own when the documents do not answer (KB_WEB_SEARCH=on) or only when asked (``ask``).
     """
 
-    def __init__(
-        self,
-        open_index: Callable[[], Index],
-        llm: ModelClient,
-        counter: TokenCounter,
-        template: ChatTemplate,
-        settings: EngineSettings,
-        *,
-        web: WebSearcher | None = None,
-        auto_web: bool = True,
-        meaning: Meaning | None = None,
-        translator: Translator | None = None,
-    ) -> None:
-        self.open_index = open_index
-        self.meaning = meaning
-        self.translator = translator
-        self.llm = llm
-        self.counter = counter
-        self.template = template
-        self.settings = settings
-        self.web = web
-        self.auto_web = auto_web
-        self.unavailable: str | None = (
-            None  # why the model failed last, once said (said again when it changes)
-        )
+    open_index: Callable[[], Index]
+    llm: ModelClient
+    counter: TokenCounter
+    template: ChatTemplate
+    settings: EngineSettings
+    _: KW_ONLY
+    web: WebSearcher | None = None
+    auto_web: bool = True
+    meaning: Meaning | None = None
+    translator: Translator | None = None
+    # why the model failed last, once said (said again when it changes)
+    unavailable: str | None = field(default=None, init=False)
 
     async def search_web(
         self, question: str, *, chat_id: str = "cli", force: bool = True, language: str | None = None
