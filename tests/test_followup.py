@@ -70,6 +70,9 @@ def test_fragments(message, fragment):
          "What is the second point of the harbor release checklist?"),
         ("Standalone question: What is the tide window?", "And the tide window?", "What is the tide window?"),
         ('"港口放行檢查表的第二點是什麼？"', "那第二點呢？", "港口放行檢查表的第二點是什麼？"),
+        ("「港口放行檢查表」的第二點是什麼？", "那第二點呢？", "「港口放行檢查表」的第二點是什麼？"),  # a title quoted
+        ("「「港口放行檢查表」的第二點是什麼？」", "那第二點呢？", "「港口放行檢查表」的第二點是什麼？"),
+        ("「港口放行檢查表的第二點是什麼？", "那第二點呢？", "港口放行檢查表的第二點是什麼？"),  # a lone half
         ("รายการตรวจสอบท่าเรือข้อที่สองคืออะไร", "แล้วอันที่สองล่ะ", "รายการตรวจสอบท่าเรือข้อที่สองคืออะไร"),
         ("", "Why?", None),  # empty
         ("The second point is a tide window [2].", "What about the second point?", None),  # an answer
