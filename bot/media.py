@@ -141,17 +141,19 @@ async def receive(
     sha = sha256_hex(data)
     record = await follow_pages(context, deps, status, name, path, sha)
     kept = record is not None and record["status"] in ("indexed", "duplicate") and record.get("doc_id")
-    markup = None
+    markup, item = None, None
     if kept:  # the conversation is about it now: a follow-up asks it; so does a reply to either message
         title = record.get("title") or name
         await remember_document(deps, chat_id, [update.effective_message.message_id, status.message_id],
                                 record["doc_id"], title)  # fmt: skip
-        item = Kept(chat_id, title, None, sha, record["doc_id"], "indexed")
-        markup = buttons(deps.kept.add(item), w, undo=False)
+        item = Kept(chat_id, title, None, sha, record["doc_id"], record["status"])
+        # Undo as under a forward (bot.capture.undo); not under bytes that were kept before
+        markup = buttons(deps.kept.add(item), w, undo=record["status"] == "indexed")
     text = outcome_text(deps.settings, name, record, w, file=path.name)
     await edit(context, status, text, reply_markup=markup)
-    if record is not None and record["status"] == "indexed" and record.get("doc_id"):
-        deps.kept.follow(add_summary(context, deps, status, text, markup, record["doc_id"], w))
+    if item is not None and item.state == "indexed":
+        still = lambda: item.state == "indexed"  # noqa: E731 - undone meanwhile: the reply says so
+        deps.kept.follow(add_summary(context, deps, status, text, markup, record["doc_id"], w, still=still))
     if question and question.strip() and kept:
         await answer(context, chat_id, question, question=update.effective_message, document=record["doc_id"])
 
