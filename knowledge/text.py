@@ -1,5 +1,6 @@
-"""Plain text, on the ground floor: the script a text is written in, one line cut to a width, a title cut at
-a word, and text made safe to write (no lone surrogates). Pure functions of strings, used by every room."""
+"""Plain text, on the ground floor: the script a text is written in, whether it is a greeting, one line cut
+to a width, a title cut at a word, and text made safe to write (no lone surrogates). Pure functions of
+strings, used by every room."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ import re
 ELLIPSIS = "…"
 LANGUAGE_SHARE = 0.3  # a text is Thai or CJK when that share of its letters is
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_GREETING = re.compile(
+    r"\W*(你好|您好|妳好|哈囉|哈啰|嗨|早安|午安|晚安|謝謝(你|您)?|谢谢(你|您)?|感謝|感谢|多謝|多谢|好的|了解|收到|"
+    r"สวัสดี|ขอบคุณ|ขอบใจ|โอเค|ได้เลย|hi|hello|hey|thanks?|thank you|ok|okay|good (?:morning|afternoon|evening|night))"
+    r"\s*(啊|呀|喔|哦|囉|啦|ครับ|ค่ะ|คะ|นะ|จ้า|มาก|มากครับ|มากค่ะ)?\W*",
+    re.IGNORECASE,
+)
 
 
 def language_group(text: str) -> str:
@@ -31,6 +38,12 @@ def language_group(text: str) -> str:
     if letters and cjk >= LANGUAGE_SHARE * letters:
         return "cjk"
     return "other"
+
+
+def is_greeting(message: str) -> bool:
+    """A greeting or a thank-you ("你好", "謝謝", "สวัสดีครับ", "thanks"): small talk, nothing to search,
+    rewrite or leave open."""
+    return _GREETING.fullmatch(message.strip()) is not None
 
 
 def one_line(text: str, limit: int | None = 200) -> str:

@@ -36,12 +36,12 @@ import structlog
 from knowledge.answer.prompt import defang
 from knowledge.conversation.grounding import grounded
 from knowledge.conversation.store import Turn
-from knowledge.conversation.subject import is_greeting, leans_on
+from knowledge.conversation.subject import leans_on
 from knowledge.model.untrusted import strip_control_tokens
 from knowledge.retrieval import search
 from knowledge.retrieval.search import Also
 from knowledge.retrieval.translate import Chat
-from knowledge.text import language_group, one_line
+from knowledge.text import is_greeting, language_group, one_line
 
 log = structlog.get_logger()
 
