@@ -20,8 +20,8 @@ from tests.bot_env import (
     web_offer,
 )
 from tests.conftest import make_settings, subprocess_env
-from tests.fake_llm import Step, answer, free_port
-from tests.fake_search import Result
+from tests.fake_llm import Step, answer, free_port, web_step
+from tests.fake_search import Result, ddg_results
 
 env = bot_env.env  # the fixture
 
@@ -352,3 +352,15 @@ async def test_only_the_owners_own_chat_is_served_whatever_the_update_type(env):
     assert not any("317" in c.params.get("text", "") for c in sent)  # the edit was not answered
     reasons = {e["reason"] for e in logs if e["event"] == "bot.refused"}
     assert reasons == {"business_message updates are not served", "guest_message updates are not served"}
+
+
+async def test_import_after_a_web_search_that_found_nothing_says_so(env):
+    env, _ = env
+    env.search.script["ddg"] = [ddg_results("q", [])]
+    env.llm.responder = web_step("ferry", "", "", lambda body: answer("I don't know."))
+    await env.say("When does the Quillan ferry leave?")
+    await env.bot_said(lambda c: "No web result passed the filters." in c.params["text"])
+    sent = len(env.telegram.calls())
+    await env.say("/import web-1")
+    said = await env.bot_said(lambda c: c.index >= sent and c.method == "editMessageText")
+    assert said.params["text"] == "<i>web-1: refused: the last web search found nothing to import</i>"
