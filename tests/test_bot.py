@@ -364,3 +364,17 @@ async def test_import_after_a_web_search_that_found_nothing_says_so(env):
     await env.say("/import web-1")
     said = await env.bot_said(lambda c: c.index >= sent and c.method == "editMessageText")
     assert said.params["text"] == "<i>web-1: refused: the last web search found nothing to import</i>"
+
+
+async def test_a_greeting_is_answered_without_the_not_from_your_documents_note(env):
+    env, _ = env
+    env.telegram.set_language(OWNER, "zh-hant")
+    plan = '{"needsSearch": false, "queries": []}'
+    env.llm.responder = lambda body: answer(
+        plan if "plan web" in body["messages"][0]["content"] else "你好！"
+    )
+    await env.say("你好")
+    said = await env.bot_said(lambda c: c.method == "sendMessage" and "你好！" in c.params["text"])
+    assert said.params["text"] == "你好！"
+    await env.say("Lake Quillan 有多深？")  # a question the documents do not answer still says so
+    await env.bot_said(lambda c: "（非出自你的知識庫" in c.params["text"])

@@ -58,7 +58,8 @@ def test_the_first_message_always_stands_alone():
 
 
 @pytest.mark.parametrize(("message", "fragment"), [("Why?", True), ("Tell me more", True), ("為什麼？", True),
-                                                  ("ทำไม", True), ("How deep is the lake?", False)])  # fmt: skip
+                                                  ("ทำไม", True), ("How deep is the lake?", False),
+                                                  ("你好", False), ("謝謝！", False), ("สวัสดีครับ", False)])  # fmt: skip
 def test_fragments(message, fragment):
     assert is_fragment(message) is fragment
 

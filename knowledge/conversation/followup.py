@@ -95,9 +95,12 @@ def _letters(text: str) -> int:
 
 
 def is_fragment(message: str) -> bool:
-    """A message too short to be searched on its own ("Why?", "Tell me more", 「為什麼？」)."""
+    """A message too short to be searched on its own ("Why?", "Tell me more", 「為什麼？」); a greeting
+    (「你好」) is small talk, answered as such."""
     text = message.strip()
     group = language_group(text)
+    if is_greeting(text):
+        return False
     return _letters(text) < _SHORT[group] or (
         group == "other" and _FRAGMENT.fullmatch(text.lower()) is not None
     )
