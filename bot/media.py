@@ -39,7 +39,7 @@ from knowledge.ingest.raw import sha256_hex
 from knowledge.speech.transcribe import Transcript, model_notice
 from knowledge.store.index import Index
 from knowledge.store.records import StoredSummary
-from knowledge.text import shorten
+from knowledge.text import gap, sentences, shorten
 from knowledge.words.catalog import Words
 from knowledge.words.reasons import not_read, progress, unheard
 
@@ -85,7 +85,7 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
         text = w.tr("{name}: kb accepts {kinds} files ({suffixes}).", name=name, kinds=kinds,
                     suffixes=", ".join(sorted(accepted)))  # fmt: skip
         if suffix in IMAGES:
-            text += " " + w.tr("Images need OCR, which is off (KB_OCR=off).")
+            text = sentences([text, w.tr("Images need OCR, which is off (KB_OCR=off).")])
         await say(context, chat_id, esc(text))
         return
     if document.file_size and document.file_size > MAX_UPLOAD_BYTES:
@@ -397,7 +397,8 @@ async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     head = message.text_html if message is not None and message.text else ""
     record = await follow_ingest(deps.settings, path, sha256_hex(body), wait_s=deps.settings.import_wait_s)
     state = outcome_text(deps.settings, path.name, record, w, file=path.name)
-    saved = italic(w.tr("Saved as a note:")) + f" <i>{state}</i>"
+    label = w.tr("Saved as a note:")
+    saved = italic(label) + gap(label, state) + f"<i>{state}</i>"
     if message is not None:
         await edit(context, message, (head + "\n\n" if head else "") + saved)
     else:

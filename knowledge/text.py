@@ -5,6 +5,7 @@ strings, used by every room."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 ELLIPSIS = "…"
 LANGUAGE_SHARE = 0.3  # a text is Thai or CJK when that share of its letters is
@@ -44,6 +45,40 @@ def is_greeting(message: str) -> bool:
     """A greeting or a thank-you ("你好", "謝謝", "สวัสดีครับ", "thanks"): small talk, nothing to search,
     rewrite or leave open."""
     return _GREETING.fullmatch(message.strip()) is not None
+
+
+def _is_wide(ch: str) -> bool:
+    """A Chinese or Japanese character or a full-width mark (。，：「」（）), written without spaces around it."""
+    code = ord(ch)
+    return (
+        0x3000 <= code <= 0x30FF  # CJK marks (。「」), kana
+        or 0x3400 <= code <= 0x9FFF
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFF00 <= code <= 0xFF60  # full-width forms (：，（）！？)
+        or code >= 0x20000
+    )
+
+
+def gap(before: str, after: str) -> str:
+    """What goes between two sentences or phrases: a space, or nothing after a full-width mark (。：）),
+    before one (（目前不在）) and between Chinese characters, as Chinese is written."""
+    if not before or not after:
+        return ""
+    last, first = before.rstrip()[-1:], after.lstrip()[:1]
+    if (last and _is_wide(last) and not last.isalnum()) or (
+        first and _is_wide(first) and not first.isalnum()
+    ):
+        return ""
+    return "" if last and first and _is_wide(last) and _is_wide(first) else " "
+
+
+def sentences(parts: Iterable[str]) -> str:
+    """Sentences (or phrases) one after the other, each joined to the last by its :func:`gap`."""
+    out = ""
+    for part in (p.strip() for p in parts):
+        if part:
+            out += gap(out, part) + part
+    return out
 
 
 def one_line(text: str, limit: int | None = 200) -> str:

@@ -378,3 +378,13 @@ async def test_a_greeting_is_answered_without_the_not_from_your_documents_note(e
     assert said.params["text"] == "你好！"
     await env.say("Lake Quillan 有多深？")  # a question the documents do not answer still says so
     await env.bot_said(lambda c: "（非出自你的知識庫" in c.params["text"])
+
+
+async def test_sentences_in_chinese_are_joined_without_an_ascii_space(env):
+    env, _ = env
+    env.telegram.set_language(OWNER, "zh-hant")
+    env.search.script["ddg"] = [ddg_results("q", [])]
+    env.llm.responder = web_step("ferry", "", "", lambda body: answer("我不知道。"))
+    await env.say("奎蘭湖的渡輪幾點開？")
+    said = await env.bot_said(lambda c: "沒有網路結果通過篩選" in c.params["text"])
+    assert said.params["text"].startswith("你的文件沒有回答這個問題。已上網搜尋：\n")

@@ -12,6 +12,7 @@ from babel.messages.pofile import read_po
 from bot.language import COMMANDS
 from knowledge.answer.variants import answer_language, for_reader, traditional
 from knowledge.report.status import columns
+from knowledge.text import sentences
 from knowledge.words.catalog import LOCALE_DIR, Words
 from knowledge.words.language import for_telegram, for_terminal, normalise
 from knowledge.words.reasons import REFUSED
@@ -173,3 +174,19 @@ def test_the_answer_is_written_in_the_questions_language_its_chinese_the_chats(q
 def test_simplified_answers_are_made_traditional_for_a_taiwanese_reader(answer, shown):
     assert traditional(answer) == shown
     assert for_reader(answer, "zh-Hans") == answer and for_reader(answer, "en") == answer
+
+
+@pytest.mark.parametrize(
+    ("parts", "joined"),
+    [
+        (["你的文件沒有回答這個問題。", "已上網搜尋："], "你的文件沒有回答這個問題。已上網搜尋："),
+        (["Your documents do not answer this.", "Searched the web:"], "Your documents do not answer this. Searched the web:"),
+        (["3 已建立索引", "（目前不在）"], "3 已建立索引（目前不在）"),
+        (["原始來源：", "https://harbor.example/"], "原始來源：https://harbor.example/"),
+        (["模型已停止。", "kb doctor 會說明原因。"], "模型已停止。kb doctor 會說明原因。"),
+        (["ไม่มีผลลัพธ์", "ค้นเว็บแล้ว"], "ไม่มีผลลัพธ์ ค้นเว็บแล้ว"),  # Thai keeps its space between sentences
+        (["", "Searched the web:", " "], "Searched the web:"),
+    ],
+)  # fmt: skip
+def test_sentences_are_joined_as_each_script_writes_them(parts, joined):
+    assert sentences(parts) == joined

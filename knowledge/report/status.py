@@ -28,6 +28,7 @@ from knowledge.retrieval.second import Second, beside, unavailable
 from knowledge.sources import state
 from knowledge.sources.registry import config_file, read_sources
 from knowledge.store.index import Index
+from knowledge.text import sentences
 from knowledge.words.catalog import ENGLISH, Words
 
 USE_NAME = "Universal Sentence Encoder"
@@ -303,7 +304,7 @@ def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tu
             indexed=source["indexed"], skipped=source["skipped"], failed=source["failed"],
         )  # fmt: skip
         if not source["present"]:
-            fact += " " + w.tr("(not there now)")
+            fact = sentences([fact, w.tr("(not there now)")])
         facts.append((w.tr("source {name}", name=source["name"]), f"{source['path']}: {fact}"))
     facts += embedder_facts(report, w)
     if writer:  # a file left by a killed daemon is not work in progress

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from knowledge.answer.assistant import Reply, Said
+from knowledge.text import sentences
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import ENGLISH, N_, Words
 
@@ -117,9 +118,8 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
     if said.kind == "model-empty":
         text = words.tr("The model returned an empty answer (or only its reasoning).")
         if facts.get("at_limit"):
-            text += " " + words.tr(
-                "It stopped at the output limit: raise KB_MAX_OUTPUT_TOKENS, or use a model that does not think aloud."
-            )
+            limit = "It stopped at the output limit: raise KB_MAX_OUTPUT_TOKENS, or use a model that does not think aloud."
+            text = sentences([text, words.tr(limit)])
         return text
     if said.kind in DETAILED:
         technical, phone = DETAILED[said.kind]
@@ -149,12 +149,12 @@ def text_and_note(reply: Reply, words: Words) -> tuple[str, str | None]:
     """The reply as two strings, for ``kb ask --json``'s ``text`` and ``note``: the lead and the text
     (on one line before a web summary, a paragraph before anything else), and the notes."""
     w = worded(reply, words, terminal=True)
-    lead = " ".join(w.lead)
+    lead = sentences(w.lead)
     if reply.mode == "web":
         text = "\n".join(p for p in (lead, w.text) if p)
     else:
         text = "\n\n".join(p for p in (lead, w.text) if p)
-    return text, " ".join(w.notes) or None
+    return text, sentences(w.notes) or None
 
 
 def plain(reply: Reply, words: Words, *, answer: bool = True) -> str:
@@ -162,7 +162,7 @@ def plain(reply: Reply, words: Words, *, answer: bool = True) -> str:
     streamed), what was searched when it differs from what was written, the sources, the candidates."""
     text, note = text_and_note(reply, words)
     if not answer:
-        text = " ".join(worded(reply, words, terminal=True).lead)
+        text = sentences(worded(reply, words, terminal=True).lead)
     parts = [text]
     if reply.searched_differently:
         parts.append(words.tr("(searched as: {query})", query=reply.searched_differently))
