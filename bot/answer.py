@@ -27,7 +27,7 @@ from knowledge.conversation.store import Anchor
 from knowledge.errors import FetchRefused
 from knowledge.websearch.choice import typed_choice
 from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
-from knowledge.words.catalog import N_, Words
+from knowledge.words.catalog import LABELLED, N_, Words
 from knowledge.words.reasons import progress, refused
 
 log = structlog.get_logger()
@@ -260,7 +260,8 @@ async def run_import(
     async def show(state: str, mark: str = IMPORTING) -> None:
         if status_message is None:
             return
-        text = (head + "\n\n" if head else "") + f"<i>{esc(source_id)}: {esc(progress(state, words))}</i>"
+        step = words.tr(LABELLED, name=source_id, what=progress(state, words))
+        text = (head + "\n\n" if head else "") + f"<i>{esc(step)}</i>"
         await edit(context, status_message, text, reply_markup=_marked(record, source_id, mark))
 
     async with deps.locks[chat_id]:

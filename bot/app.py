@@ -45,7 +45,7 @@ from bot.send import say
 from knowledge.errors import IndexMissing, IndexUnreadable
 from knowledge.report.status import activity_facts, probe_model, status_report, summary_facts
 from knowledge.store.index import Index
-from knowledge.words.catalog import N_
+from knowledge.words.catalog import LABELLED, N_
 from knowledge.words.replies import unreadable_text
 
 log = structlog.get_logger()
@@ -179,7 +179,9 @@ async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     report = await asyncio.to_thread(status_report, deps.settings, model=model, counter=deps.tokenizer)
     words = words_of(deps, chat_id)
     facts = summary_facts(report, words, phone=True) + activity_facts(report, words)
-    await say(context, chat_id, "\n".join(esc(f"{label}: {fact}") for label, fact in facts))
+    await say(
+        context, chat_id, "\n".join(esc(words.tr(LABELLED, name=label, what=fact)) for label, fact in facts)
+    )
 
 
 async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

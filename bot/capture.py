@@ -40,7 +40,7 @@ from knowledge.ingest.raw import sha256_hex
 from knowledge.ingest.requests import ask_daemon
 from knowledge.store.index import Index
 from knowledge.websearch.importer import ImportRefused, import_web_source
-from knowledge.words.catalog import N_
+from knowledge.words.catalog import LABELLED, N_
 from knowledge.words.reasons import not_read, progress, refused
 
 log = structlog.get_logger()
@@ -117,7 +117,7 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     status = await say(context, chat_id, italic(w.tr("{id}: starting…", id=url)))
 
     async def show(state: str) -> None:
-        await edit(context, status, f"<i>{esc(url)}: {esc(progress(state, w))}…</i>")
+        await edit(context, status, italic(w.tr(LABELLED, name=url, what=progress(state, w)) + "…"))
 
     async with deps.locks[chat_id]:
         try:

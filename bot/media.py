@@ -40,7 +40,7 @@ from knowledge.speech.transcribe import Transcript, model_notice
 from knowledge.store.index import Index
 from knowledge.store.records import StoredSummary
 from knowledge.text import gap, sentences, shorten
-from knowledge.words.catalog import Words
+from knowledge.words.catalog import LABELLED, Words
 from knowledge.words.reasons import not_read, progress, unheard
 
 log = structlog.get_logger()
@@ -131,13 +131,15 @@ async def receive(
     deps, chat_id = deps_of(context), update.effective_chat.id
     w = words_of(deps, chat_id)
     async with deps.locks[chat_id]:
-        status = await say(context, chat_id, f"<i>{esc(name)}: {esc(progress('downloading', w))}…</i>")
+        status = await say(
+            context, chat_id, italic(w.tr(LABELLED, name=name, what=progress("downloading", w)) + "…")
+        )
         data = await download(attachment)
         sidecar = {"source": source, "file_name": name, "telegram_user_id": update.effective_user.id}
         path = deliver(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
         if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
             name = w.tr("{name} (saved as {saved})", name=name, saved=path.name)
-        await edit(context, status, f"<i>{esc(name)}: {esc(progress('converting', w))}…</i>")
+        await edit(context, status, italic(w.tr(LABELLED, name=name, what=progress("converting", w)) + "…"))
     sha = sha256_hex(data)
     record = await follow_pages(context, deps, status, name, path, sha)
     kept = record is not None and record["status"] in ("indexed", "duplicate") and record.get("doc_id")

@@ -62,6 +62,23 @@ def test_every_message_is_translated_with_the_same_placeholders_and_tags(folder)
             ) or ("kb " in t or "--" in t), (msgid, t)  # no English sentence left untranslated
 
 
+# An ASCII colon beside Chinese or a placeholder ("{id}: 下載中"), not in a URL (https://) or a time (21:40)
+ASCII_COLON = re.compile(
+    r"(?:[\u3400-\u9fff\u3000-\u303f\uff00-\uffef}]\s*(?:<[^>]+>\s*)*):(?!//)(?!\d)"
+    r"|(?<![\d/a-z]):(?!//)\s*(?:<[^>]+>\s*)*[\u3400-\u9fff\u3000-\u303f\uff00-\uffef{]"
+)
+
+
+def test_chinese_writes_its_colons_full_width():
+    for msgid, text in catalog("zh_Hant").items():
+        for t in text if isinstance(text, tuple | list) else [text]:
+            assert not ASCII_COLON.search(t), (msgid, t)
+    assert ASCII_COLON.search("{id}: {state}") and ASCII_COLON.search("已拒絕: 原因")
+    assert not ASCII_COLON.search(
+        "請開啟 https://harbor.example/ 或在 21:40 之前"
+    ) and not ASCII_COLON.search("{id}：{state}")
+
+
 def test_every_said_kind_has_words_and_the_engine_says_nothing_unknown():
     kinds = (
         set(LEADS)

@@ -29,7 +29,7 @@ from knowledge.sources import state
 from knowledge.sources.registry import config_file, read_sources
 from knowledge.store.index import Index
 from knowledge.text import sentences
-from knowledge.words.catalog import ENGLISH, Words
+from knowledge.words.catalog import ENGLISH, LABELLED, Words
 
 USE_NAME = "Universal Sentence Encoder"
 LoadedCounter = tuple[
@@ -246,7 +246,7 @@ def summary_facts(
     web = report["web_search"]
     waiting = w.tr("{n} waiting to be indexed; ", n=report["inbox"]) if report["inbox"] else ""
     return [
-        (w.tr("knowledge base"), f"{report['home']}: {size}"),
+        (w.tr("knowledge base"), w.tr(LABELLED, name=report["home"], what=size)),
         (w.tr("model server"), model_fact),
         (w.tr("tokenizer"), tokens),
         (w.tr("web search"), web_fact(web, w)),
@@ -305,7 +305,9 @@ def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tu
         )  # fmt: skip
         if not source["present"]:
             fact = sentences([fact, w.tr("(not there now)")])
-        facts.append((w.tr("source {name}", name=source["name"]), f"{source['path']}: {fact}"))
+        facts.append(
+            (w.tr("source {name}", name=source["name"]), w.tr(LABELLED, name=source["path"], what=fact))
+        )
     facts += embedder_facts(report, w)
     if writer:  # a file left by a killed daemon is not work in progress
         facts += [
