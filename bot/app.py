@@ -32,7 +32,7 @@ from bot.answer import on_callback, on_import, on_search, on_text
 from bot.capture import IN_ALBUM, LINK_WITH_COMMENT, on_forward, on_kept_button, on_link_comment, on_note
 from bot.converse import on_new, on_stop, on_unknown
 from bot.deps import BotDeps, deps_of, words_of
-from bot.digest import on_digest
+from bot.digest import machine_zone, on_digest
 from bot.find import on_action, on_find
 from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
 from bot.language import CALLBACK_PREFIX as LANG_PREFIX
@@ -43,7 +43,7 @@ from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
 from bot.render import bold, esc, link
 from bot.send import say
 from knowledge.errors import IndexMissing, IndexUnreadable
-from knowledge.report.status import activity_facts, probe_model, status_report, summary_facts
+from knowledge.report.status import phone_facts, probe_model, status_report
 from knowledge.store.index import Index
 from knowledge.words.catalog import LABELLED, N_
 from knowledge.words.replies import unreadable_text
@@ -173,12 +173,13 @@ async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
 
 
 async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """The start-up summary's facts (knowledge base, model server, tokenizer, web search, inbox) and activity."""
+    """What an owner needs to know, in words: documents, what waits, the model, indexing, web search, the
+    last thing added (in this machine's time zone); the internals are kb status's, at the terminal."""
     deps, chat_id = deps_of(context), update.effective_chat.id
     model = await probe_model(deps.engine.llm)
     report = await asyncio.to_thread(status_report, deps.settings, model=model, counter=deps.tokenizer)
     words = words_of(deps, chat_id)
-    facts = summary_facts(report, words, phone=True) + activity_facts(report, words)
+    facts = phone_facts(report, words, zone=machine_zone())
     await say(
         context, chat_id, "\n".join(esc(words.tr(LABELLED, name=label, what=fact)) for label, fact in facts)
     )

@@ -124,7 +124,10 @@ async def test_a_taiwanese_and_a_thai_owner_read_kb_in_their_language(tmp_path, 
         back = words.tr("Restored: <b>{title}</b>, searchable again.", title="Harbor release checklist")
         await tap(env, gone.params["message_id"], undo, lambda t: t == back, timeout_s=30)
 
-        await turn(env, "/status", lambda t: "127.0.0.1" in t)
+        status = await turn(env, "/status", lambda t: words.tr("knowledge base") in t)
+        assert (
+            "127.0.0.1" not in status.params["text"] and str(env.settings.home) not in status.params["text"]
+        )
         await turn(env, "/frobnicate", lambda t: "/frobnicate" in t and "/help" in t)
         voice.script = [Transcript(text=says["voice"], language=language[:2], duration_s=2.0)]
         env.llm.responder = None

@@ -1,17 +1,20 @@
 """What ``kb status`` reports: documents, chunks, tokenizer, inbox counts, recent ingests, the writer.
 
 The same facts open ``kb run`` / ``kb chat`` (:func:`summary_lines`) and answer the chat's and
-the bot's ``/status``: where the knowledge base is, its size, whether the model server answers
-(and the command that starts it), whether token counts are exact, web search, the inbox.
+the terminal chat's ``/status``: where the knowledge base is, its size, whether the model server
+answers (and the command that starts it), whether token counts are exact, web search, the inbox. The
+phone's ``/status`` says what an owner needs in words (:func:`phone_facts`), without the internals.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import asdict
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -197,11 +200,8 @@ def duration(seconds: float, words: Words = ENGLISH) -> str:
     return words.tr("{h} h {m} min", h=minutes // 60, m=minutes % 60)
 
 
-def summary_facts(
-    report: Mapping[str, Any], words: Words = ENGLISH, *, phone: bool = False
-) -> list[tuple[str, str]]:
-    """(label, fact) for the five things a person wants to know before the first question (``phone``:
-    a model server that does not answer is said in words; the command that starts it is the terminal's)."""
+def summary_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tuple[str, str]]:
+    """(label, fact) for the five things a person wants to know before the first question."""
     w = words
     if "index_error" in report:
         size = w.tr("index unreadable ({error})", error=report["index_error"])
@@ -228,8 +228,6 @@ def summary_facts(
             model_fact += w.tr("; serving {models}", models=", ".join(model["models"][:3]))
         if model.get("error"):
             model_fact += w.tr(", but its health check failed: {error}", error=model["error"])
-    elif phone:
-        model_fact = w.tr("not running on the Mac (kb doctor there says how to start it)")
     else:
         model_fact = w.tr(
             "not reachable at {url} — start it with: {command}", url=model["url"], command=model["start"]
@@ -317,6 +315,54 @@ def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tu
             )
             for x in report.get("working", [])
         ]
+    return facts
+
+
+def phone_facts(
+    report: Mapping[str, Any], words: Words = ENGLISH, *, zone: tzinfo = UTC
+) -> list[tuple[str, str]]:
+    """(label, fact) for the phone's /status: what an owner needs (how many documents, what waits, whether
+    the model and the indexing run, web search, what was added last, at ``zone``'s time), in words;
+    paths, addresses, process ids and the tokenizer are the terminal's (kb status)."""
+    w = words
+    if "index_error" in report:
+        documents = w.tr("cannot be read right now")
+    else:
+        documents = w.ntr("{n} document", "{n} documents", report["documents"])
+    waiting = [w.ntr("{n} file to index", "{n} files to index", report["inbox"])] if report["inbox"] else []
+    if report["writer"]:
+        waiting += [w.tr("{name}: page {done} of {total}", name=x["name"], done=x["done"], total=x["total"])
+                    for x in report.get("working", [])]  # fmt: skip
+    if report["failed"]:
+        waiting.append(w.ntr("{n} file could not be added", "{n} files could not be added", report["failed"]))
+    model = report.get("model_server")
+    if model is None:
+        model_fact = w.tr("not checked")
+    elif not model["reachable"]:
+        model_fact = w.tr("not running")
+    else:
+        model_fact = w.tr("running, but its health check failed") if model.get("error") else w.tr("running")
+    web = report["web_search"]
+    web_fact_ = (
+        w.tr("on") if web["on"] else w.tr("when asked: /search") if web.get("mode") == "ask" else w.tr("off")
+    )
+    facts = [
+        (w.tr("knowledge base"), documents),
+        (w.tr("waiting"), w.tr(", ").join(waiting) if waiting else w.tr("nothing")),
+        (w.tr("model server"), model_fact),
+        (
+            w.tr("indexing"),
+            w.tr("running") if report["writer"] else w.tr("not running: new files wait for it"),
+        ),
+        (w.tr("web search"), web_fact_),
+    ]
+    added = next((r for r in report.get("last_ingests", []) if r.get("status") == "indexed"), None)
+    if added is not None:
+        with contextlib.suppress(ValueError, KeyError):
+            when = datetime.fromisoformat(added["finished_at"])
+            when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(zone)
+            name = Path(added["path"]).name
+            facts.append((w.tr("last added"), w.tr("{name}, {when}", name=name, when=w.when(when))))
     return facts
 
 
