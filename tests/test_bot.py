@@ -391,3 +391,21 @@ async def test_sentences_in_chinese_are_joined_without_an_ascii_space(env):
     await env.say("奎蘭湖的渡輪幾點開？")
     said = await env.bot_said(lambda c: "沒有網路結果通過篩選" in c.params["text"])
     assert said.params["text"].startswith("你的文件沒有回答這個問題。已上網搜尋：\n")
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hant"])
+async def test_a_tap_keeps_the_links_of_the_candidate_list(env, language):
+    env, base = env
+    env.telegram.set_language(OWNER, language)
+    results = [Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth in metres")]
+    offer = await web_offer(
+        env, results, "1: YES", 1, lambda body: answer("Lake Quillan is 317 metres deep [1].")
+    )
+    link = f'<a href="{base}/varn">127.0.0.1</a>'
+    assert link in offer.params["text"]
+    tap = offer.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    env.telegram.push_callback(OWNER, OWNER, offer.result["message_id"], tap)
+    await env.bot_said(lambda c: "Lake Quillan is 317 metres deep" in c.params["text"], timeout_s=30)
+    edits = [c.params["text"] for c in env.telegram.calls("editMessageText")
+             if c.params.get("message_id") == offer.result["message_id"]]  # fmt: skip
+    assert edits and all(link in text and "web-1" in text for text in edits), edits
