@@ -5,17 +5,34 @@ strings, used by every room."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import cache
 
 ELLIPSIS = "…"
 LANGUAGE_SHARE = 0.3  # a text is Thai or CJK when that share of its letters is
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_HAN = re.compile(r"[\u3400-\u9fff]")
 _GREETING = re.compile(
     r"\W*(你好|您好|妳好|哈囉|哈啰|嗨|早安|午安|晚安|謝謝(你|您)?|谢谢(你|您)?|感謝|感谢|多謝|多谢|好的|了解|收到|"
     r"สวัสดี|ขอบคุณ|ขอบใจ|โอเค|ได้เลย|hi|hello|hey|thanks?|thank you|ok|okay|good (?:morning|afternoon|evening|night))"
     r"\s*(啊|呀|喔|哦|囉|啦|ครับ|ค่ะ|คะ|นะ|จ้า|มาก|มากครับ|มากค่ะ)?\W*",
     re.IGNORECASE,
 )
+
+
+@cache
+def opencc_converter(config: str) -> Callable[[str], str]:
+    """OpenCC's conversion by ``config`` (``s2twp``, ``t2s``…), built once per process."""
+    import opencc
+
+    return opencc.OpenCC(config).convert
+
+
+def is_simplified(text: str) -> bool:
+    """Whether Chinese text is written in Simplified characters: it has none that only Traditional
+    writing uses (台, 里, 了 are both), and some that only Simplified writing uses."""
+    hans = "".join(_HAN.findall(text))
+    return bool(hans) and opencc_converter("t2s")(hans) == hans and opencc_converter("s2t")(hans) != hans
 
 
 def language_group(text: str) -> str:
