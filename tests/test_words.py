@@ -207,3 +207,12 @@ def test_simplified_answers_are_made_traditional_for_a_taiwanese_reader(answer, 
 )  # fmt: skip
 def test_sentences_are_joined_as_each_script_writes_them(parts, joined):
     assert sentences(parts) == joined
+
+
+def test_the_model_server_is_said_to_run_on_the_mac_only_on_a_mac():
+    from knowledge.words.replies import unavailable_text
+
+    zh = Words("zh-Hant")
+    assert unavailable_text("not-running", zh, mac=False) == "模型伺服器沒有在執行。"
+    assert unavailable_text("not-running", zh, mac=True) == "Mac 上的模型伺服器沒有在執行。"
+    assert unavailable_text("not-running", Words(), mac=False) == "The model server is not running."

@@ -247,10 +247,10 @@ def unavailable(exc: ModelError | None) -> Said:
     ``exc`` None); ``detail`` is the error itself, for a terminal."""
     if exc is None:
         return Said("model-unavailable", {"reason": "empty", "detail": "it returned nothing"})
-    reason = "bad-answer"
+    reason, fix = "bad-answer", ""
     if isinstance(exc, ModelUnavailable):
-        reason = "not-running" if exc.fix else "no-answer"
-    return Said("model-unavailable", {"reason": reason, "detail": str(exc).rstrip(".")})
+        reason, fix = ("not-running" if exc.fix else "no-answer"), exc.fix
+    return Said("model-unavailable", {"reason": reason, "detail": str(exc).rstrip("."), "fix": fix})
 
 
 def degraded_reply(

@@ -226,8 +226,10 @@ def summary_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tup
         model_fact = w.tr("reachable at {url}", url=model["url"])
         if model.get("models"):
             model_fact += w.tr("; serving {models}", models=", ".join(model["models"][:3]))
-        if model.get("error"):
+        if model.get("error") and w.language == "en":  # the server's own words, technical: English only
             model_fact += w.tr(", but its health check failed: {error}", error=model["error"])
+        elif model.get("error"):
+            model_fact += w.tr(", but its health check failed (kb doctor says why)")
     else:
         model_fact = w.tr(
             "not reachable at {url} — start it with: {command}", url=model["url"], command=model["start"]
