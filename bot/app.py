@@ -32,7 +32,7 @@ from bot.answer import on_callback, on_import, on_search, on_text
 from bot.capture import IN_ALBUM, LINK_WITH_COMMENT, on_forward, on_kept_button, on_link_comment, on_note
 from bot.converse import on_new, on_stop, on_unknown
 from bot.deps import BotDeps, deps_of, words_of
-from bot.digest import machine_zone, on_digest
+from bot.digest import on_digest
 from bot.find import on_action, on_find
 from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
 from bot.language import CALLBACK_PREFIX as LANG_PREFIX
@@ -179,7 +179,7 @@ async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     model = await probe_model(deps.engine.llm)
     report = await asyncio.to_thread(status_report, deps.settings, model=model, counter=deps.tokenizer)
     words = words_of(deps, chat_id)
-    facts = phone_facts(report, words, zone=machine_zone())
+    facts = phone_facts(report, words, zone=deps.zone)
     await say(
         context, chat_id, "\n".join(esc(words.tr(LABELLED, name=label, what=fact)) for label, fact in facts)
     )
