@@ -27,7 +27,7 @@ from knowledge.conversation.store import Anchor
 from knowledge.errors import FetchRefused
 from knowledge.websearch.choice import typed_choice
 from knowledge.websearch.importer import ImportRefused, import_web_source, pasted_url, select
-from knowledge.words.catalog import N_, Words
+from knowledge.words.catalog import LABELLED, N_, Words
 from knowledge.words.reasons import progress, refused
 
 log = structlog.get_logger()
@@ -233,7 +233,8 @@ async def on_callback(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     await query.answer(words.tr("importing {id}…", id=source_id))
     message = query.message if isinstance(query.message, Message) else None
     try:
-        await run_import(context, chat_id, source_id, search_id=search_id, status_message=message)
+        head = message.text_html if message is not None and message.text else ""
+        await run_import(context, chat_id, source_id, search_id=search_id, status_message=message, head=head)
     finally:
         deps.taps.discard((search_id, source_id))  # tapped again later, it imports again (or says why not)
 
@@ -245,12 +246,13 @@ async def run_import(
     *extra: str,
     search_id: str | None = None,
     status_message: Message | None = None,
+    head: str = "",
 ) -> None:
-    """Import, showing downloading → converting → indexed (or why not) under the candidates (which stay,
-    the tapped one marked), then answer the question again from the page imported."""
+    """Import, showing downloading → converting → indexed (or why not) in ``status_message``: under
+    the candidates (``head``, which stay, the tapped one marked) when it is their list; then answer
+    the question again from the page imported."""
     deps = deps_of(context)
     words = words_of(deps, chat_id)
-    head = status_message.text_html if status_message is not None and status_message.text else ""
     record = deps.store.latest(str(chat_id), include_expired=True)
     if record is not None and search_id is not None and record.search_id != search_id:
         record = None
@@ -258,7 +260,8 @@ async def run_import(
     async def show(state: str, mark: str = IMPORTING) -> None:
         if status_message is None:
             return
-        text = (head + "\n\n" if head else "") + f"<i>{esc(source_id)}: {esc(progress(state, words))}</i>"
+        step = words.tr(LABELLED, name=source_id, what=progress(state, words))
+        text = (head + "\n\n" if head else "") + f"<i>{esc(step)}</i>"
         await edit(context, status_message, text, reply_markup=_marked(record, source_id, mark))
 
     async with deps.locks[chat_id]:
@@ -268,7 +271,11 @@ async def run_import(
                 fetch=deps.fetch, search_id=search_id, wait_s=deps.settings.import_wait_s,
                 clock=lambda: datetime.now(UTC), progress=show,
             )  # fmt: skip
-        except (ImportRefused, FetchRefused) as exc:
+        except ImportRefused as exc:  # the choice itself: trying it again changes nothing
+            log.info("bot.import_refused", reason=exc.reason, source_id=source_id)
+            await show(words.tr("refused: {why}", why=refused(exc.reason, words)), FAILED)
+            return
+        except FetchRefused as exc:
             why = refused(exc.reason, words)
             await show(
                 words.tr("refused: {why} — tap it again, or /import {id}", why=why, id=source_id), FAILED

@@ -43,9 +43,9 @@ from bot.notes import CALLBACK_PREFIX as NOTE_PREFIX
 from bot.render import bold, esc, link
 from bot.send import say
 from knowledge.errors import IndexMissing, IndexUnreadable
-from knowledge.report.status import activity_facts, probe_model, status_report, summary_facts
+from knowledge.report.status import phone_facts, probe_model, status_report
 from knowledge.store.index import Index
-from knowledge.words.catalog import N_
+from knowledge.words.catalog import LABELLED, N_
 from knowledge.words.replies import unreadable_text
 
 log = structlog.get_logger()
@@ -173,13 +173,16 @@ async def on_sources(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
 
 
 async def on_status(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """The start-up summary's facts (knowledge base, model server, tokenizer, web search, inbox) and activity."""
+    """What an owner needs to know, in words: documents, what waits, the model, indexing, web search, the
+    last thing added (in this machine's time zone); the internals are kb status's, at the terminal."""
     deps, chat_id = deps_of(context), update.effective_chat.id
     model = await probe_model(deps.engine.llm)
     report = await asyncio.to_thread(status_report, deps.settings, model=model, counter=deps.tokenizer)
     words = words_of(deps, chat_id)
-    facts = summary_facts(report, words, phone=True) + activity_facts(report, words)
-    await say(context, chat_id, "\n".join(esc(f"{label}: {fact}") for label, fact in facts))
+    facts = phone_facts(report, words, zone=deps.zone)
+    await say(
+        context, chat_id, "\n".join(esc(words.tr(LABELLED, name=label, what=fact)) for label, fact in facts)
+    )
 
 
 async def on_forget(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -35,16 +35,22 @@ from knowledge.conversation.store import KeptForward
 from knowledge.errors import FetchRefused, IndexError_
 from knowledge.ingest.handoff import deliver, failure_reason, ingest_record, withdraw
 from knowledge.ingest.lock import holder
-from knowledge.ingest.note import Piece, forward_key, iso, link_and_comment, note_file
+from knowledge.ingest.note import Footer, Piece, forward_key, iso, link_and_comment, note_file
 from knowledge.ingest.raw import sha256_hex
 from knowledge.ingest.requests import ask_daemon
 from knowledge.store.index import Index
 from knowledge.websearch.importer import ImportRefused, import_web_source
-from knowledge.words.catalog import N_
+from knowledge.words.catalog import LABELLED, N_
 from knowledge.words.reasons import not_read, progress, refused
 
 log = structlog.get_logger()
 
+FORWARDED, VOICE_NOTE, SECONDS, DATED = (
+    N_("forwarded from {name}"),
+    N_("voice note"),
+    N_("({n} s)"),
+    N_("{line}, {when}"),
+)
 WAITING = N_("Waiting for the daemon: it will be indexed when it starts (kb daemon).")
 _COMMAND = re.compile(r"/\S+\s*")
 
@@ -101,7 +107,9 @@ async def on_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             context, chat_id, esc(w.tr("Usage: /note your text — or reply /note to a message of yours."))
         )
         return
-    note = note_file([piece], kind="forward" if piece.origin else "note")
+    note = note_file(
+        [piece], kind="forward" if piece.origin else "note", footer=footer_of(deps_of(context), chat_id)
+    )
     sidecar = {**note.sidecar, "origin_type": note.sidecar.get("origin_type", "note")}
     sidecar.setdefault("origin_date", iso(message.date or datetime.now(UTC)))
     await keep(context, chat_id, note.name, note.data, _sidecar("telegram note", note.name, update.effective_user.id, sidecar),
@@ -117,7 +125,7 @@ async def on_link_comment(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     status = await say(context, chat_id, italic(w.tr("{id}: starting…", id=url)))
 
     async def show(state: str) -> None:
-        await edit(context, status, f"<i>{esc(url)}: {esc(progress(state, w))}…</i>")
+        await edit(context, status, italic(w.tr(LABELLED, name=url, what=progress(state, w)) + "…"))
 
     async with deps.locks[chat_id]:
         try:
@@ -209,7 +217,7 @@ async def keep_forwards(
         log.info("capture.duplicate", doc_id=doc_id, messages=len(pieces), seen="origin")
         await _already(context, chat_id, doc_id or "", title)
         return
-    note = note_file([p for _, p in fresh], kind="forward")
+    note = note_file([p for _, p in fresh], kind="forward", footer=footer_of(deps, chat_id))
     sidecar = _sidecar("telegram forward", note.name, user_id, note.sidecar)
     item = await keep(context, chat_id, note.name, note.data, sidecar, note.title)
     if item is not None and item.path is not None and deps.conversing is not None:
@@ -427,6 +435,12 @@ async def _show(
         await edit(context, status, text, reply_markup=markup)
         return status.message_id
     return (await say(context, chat_id, text, reply_markup=markup)).message_id
+
+
+def footer_of(deps: BotDeps, chat_id: int) -> Footer:
+    """Where a kept message came from, in the owner's words and time zone (the line under it in the note)."""
+    w = words_of(deps, chat_id)
+    return Footer(w.tr(FORWARDED), w.tr(VOICE_NOTE), w.tr(SECONDS), w.tr(DATED), deps.zone)
 
 
 def _sidecar(source: str, name: str, user_id: int, fields: dict) -> dict:

@@ -6,6 +6,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, tzinfo
 from typing import TYPE_CHECKING
 
 from telegram.ext import ContextTypes
@@ -40,6 +41,7 @@ class BotDeps:
     allowed_users: frozenset[int]
     conversing: Conversing | None = None  # the engine in each chat's conversation (wired at start-up)
     transcribe: Callable[[bytes], Transcript] | None = None
+    zone: tzinfo = UTC  # the owner's time zone (this machine's): dates shown and written in notes
     notes: PendingNotes = field(default_factory=PendingNotes)
     kept: KeptNotes = field(default_factory=KeptNotes)  # saved from the chat, for Ask / Undo
     collector: Collector = field(default_factory=Collector)  # forwards and albums, gathered

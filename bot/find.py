@@ -36,7 +36,7 @@ from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
 from knowledge.retrieval.documents import DocumentMatch, match_documents
 from knowledge.store.records import DocumentRecord
-from knowledge.text import shorten
+from knowledge.text import gap, shorten
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import N_, Words
 
@@ -185,7 +185,10 @@ async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, mes
     )  # fmt: skip
     await remember_document(deps, chat_id, [shown.message_id], doc.id, doc.title, current=False)
     if doc.source_url:
-        await say(context, chat_id, esc(w.tr("Original:")) + " " + link(doc.source_url, doc.source_url))
+        label = w.tr("Original:")
+        await say(
+            context, chat_id, esc(label) + gap(label, doc.source_url) + link(doc.source_url, doc.source_url)
+        )
         return
     original = original_file(deps, doc)
     if original is None:

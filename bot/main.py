@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import signal
 from collections.abc import Callable
+from datetime import tzinfo
 from functools import partial
 
 import structlog
@@ -15,7 +16,7 @@ from telegram.error import InvalidToken
 
 from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
-from bot.digest import schedule_digests
+from bot.digest import machine_zone, schedule_digests
 from knowledge.config import Settings
 from knowledge.errors import ConfigError, KbError
 from knowledge.report.status import plural
@@ -55,6 +56,7 @@ def create(
     transcribe: Callable[[bytes], Transcript] | None = None,
     language: Language | None = None,
     signals: bool = False,
+    zone: tzinfo | None = None,
     **fetch_test_only: object,
 ):
     """The application, with the engine and its HTTP session made at start-up and closed at shutdown.
@@ -64,6 +66,7 @@ def create(
     one, or refused with a sentence when mlx-whisper is not installed. ``language``: the token counter
     and chat template (load_language's) when the caller has them already. ``signals``: SIGTERM and
     SIGINT stop it, ending a model download first (the bot's own process; tests stop it themselves).
+    ``zone``: the owner's time zone (this machine's by default).
     """
     check_settings(settings)
     counter, template, why = language or load_language(settings)  # the caller's, when it has loaded them
@@ -107,10 +110,12 @@ def create(
             allowed_users=frozenset(settings.telegram_allowed_users),
             transcribe=transcribe,
             tokenizer=(counter, why),
+            zone=zone or machine_zone(),
         )
         if register is not None:
             await register(application)
-        schedule_digests(application, application.bot_data["deps"])
+        deps = application.bot_data["deps"]
+        schedule_digests(application, deps, zone=deps.zone)
         announce(settings, application.bot.username)
 
     async def stop(application) -> None:

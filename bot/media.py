@@ -39,8 +39,8 @@ from knowledge.ingest.raw import sha256_hex
 from knowledge.speech.transcribe import Transcript, model_notice
 from knowledge.store.index import Index
 from knowledge.store.records import StoredSummary
-from knowledge.text import shorten
-from knowledge.words.catalog import Words
+from knowledge.text import gap, sentences, shorten
+from knowledge.words.catalog import LABELLED, Words
 from knowledge.words.reasons import not_read, progress, unheard
 
 log = structlog.get_logger()
@@ -85,7 +85,7 @@ async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
         text = w.tr("{name}: kb accepts {kinds} files ({suffixes}).", name=name, kinds=kinds,
                     suffixes=", ".join(sorted(accepted)))  # fmt: skip
         if suffix in IMAGES:
-            text += " " + w.tr("Images need OCR, which is off (KB_OCR=off).")
+            text = sentences([text, w.tr("Images need OCR, which is off (KB_OCR=off).")])
         await say(context, chat_id, esc(text))
         return
     if document.file_size and document.file_size > MAX_UPLOAD_BYTES:
@@ -131,27 +131,31 @@ async def receive(
     deps, chat_id = deps_of(context), update.effective_chat.id
     w = words_of(deps, chat_id)
     async with deps.locks[chat_id]:
-        status = await say(context, chat_id, f"<i>{esc(name)}: {esc(progress('downloading', w))}…</i>")
+        status = await say(
+            context, chat_id, italic(w.tr(LABELLED, name=name, what=progress("downloading", w)) + "…")
+        )
         data = await download(attachment)
         sidecar = {"source": source, "file_name": name, "telegram_user_id": update.effective_user.id}
         path = deliver(deps.settings.inbox, name, data, sidecar, staging=deps.settings.staging)
         if path.name != name:  # hidden, lock-file or over-long names get one the inbox takes
             name = w.tr("{name} (saved as {saved})", name=name, saved=path.name)
-        await edit(context, status, f"<i>{esc(name)}: {esc(progress('converting', w))}…</i>")
+        await edit(context, status, italic(w.tr(LABELLED, name=name, what=progress("converting", w)) + "…"))
     sha = sha256_hex(data)
     record = await follow_pages(context, deps, status, name, path, sha)
     kept = record is not None and record["status"] in ("indexed", "duplicate") and record.get("doc_id")
-    markup = None
+    markup, item = None, None
     if kept:  # the conversation is about it now: a follow-up asks it; so does a reply to either message
         title = record.get("title") or name
         await remember_document(deps, chat_id, [update.effective_message.message_id, status.message_id],
                                 record["doc_id"], title)  # fmt: skip
-        item = Kept(chat_id, title, None, sha, record["doc_id"], "indexed")
-        markup = buttons(deps.kept.add(item), w, undo=False)
+        item = Kept(chat_id, title, None, sha, record["doc_id"], record["status"])
+        # Undo as under a forward (bot.capture.undo); not under bytes that were kept before
+        markup = buttons(deps.kept.add(item), w, undo=record["status"] == "indexed")
     text = outcome_text(deps.settings, name, record, w, file=path.name)
     await edit(context, status, text, reply_markup=markup)
-    if record is not None and record["status"] == "indexed" and record.get("doc_id"):
-        deps.kept.follow(add_summary(context, deps, status, text, markup, record["doc_id"], w))
+    if item is not None and item.state == "indexed":
+        still = lambda: item.state == "indexed"  # noqa: E731 - undone meanwhile: the reply says so
+        deps.kept.follow(add_summary(context, deps, status, text, markup, record["doc_id"], w, still=still))
     if question and question.strip() and kept:
         await answer(context, chat_id, question, question=update.effective_message, document=record["doc_id"])
 
@@ -395,7 +399,8 @@ async def on_save_note(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     head = message.text_html if message is not None and message.text else ""
     record = await follow_ingest(deps.settings, path, sha256_hex(body), wait_s=deps.settings.import_wait_s)
     state = outcome_text(deps.settings, path.name, record, w, file=path.name)
-    saved = italic(w.tr("Saved as a note:")) + f" <i>{state}</i>"
+    label = w.tr("Saved as a note:")
+    saved = italic(label) + gap(label, state) + f"<i>{state}</i>"
     if message is not None:
         await edit(context, message, (head + "\n\n" if head else "") + saved)
     else:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from bot.markdown import markdown_blocks
 from bot.pages import neutral, split_blocks
 from knowledge.answer.assistant import Citation, Reply
+from knowledge.text import sentences
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.store import SearchRecord
 from knowledge.words.catalog import ENGLISH, N_, Words
@@ -73,7 +74,7 @@ def reply_blocks(reply: Reply, words: Words = ENGLISH, *, fresh: bool = False) -
     said = worded(reply, words, terminal=False)
     blocks: list[str] = [f"<i>{esc(words.tr(FRESH))}</i>"] if fresh else []
     if said.lead:
-        lead = esc(" ".join(said.lead))
+        lead = esc(sentences(said.lead))
         blocks.append(f"<i>{lead}</i>" if reply.mode == "degraded" else lead)
     if reply.mode == "web":
         blocks += [summary_html(line) for line in said.text.splitlines() if line.strip()]

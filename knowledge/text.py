@@ -1,13 +1,38 @@
-"""Plain text, on the ground floor: the script a text is written in, one line cut to a width, a title cut at
-a word, and text made safe to write (no lone surrogates). Pure functions of strings, used by every room."""
+"""Plain text, on the ground floor: the script a text is written in, whether it is a greeting, one line cut
+to a width, a title cut at a word, and text made safe to write (no lone surrogates). Pure functions of
+strings, used by every room."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
+from functools import cache
 
 ELLIPSIS = "…"
 LANGUAGE_SHARE = 0.3  # a text is Thai or CJK when that share of its letters is
 _SURROGATES = re.compile("[\ud800-\udfff]")
+_HAN = re.compile(r"[\u3400-\u9fff]")
+_GREETING = re.compile(
+    r"\W*(你好|您好|妳好|哈囉|哈啰|嗨|早安|午安|晚安|謝謝(你|您)?|谢谢(你|您)?|感謝|感谢|多謝|多谢|好的|了解|收到|"
+    r"สวัสดี|ขอบคุณ|ขอบใจ|โอเค|ได้เลย|hi|hello|hey|thanks?|thank you|ok|okay|good (?:morning|afternoon|evening|night))"
+    r"\s*(啊|呀|喔|哦|囉|啦|ครับ|ค่ะ|คะ|นะ|จ้า|มาก|มากครับ|มากค่ะ)?\W*",
+    re.IGNORECASE,
+)
+
+
+@cache
+def opencc_converter(config: str) -> Callable[[str], str]:
+    """OpenCC's conversion by ``config`` (``s2twp``, ``t2s``…), built once per process."""
+    import opencc
+
+    return opencc.OpenCC(config).convert
+
+
+def is_simplified(text: str) -> bool:
+    """Whether Chinese text is written in Simplified characters: it has none that only Traditional
+    writing uses (台, 里, 了 are both), and some that only Simplified writing uses."""
+    hans = "".join(_HAN.findall(text))
+    return bool(hans) and opencc_converter("t2s")(hans) == hans and opencc_converter("s2t")(hans) != hans
 
 
 def language_group(text: str) -> str:
@@ -31,6 +56,46 @@ def language_group(text: str) -> str:
     if letters and cjk >= LANGUAGE_SHARE * letters:
         return "cjk"
     return "other"
+
+
+def is_greeting(message: str) -> bool:
+    """A greeting or a thank-you ("你好", "謝謝", "สวัสดีครับ", "thanks"): small talk, nothing to search,
+    rewrite or leave open."""
+    return _GREETING.fullmatch(message.strip()) is not None
+
+
+def _is_wide(ch: str) -> bool:
+    """A Chinese or Japanese character or a full-width mark (。，：「」（）), written without spaces around it."""
+    code = ord(ch)
+    return (
+        0x3000 <= code <= 0x30FF  # CJK marks (。「」), kana
+        or 0x3400 <= code <= 0x9FFF
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFF00 <= code <= 0xFF60  # full-width forms (：，（）！？)
+        or code >= 0x20000
+    )
+
+
+def gap(before: str, after: str) -> str:
+    """What goes between two sentences or phrases: a space, or nothing after a full-width mark (。：）),
+    before one (（目前不在）) and between Chinese characters, as Chinese is written."""
+    if not before or not after:
+        return ""
+    last, first = before.rstrip()[-1:], after.lstrip()[:1]
+    if (last and _is_wide(last) and not last.isalnum()) or (
+        first and _is_wide(first) and not first.isalnum()
+    ):
+        return ""
+    return "" if last and first and _is_wide(last) and _is_wide(first) else " "
+
+
+def sentences(parts: Iterable[str]) -> str:
+    """Sentences (or phrases) one after the other, each joined to the last by its :func:`gap`."""
+    out = ""
+    for part in (p.strip() for p in parts):
+        if part:
+            out += gap(out, part) + part
+    return out
 
 
 def one_line(text: str, limit: int | None = 200) -> str:

@@ -3,6 +3,7 @@ stand-in, the daemon on a real inbox, and a scripted transcriber standing in for
 
 import contextlib
 import re
+from datetime import UTC
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -57,12 +58,13 @@ class Env:
 
 @asynccontextmanager
 async def running_bot(
-    home: Path, varn_site, *, transcribe=None, daemon: bool = True, **env: str
+    home: Path, varn_site, *, transcribe=None, daemon: bool = True, zone=None, **env: str
 ) -> AsyncIterator[tuple[Env, str]]:
     """The bot and the daemon on a knowledge base in ``home``, with every stand-in; (Env, web base URL).
 
     ``transcribe`` None: the bot's own transcriber (mlx-whisper on KB_WHISPER_MODEL, given in ``env``).
     ``daemon`` False: no daemon runs (a test starts one with ``daemon.main.background`` when it wants).
+    ``zone``: the owner's time zone (this machine's when None).
     """
     base, port, _ = varn_site
     telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
@@ -77,7 +79,7 @@ async def running_bot(
         "KB_TELEGRAM_UPDATE_EVERY_S": "0.05", **env,
     })  # fmt: skip
     app = create(
-        settings, transcribe=transcribe, allow_hosts=[("127.0.0.1", port)]
+        settings, transcribe=transcribe, zone=zone, allow_hosts=[("127.0.0.1", port)]
     )  # the test web server only
     with background(settings, ApproxCounter()) if daemon else contextlib.nullcontext():
         await app.initialize()
@@ -99,7 +101,7 @@ async def running_bot(
 
 @pytest.fixture
 async def env(tmp_path, varn_site):
-    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber()) as running:
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), zone=UTC) as running:
         yield running
 
 

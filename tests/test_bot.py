@@ -20,8 +20,8 @@ from tests.bot_env import (
     web_offer,
 )
 from tests.conftest import make_settings, subprocess_env
-from tests.fake_llm import Step, answer, free_port
-from tests.fake_search import Result
+from tests.fake_llm import Step, answer, free_port, web_step
+from tests.fake_search import Result, ddg_results
 
 env = bot_env.env  # the fixture
 
@@ -220,20 +220,23 @@ async def test_a_dead_model_server_degrades_never_silence(env, tmp_path):
 async def test_forget_and_status(env):
     env, _ = env
     await env.say("/status")
-    status = await env.bot_said(
-        lambda c: "documents" in c.params["text"] and "model server" in c.params["text"]
-    )
-    assert "daemon: running" in status.params["text"] and "model server: reachable" in status.params["text"]
-    # The same facts as the terminal's start-up summary and kb status.
+    empty = await env.bot_said(lambda c: "knowledge base: " in c.params["text"])
+    assert empty.params["text"].splitlines() == [
+        "knowledge base: 0 documents", "waiting: nothing", "model server: running", "indexing: running",
+        "web search: on",
+    ]  # fmt: skip
+    (env.settings.inbox / "ferry.md").write_text("# Ferry timetable\n\nThe ferry leaves at nine.\n")
+    await wait_indexed(env, 1)
+    sent = len(env.telegram.calls())
+    await env.say("/status")
+    status = await env.bot_said(lambda c: c.index >= sent and "knowledge base: " in c.params["text"])
+    # what an owner needs, in words; paths, addresses, the process id and the tokenizer are kb status's
     lines = status.params["text"].splitlines()
-    assert (
-        f"knowledge base: {env.settings.home}: 0 documents, 0 chunks (search by words only: KB_EMBED=off)"
-        in lines
+    assert lines[0] == "knowledge base: 1 document" and re.fullmatch(
+        r"last added: ferry\.md, \d+/\d+/\d+, \d+:\d\d\s[AP]M", lines[-1]
     )
-    assert f"model server: reachable at {env.llm.base_url}; serving fake-model" in lines
-    assert "tokenizer: approximate (approx-v1): set KB_TOKENIZER to the model's tokenizer.json" in lines
-    assert "web search: on (DuckDuckGo Lite)" in lines
-    assert f"inbox: {env.settings.inbox} (drop files here to add them)" in lines
+    for internal in (str(env.settings.home), env.llm.base_url, "pid", "tokenizer", "approx-v1", "KB_"):
+        assert internal not in status.params["text"]
     await env.say("/forget")
     await env.bot_said(lambda c: "no web candidates" in c.params["text"].lower())
 
@@ -352,3 +355,57 @@ async def test_only_the_owners_own_chat_is_served_whatever_the_update_type(env):
     assert not any("317" in c.params.get("text", "") for c in sent)  # the edit was not answered
     reasons = {e["reason"] for e in logs if e["event"] == "bot.refused"}
     assert reasons == {"business_message updates are not served", "guest_message updates are not served"}
+
+
+async def test_import_after_a_web_search_that_found_nothing_says_so(env):
+    env, _ = env
+    env.search.script["ddg"] = [ddg_results("q", [])]
+    env.llm.responder = web_step("ferry", "", "", lambda body: answer("I don't know."))
+    await env.say("When does the Quillan ferry leave?")
+    await env.bot_said(lambda c: "No web result passed the filters." in c.params["text"])
+    sent = len(env.telegram.calls())
+    await env.say("/import web-1")
+    said = await env.bot_said(lambda c: c.index >= sent and c.method == "editMessageText")
+    assert said.params["text"] == "<i>web-1: refused: the last web search found nothing to import</i>"
+
+
+async def test_a_greeting_is_answered_without_the_not_from_your_documents_note(env):
+    env, _ = env
+    env.telegram.set_language(OWNER, "zh-hant")
+    plan = '{"needsSearch": false, "queries": []}'
+    env.llm.responder = lambda body: answer(
+        plan if "plan web" in body["messages"][0]["content"] else "你好！"
+    )
+    await env.say("你好")
+    said = await env.bot_said(lambda c: c.method == "sendMessage" and "你好！" in c.params["text"])
+    assert said.params["text"] == "你好！"
+    await env.say("Lake Quillan 有多深？")  # a question the documents do not answer still says so
+    await env.bot_said(lambda c: "（非出自你的知識庫" in c.params["text"])
+
+
+async def test_sentences_in_chinese_are_joined_without_an_ascii_space(env):
+    env, _ = env
+    env.telegram.set_language(OWNER, "zh-hant")
+    env.search.script["ddg"] = [ddg_results("q", [])]
+    env.llm.responder = web_step("ferry", "", "", lambda body: answer("我不知道。"))
+    await env.say("奎蘭湖的渡輪幾點開？")
+    said = await env.bot_said(lambda c: "沒有網路結果通過篩選" in c.params["text"])
+    assert said.params["text"].startswith("你的文件沒有回答這個問題。已上網搜尋：\n")
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hant"])
+async def test_a_tap_keeps_the_links_of_the_candidate_list(env, language):
+    env, base = env
+    env.telegram.set_language(OWNER, language)
+    results = [Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth in metres")]
+    offer = await web_offer(
+        env, results, "1: YES", 1, lambda body: answer("Lake Quillan is 317 metres deep [1].")
+    )
+    link = f'<a href="{base}/varn">127.0.0.1</a>'
+    assert link in offer.params["text"]
+    tap = offer.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    env.telegram.push_callback(OWNER, OWNER, offer.result["message_id"], tap)
+    await env.bot_said(lambda c: "Lake Quillan is 317 metres deep" in c.params["text"], timeout_s=30)
+    edits = [c.params["text"] for c in env.telegram.calls("editMessageText")
+             if c.params.get("message_id") == offer.result["message_id"]]  # fmt: skip
+    assert edits and all(link in text and "web-1" in text for text in edits), edits

@@ -3,6 +3,7 @@ comment, duplicates, Undo and "Ask about it" — the real bot against the Bot AP
 with real OCR on a real inbox, the scripted model and a scripted transcriber."""
 
 import asyncio
+from zoneinfo import ZoneInfo
 
 from daemon.main import background
 from knowledge.ingest.raw import parse
@@ -68,6 +69,23 @@ async def test_a_forward_from_a_channel_is_saved_with_its_link_not_answered(env)
     assert "leaves at **21:40**, see the [plan](https://example.org/plan)." in raw
     assert "forwarded from Team News (@teamnews), 2024-05-01 10:00 UTC · <https://t.me/teamnews/42>" in raw
     assert env.llm.requests == []  # saved, not answered
+
+
+async def test_a_forward_says_where_it_came_from_in_the_owners_words_and_time_zone(tmp_path, varn_site):
+    taipei = ZoneInfo("Asia/Taipei")
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber(), zone=taipei) as (
+        env,
+        _,
+    ):
+        env.telegram.set_language(OWNER, "zh-hant")
+        origin = env_origin("channel", name="Team_News", username="team_news", message_id=42)
+        env.telegram.push_forward(OWNER, OWNER, origin=origin, text="渡輪週五改時刻表")
+        await env.bot_said(lambda c: "已建立索引" in c.params["text"])
+        (doc,) = documents(env)
+        raw, _ = raw_of(env, doc)
+    assert (
+        "— 轉寄自 Team_News (@team_news)，2024-05-01 18:00 Asia/Taipei · <https://t.me/team_news/42>" in raw
+    )
 
 
 async def test_a_forward_from_a_user_and_a_hidden_user(env):

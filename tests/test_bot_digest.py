@@ -6,8 +6,10 @@ import time
 
 import pytest
 
-from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed
+from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed, web_offer
 from tests.conftest import make_settings
+from tests.fake_llm import answer, web_step
+from tests.fake_search import Result, ddg_results
 from tests.test_bot_capture import channel
 
 
@@ -33,6 +35,32 @@ async def test_digest_shows_what_came_in_grouped_with_open_buttons(tmp_path, var
         await env.bot_said(
             lambda c: c.index >= sent and c.params["text"].startswith("Nothing was kept or asked since ")
         )
+
+
+async def test_the_digest_leaves_out_questions_answered_since_and_greetings(tmp_path, varn_site):
+    async with running_bot(tmp_path / "kb", varn_site, transcribe=ScriptedTranscriber()) as (env, base):
+        results = [Result("The Varn valley and Lake Quillan", f"{base}/varn", "Lake Quillan depth in metres")]
+        offer = await web_offer(  # not in the documents: answered once the owner has imported a page
+            env, results, "1: YES", 1, lambda body: answer("Lake Quillan is 317 metres deep [1].")
+        )
+        tap = offer.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        env.telegram.push_callback(OWNER, OWNER, offer.result["message_id"], tap)
+        await env.bot_said(lambda c: "Lake Quillan is 317 metres deep [1]" in c.params["text"], timeout_s=30)
+        greet = '{"needsSearch": false, "queries": []}'
+        env.llm.responder = lambda body: answer(
+            greet if "plan web" in body["messages"][0]["content"] else "你好！"
+        )
+        await env.say("你好")
+        await env.bot_said(lambda c: "你好！" in c.params["text"])
+        env.search.script["ddg"] = [ddg_results("q", [])]  # nothing on the web either: still open
+        env.llm.responder = web_step("ferry", "", "", lambda body: answer("I don't know."))
+        await env.say("When does the Quillan ferry leave?")
+        await env.bot_said(lambda c: "No web result passed the filters." in c.params["text"])
+        await env.say("/digest")
+        digest = await env.bot_said(lambda c: c.params["text"].startswith("<b>Digest: "))
+        text = digest.params["text"]
+        assert "<b>Questions left unanswered</b>\n• When does the Quillan ferry leave?" in text
+        assert "How deep is Lake Quillan?" not in text and "你好" not in text
 
 
 async def test_a_scheduled_digest_missed_while_down_is_sent_once_at_start(tmp_path, varn_site):

@@ -26,6 +26,9 @@ SAYS = {  # what the scripted model writes, in the reader's language
            "note": "อย่าลืมเอาไม้พายสำรองไปด้วย", "question": "รายการตรวจสอบการปล่อยเรือต้องทำอะไรบ้าง",
            "unknown": "ทะเลสาบควิลแลนลึกเท่าไร", "heard": "ได้ยินว่า", "menu": "th", "prompt": "Thai"},
 }  # fmt: skip
+ASCII_COLON_BEFORE_CJK = re.compile(
+    r"(?<!https)(?<!http):(?!//)\s*(<[^>]+>)*\s*[\u3400-\u9fff\uff01-\uff5e「（]"
+)
 HARBOR = (
     "# Harbor release checklist\n\n1. A signed cargo manifest.\n\n2. A tide window of two hours.\n\n"
     "3. A pilot on board.\n\nท่าเรือ รายการตรวจสอบการปล่อยเรือ ต้องทำอะไรบ้าง 港口放行檢查表要求什麼\n"
@@ -121,7 +124,10 @@ async def test_a_taiwanese_and_a_thai_owner_read_kb_in_their_language(tmp_path, 
         back = words.tr("Restored: <b>{title}</b>, searchable again.", title="Harbor release checklist")
         await tap(env, gone.params["message_id"], undo, lambda t: t == back, timeout_s=30)
 
-        await turn(env, "/status", lambda t: "127.0.0.1" in t)
+        status = await turn(env, "/status", lambda t: words.tr("knowledge base") in t)
+        assert (
+            "127.0.0.1" not in status.params["text"] and str(env.settings.home) not in status.params["text"]
+        )
         await turn(env, "/frobnicate", lambda t: "/frobnicate" in t and "/help" in t)
         voice.script = [Transcript(text=says["voice"], language=language[:2], duration_s=2.0)]
         env.llm.responder = None
@@ -138,6 +144,9 @@ async def test_a_taiwanese_and_a_thai_owner_read_kb_in_their_language(tmp_path, 
 
         leaks = {text: runs for text in kb_words(env) if (runs := english_runs(text))}
         assert leaks == {}
+        if language == "zh-Hant":  # a full-width colon, never an ASCII one before Chinese
+            mixed = [text for text in kb_words(env) if ASCII_COLON_BEFORE_CJK.search(html.unescape(text))]
+            assert mixed == [], "\n---\n".join(mixed)
         assert env.telegram.my_commands(language_code=says["menu"])
         menu = [c["description"] for c in env.telegram.my_commands(language_code=says["menu"])]
         assert all(not english_runs(d) for d in menu) and len(menu) == 13

@@ -51,6 +51,10 @@ async def test_a_photo_is_read_indexed_and_its_caption_answered_from_it(env):
     assert valid_html(status)
     assert re.search(r"photo-\d{8}-\d{6}\.jpg: indexed, 1 chunk", text), text
     assert re.search(r"Read 2 lines \(confidence \d+%\): “Zorblat 9000 manual”", text), text
+    assert [b["text"] for b in env.telegram.message(OWNER, status.params["message_id"]).buttons] == [
+        "Ask about it",
+        "Undo",
+    ]
     reply = await env.bot_said(lambda c: "twelve cups at once" in c.params["text"], timeout_s=30)
     assert re.search(r"raw/photo-\d{8}-\d{6}-[0-9a-f]{8}\.md:\d+-\d+", reply.params["text"])
     # The caption is a question about this photo: the other brewer is not in the evidence.
@@ -182,3 +186,18 @@ async def test_a_voice_note_through_the_real_transcriber(tmp_path, varn_site, wh
         env.telegram.push_voice(OWNER, OWNER, voice_note(2.0), duration=2)
         said = await env.bot_said(lambda c: "could not hear any words" in c.params["text"], timeout_s=90)
         assert valid_html(said) and env.llm.requests == []
+
+
+async def test_a_file_sent_can_be_undone_like_a_forward(env):
+    env, _ = env
+    env.telegram.push_document(
+        OWNER, OWNER, "pier.md", b"# Pier hours\n\nThe pier closes at six.\n", "text/markdown"
+    )
+    status = await env.bot_said(lambda c: "pier.md: indexed" in c.params["text"], timeout_s=30)
+    message = env.telegram.message(OWNER, status.params["message_id"])
+    buttons = {b["text"]: b["callback_data"] for b in message.buttons}
+    assert set(buttons) == {"Ask about it", "Undo"}
+    env.telegram.push_callback(OWNER, OWNER, message.message_id, buttons["Undo"])
+    await env.bot_said(lambda c: c.params["text"].startswith("Undone: Pier hours was removed"), timeout_s=30)
+    with Index(env.settings.index_path, readonly=True) as index:
+        assert index.document_count() == 0

@@ -565,3 +565,24 @@ def test_kb_in_process_logs_what_a_process_logs_and_leaves_logging_as_it_was(tmp
         == (started.returncode, started.stderr)
     )
     assert ran.stdout.splitlines()[:-2] == started.stdout.splitlines()[:-2]  # the last lines: times, reasons
+
+
+@pytest.mark.parametrize("planner", ["model", "heuristic"])
+def test_websearch_plans_a_traditional_chinese_question_for_taiwan(tmp_path, run_kb, planner):
+    from tests.fake_llm import ThreadedServer
+    from tests.fake_search import FakeSearch, ddg_results, start_fake_search
+
+    search = FakeSearch()
+    search.script["ddg"] = [ddg_results("q", [])]
+    plan = (
+        '{"needsSearch": true, "queries": [{"query": "奎蘭湖 深度", "freshness": null, "language": "zh-CN"}]}'
+    )
+    llm = FakeLLM(script=[answer(plan)])
+    with ThreadedServer(search, start_fake_search) as s, ThreadedFakeLLM(llm) as fake:
+        url = fake.base_url if planner == "model" else f"http://127.0.0.1:{free_port()}/v1"
+        env = {"KB_LLM_URL": url, "KB_DDG_URL": s.ddg_url, "KB_LANGUAGE": "zh-Hant"}
+        out = run_kb("--home", str(tmp_path), "websearch", "奎蘭湖有多深？", env=env)
+    assert out.returncode == 0, out.stderr
+    query = "奎蘭湖 深度" if planner == "model" else "奎蘭湖有多深"
+    assert f"plan ({planner}): '{query}' (zh-TW, any time)" in out.stdout
+    assert [seen.form["kl"] for seen in search.seen] == ["tw-tzh"]

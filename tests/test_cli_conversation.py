@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ingest_texts, make_settings, subprocess_env
 from tests.fake_llm import FakeLLM, Step, ThreadedFakeLLM, answer
 from tests.terminal import Terminal
-from tests.test_converse import DOCS, FIRST, FOLLOW, REWRITES, SECOND, scripted
+from tests.test_converse import DOCS, FIRST, FOLLOW, REWRITES, SECOND, is_rewrite, scripted
 
 
 def test_kb_ask_holds_a_named_conversation_and_says_what_it_searched(tmp_path, run_kb):
@@ -125,3 +125,19 @@ def test_a_chat_whose_terminal_hangs_up_deletes_its_conversation(tmp_path, when)
     db = sqlite3.connect(make_settings(home).conversations_path)
     assert db.execute("SELECT count(*) FROM conversations WHERE key GLOB 'chat:*'").fetchone() == (0,)
     assert db.execute("SELECT count(*) FROM turns").fetchone() == (0,)
+
+
+def test_a_rewrite_that_opens_with_a_quoted_title_keeps_both_quote_marks(tmp_path, run_kb):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+    quoted = "「港口放行檢查表」的第二點是什麼？"
+
+    def rewrites_with_quotes(body: dict) -> Step:
+        return answer(quoted) if is_rewrite(body) else scripted(body)
+
+    with ThreadedFakeLLM(FakeLLM(responder=rewrites_with_quotes)) as llm:
+        env = {"KB_LLM_URL": llm.base_url, "KB_WEB_SEARCH": "off", "KB_LANGUAGE": "zh-Hant"}
+        run_kb("--home", str(home), "ask", "--conversation", "harbor", FIRST["zh"], env=env)
+        follow = run_kb("--home", str(home), "ask", "--conversation", "harbor", FOLLOW["zh"], env=env)
+    assert follow.returncode == 0, follow.stderr
+    assert f"（以此搜尋：{quoted}）" in follow.stdout

@@ -112,6 +112,12 @@ def test_kb_digest_in_a_terminal_shows_everything_newest_first_and_only_its_own_
     for key, question in (("cli:pond", "When does the zebrafish sleep?"), ("tg:42", "When is my biopsy?")):
         turn = store.current(key)
         store.add_turn(turn.id, message=question, standalone=question, answer="", cited=[])
+    counted = "How many boats did the harbour master count?"
+    for cited in ([], ["chunk-1"]):  # asked, left open, asked again later and answered: not open
+        store.add_turn(
+            store.current("cli:pond").id, message=counted, standalone=counted, answer="", cited=cited
+        )
+    store.add_turn(store.current("cli:pond").id, message="Thanks!", standalone="Thanks!", answer="", cited=[])
     shown = run_kb("--home", str(settings.home), "digest", "--since", "1d")
     assert shown.returncode == 0, shown.stderr
     logs = [

@@ -58,7 +58,8 @@ def test_the_first_message_always_stands_alone():
 
 
 @pytest.mark.parametrize(("message", "fragment"), [("Why?", True), ("Tell me more", True), ("為什麼？", True),
-                                                  ("ทำไม", True), ("How deep is the lake?", False)])  # fmt: skip
+                                                  ("ทำไม", True), ("How deep is the lake?", False),
+                                                  ("你好", False), ("謝謝！", False), ("สวัสดีครับ", False)])  # fmt: skip
 def test_fragments(message, fragment):
     assert is_fragment(message) is fragment
 
@@ -70,6 +71,9 @@ def test_fragments(message, fragment):
          "What is the second point of the harbor release checklist?"),
         ("Standalone question: What is the tide window?", "And the tide window?", "What is the tide window?"),
         ('"港口放行檢查表的第二點是什麼？"', "那第二點呢？", "港口放行檢查表的第二點是什麼？"),
+        ("「港口放行檢查表」的第二點是什麼？", "那第二點呢？", "「港口放行檢查表」的第二點是什麼？"),  # a title quoted
+        ("「「港口放行檢查表」的第二點是什麼？」", "那第二點呢？", "「港口放行檢查表」的第二點是什麼？"),
+        ("「港口放行檢查表的第二點是什麼？", "那第二點呢？", "港口放行檢查表的第二點是什麼？"),  # a lone half
         ("รายการตรวจสอบท่าเรือข้อที่สองคืออะไร", "แล้วอันที่สองล่ะ", "รายการตรวจสอบท่าเรือข้อที่สองคืออะไร"),
         ("", "Why?", None),  # empty
         ("The second point is a tide window [2].", "What about the second point?", None),  # an answer

@@ -73,6 +73,10 @@ def test_selection_refusals_say_which(settings):
     )
     with pytest.raises(ImportRefused, match="expired"):
         select(store_at(settings, NOW + timedelta(hours=25)), "chat", "web-1")
+    store.save("empty", "q", ["q"], [])  # a search that found nothing: nothing to import, not expired
+    with pytest.raises(ImportRefused, match="found nothing to import") as err:
+        select(store, "empty", "web-1")
+    assert err.value.reason == "nothing-found"
 
 
 def test_pasted_urls_and_file_names():

@@ -47,6 +47,7 @@ CHANNEL = Origin("channel", "Team News", WHEN, "teamnews", 42)
         ("😀 ok", [Entity("bold", 3, 2)], "😀 **ok**"),
         ("👍🏽 ไทย", [Entity("italic", 5, 3)], "👍🏽 *ไทย*"),
         ("a *b* [c] <d> _e_", [], "a \\*b\\* \\[c\\] \\<d\\> \\_e\\_"),
+        ("@team_news and snake_case_name", [], "@team_news and snake_case_name"),  # no emphasis inside a word
         (
             "# not a heading\n- not a list\n1. not a number",
             [],
@@ -114,6 +115,22 @@ def test_several_forwards_are_one_note():
     assert text.count("* * *") == 2 and note.title == "one"
     assert 'origin_type: "channel, user, hidden_user"' in text
     assert "— voice note (4 s) forwarded from Bob (hidden account), 2024-05-01 10:00 UTC" in text
+
+
+def test_the_provenance_line_in_the_owners_words_and_time_zone():
+    from zoneinfo import ZoneInfo
+
+    from knowledge.ingest.note import Footer, provenance
+
+    chinese = Footer("轉寄自 {name}", "語音訊息", "（{n} 秒）", "{line}，{when}", ZoneInfo("Asia/Taipei"))
+    voice = Piece("heard this", (), Origin("hidden_user", "Bob", WHEN), kind="voice", seconds=4)
+    assert (
+        provenance(voice, chinese)
+        == "— 語音訊息（4 秒）轉寄自 Bob (hidden account)，2024-05-01 18:00 Asia/Taipei"
+    )
+    assert provenance(Piece("x", (), CHANNEL), chinese).endswith(
+        "，2024-05-01 18:00 Asia/Taipei · <https://t.me/teamnews/42>"
+    )
 
 
 @pytest.mark.parametrize(

@@ -118,3 +118,14 @@ def test_while_vectors_are_made_status_shows_the_pace_and_the_time_left(tmp_path
     working.publish_pace(folder, model="local:multilingual-e5-small-q4", rate=7.5, clock=lambda: stale)
     assert working.read_pace(folder) is None  # a daemon that stopped telling: no pace shown
     assert [duration(s) for s in (0.2, 42, 719, 4500)] == ["1 s", "42 s", "12 min", "1 h 15 min"]
+
+
+def test_a_chinese_terminal_says_a_failed_health_check_in_words(tmp_path):
+    from knowledge.words.catalog import Words
+
+    error = "neither /v1/models nor /health answered as an OpenAI-compatible server does (/v1/models answered 404: not found)"
+    model = {"url": "http://127.0.0.1:8081/v1", "reachable": True, "start": "mlx_lm.server", "error": error}
+    report = status_report(make_settings(tmp_path / "kb"), model=model)
+    chinese = dict(summary_facts(report, Words("zh-Hant")))["模型伺服器"]
+    assert chinese == "可連上 http://127.0.0.1:8081/v1，但健康檢查失敗（kb doctor 會說明原因）"
+    assert dict(summary_facts(report))["model server"].endswith(f", but its health check failed: {error}")

@@ -252,3 +252,39 @@ def test_the_terminal_speaks_its_locale_or_kb_language(tmp_path, environment, la
     assert f"Answer in {prompt}" in llm.requests[-1]["messages"][0]["content"]
     assert "/new" in reply_after(screen, "kb> /help") and "/frobnicate" in reply_after(screen, "kb> /frob")
     assert kb_wrote(screen, "Zebrafish", "Ctrl-D", "Ctrl-C") == [], screen
+
+
+def test_a_chinese_terminal_says_web_sources_refusals_and_an_empty_model_in_words(tmp_path):
+    from tests.fake_llm import ThreadedServer, web_step
+    from tests.fake_search import FakeSearch, Result, ddg_results, start_fake_search
+
+    home = tmp_path / "kb"
+    note = "# 斑馬魚\n\n斑馬魚在中午睡覺，睡在淺水池塘裡。\nปลาม้าลายนอนตอนเที่ยง\n"
+    ingest_texts(make_settings(home), {"zebrafish.md": NOTE, "banma.md": note})
+    search = FakeSearch()
+    page = "https://varn.example/quillan"
+    search.script["ddg"] = [
+        ddg_results("q", [Result("The Varn valley and Lake Quillan", page, "奎蘭湖的深度")])
+    ]
+    llm = FakeLLM(
+        responder=web_step("奎蘭湖 深度", "1: YES", "[1] 奎蘭湖深三百一十七公尺。", lambda body: answer(""))
+    )
+    with ThreadedServer(search, start_fake_search) as s, ThreadedFakeLLM(llm) as fake:
+        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_DDG_URL=s.ddg_url, LANG="zh_TW.UTF-8", LC_ALL="")
+        screen = chat(home, env, "斑馬魚在什麼時候睡覺", "奎蘭湖有多深？", "/import web-3")
+    empty = reply_after(screen, "斑馬魚在什麼時候睡覺")
+    assert "模型什麼都沒有回傳。" in empty and "it returned nothing" not in empty
+    web = reply_after(screen, "奎蘭湖有多深？")
+    assert f"奎蘭湖深三百一十七公尺。 [web-1] （來源：{page}）" in web and "[source:" not in web
+    refused = reply_after(screen, "kb> /import web-3")
+    assert "已拒絕：最近一次搜尋沒有這一筆——請從它的清單中選" in refused and "not-in-latest" not in refused
+    assert kb_wrote(screen, "The Varn valley and Lake Quillan", "Zebrafish", "Ctrl-D", "Ctrl-C") == [], screen
+
+
+def test_a_chinese_terminal_says_the_model_server_is_not_running_in_words_and_how_to_start_it(home):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    env = subprocess_env(KB_LLM_URL=dead, KB_WEB_SEARCH="off", LANG="zh_TW.UTF-8", LC_ALL="")
+    reply = reply_after(chat(home, env, "where does the zebrafish sleep at noon"), "sleep at noon")
+    assert "模型伺服器沒有在執行。用這個指令啟動：" in reply and "mlx_lm.server --model" in reply
+    said = "\n".join(line for line in reply.splitlines() if not line.startswith("kb warning:"))  # the log's
+    assert "Mac" not in said and "not reachable" not in said, said

@@ -12,6 +12,7 @@ from knowledge.websearch.plan import (
     parse_plan,
     planner_messages,
     question_language,
+    settled,
 )
 
 TODAY = date(2026, 11, 29)
@@ -86,6 +87,26 @@ def test_versions_get_a_release_notes_variant_and_languages_are_detected():
         "What's new in Python 3.13 release notes",
     ]
     assert question_language("臺灣的颱風") == "zh-TW" and question_language("台风") == "zh-CN"
+    assert question_language("奎蘭湖有多深？") == "zh-TW" and question_language("多深") == "zh-TW"  # Taiwan's
+
+
+@pytest.mark.parametrize(
+    ("query", "language", "question", "settled_as"),
+    [
+        ("奎蘭湖 深度", "zh-CN", "奎蘭湖有多深？", "zh-TW"),  # the model's mainland tag for Traditional text
+        ("奎兰湖 深度", "zh-TW", "奎兰湖有多深？", "zh-CN"),
+        ("深度", "zh", "奎蘭湖有多深？", "zh-TW"),  # the query alone says nothing: the question does
+        ("Lake Quillan depth", "en", "奎蘭湖有多深？", "en"),  # another language is the planner's choice
+        ("ทะเลสาบ", "th", "奎蘭湖有多深？", "th"),
+    ],
+)
+def test_a_chinese_query_is_searched_in_the_variant_its_characters_are_written_in(
+    query, language, question, settled_as
+):
+    plan = parse_plan(
+        f'{{"needsSearch": true, "queries": [{{"query": "{query}", "language": "{language}"}}]}}'
+    )
+    assert [q.language for q in settled(plan, question).queries] == [settled_as]
     assert question_language("ราคาทอง") == "th" and question_language("gold price") == "en"
 
 

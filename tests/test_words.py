@@ -12,6 +12,7 @@ from babel.messages.pofile import read_po
 from bot.language import COMMANDS
 from knowledge.answer.variants import answer_language, for_reader, traditional
 from knowledge.report.status import columns
+from knowledge.text import sentences
 from knowledge.words.catalog import LOCALE_DIR, Words
 from knowledge.words.language import for_telegram, for_terminal, normalise
 from knowledge.words.reasons import REFUSED
@@ -59,6 +60,23 @@ def test_every_message_is_translated_with_the_same_placeholders_and_tags(folder)
             assert not re.search(
                 r"[A-Za-z]{3,} [a-z]{3,} [a-z]{3,}", PLACEHOLDER.sub("", t).replace("KB_", "")
             ) or ("kb " in t or "--" in t), (msgid, t)  # no English sentence left untranslated
+
+
+# An ASCII colon beside Chinese or a placeholder ("{id}: 下載中"), not in a URL (https://) or a time (21:40)
+ASCII_COLON = re.compile(
+    r"(?:[\u3400-\u9fff\u3000-\u303f\uff00-\uffef}]\s*(?:<[^>]+>\s*)*):(?!//)(?!\d)"
+    r"|(?<![\d/a-z]):(?!//)\s*(?:<[^>]+>\s*)*[\u3400-\u9fff\u3000-\u303f\uff00-\uffef{]"
+)
+
+
+def test_chinese_writes_its_colons_full_width():
+    for msgid, text in catalog("zh_Hant").items():
+        for t in text if isinstance(text, tuple | list) else [text]:
+            assert not ASCII_COLON.search(t), (msgid, t)
+    assert ASCII_COLON.search("{id}: {state}") and ASCII_COLON.search("已拒絕: 原因")
+    assert not ASCII_COLON.search(
+        "請開啟 https://harbor.example/ 或在 21:40 之前"
+    ) and not ASCII_COLON.search("{id}：{state}")
 
 
 def test_every_said_kind_has_words_and_the_engine_says_nothing_unknown():
@@ -173,3 +191,28 @@ def test_the_answer_is_written_in_the_questions_language_its_chinese_the_chats(q
 def test_simplified_answers_are_made_traditional_for_a_taiwanese_reader(answer, shown):
     assert traditional(answer) == shown
     assert for_reader(answer, "zh-Hans") == answer and for_reader(answer, "en") == answer
+
+
+@pytest.mark.parametrize(
+    ("parts", "joined"),
+    [
+        (["你的文件沒有回答這個問題。", "已上網搜尋："], "你的文件沒有回答這個問題。已上網搜尋："),
+        (["Your documents do not answer this.", "Searched the web:"], "Your documents do not answer this. Searched the web:"),
+        (["3 已建立索引", "（目前不在）"], "3 已建立索引（目前不在）"),
+        (["原始來源：", "https://harbor.example/"], "原始來源：https://harbor.example/"),
+        (["模型已停止。", "kb doctor 會說明原因。"], "模型已停止。kb doctor 會說明原因。"),
+        (["ไม่มีผลลัพธ์", "ค้นเว็บแล้ว"], "ไม่มีผลลัพธ์ ค้นเว็บแล้ว"),  # Thai keeps its space between sentences
+        (["", "Searched the web:", " "], "Searched the web:"),
+    ],
+)  # fmt: skip
+def test_sentences_are_joined_as_each_script_writes_them(parts, joined):
+    assert sentences(parts) == joined
+
+
+def test_the_model_server_is_said_to_run_on_the_mac_only_on_a_mac():
+    from knowledge.words.replies import unavailable_text
+
+    zh = Words("zh-Hant")
+    assert unavailable_text("not-running", zh, mac=False) == "模型伺服器沒有在執行。"
+    assert unavailable_text("not-running", zh, mac=True) == "Mac 上的模型伺服器沒有在執行。"
+    assert unavailable_text("not-running", Words(), mac=False) == "The model server is not running."

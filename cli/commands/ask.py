@@ -11,6 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import structlog
+
 from cli.commands import EXIT_OK, EXIT_USAGE, Command
 from cli.commands.search import add_scope, scope_or_refusal, search_meaning
 from cli.commands.web import describe_import, import_and_answer, import_exit, typed_pick
@@ -94,9 +96,11 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
         try:
             result, reply = await import_and_answer(settings, source_id)
         except (ImportRefused, FetchRefused) as exc:
-            # English keeps the error's own message (it names the fix); another language its sentence
+            # English keeps the error's own message (it names the fix); another language its sentence;
+            # the reason code is the log's
+            structlog.get_logger().info("chat.import_refused", reason=exc.reason, source_id=source_id)
             why = str(exc) if words.language == "en" else refused(exc.reason, words)
-            return words.tr("refused ({reason}): {why}", reason=exc.reason, why=why)
+            return words.tr("refused: {why}", why=why)
         return describe_import(result, words) + ("\n\n" + plain(reply, words) if reply is not None else "")
 
     def keep_url(url: str) -> str:

@@ -16,7 +16,7 @@ from knowledge.sources import registry
 from knowledge.sources.registry import Source
 from knowledge.sources.report import SourceReport, report
 from knowledge.store.index import Index
-from knowledge.words.catalog import Words, terminal_words
+from knowledge.words.catalog import LABELLED, Words, terminal_words
 from knowledge.words.sources import REFUSALS, SAID, counts_line, forgot, left_out
 
 ACTIONS = ("add", "rm", "rescan")
@@ -214,7 +214,7 @@ def _show(settings: Settings, name: str | None, words: Words, *, as_json: bool, 
         if name:
             for item in r.items:
                 why = left_out(words, item.reason, error=item.message, rule=item.rule)
-                print(f"  {words.tr(item.state):<8} {item.path}: {why}", file=out)
+                print(f"  {words.tr(item.state):<8} {words.tr(LABELLED, name=item.path, what=why)}", file=out)
     return EXIT_OK
 
 

@@ -52,6 +52,7 @@ from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_do
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
 from knowledge.retrieval.translate import Translation, Translator, search_translated
 from knowledge.store.index import Index
+from knowledge.text import is_greeting
 from knowledge.websearch.providers import SearchRateLimited
 from knowledge.websearch.search import WebAnswer
 
@@ -246,10 +247,10 @@ def unavailable(exc: ModelError | None) -> Said:
     ``exc`` None); ``detail`` is the error itself, for a terminal."""
     if exc is None:
         return Said("model-unavailable", {"reason": "empty", "detail": "it returned nothing"})
-    reason = "bad-answer"
+    reason, fix = "bad-answer", ""
     if isinstance(exc, ModelUnavailable):
-        reason = "not-running" if exc.fix else "no-answer"
-    return Said("model-unavailable", {"reason": reason, "detail": str(exc).rstrip(".")})
+        reason, fix = ("not-running" if exc.fix else "no-answer"), exc.fix
+    return Said("model-unavailable", {"reason": reason, "detail": str(exc).rstrip("."), "fix": fix})
 
 
 def degraded_reply(
@@ -431,7 +432,8 @@ class Engine:
         text = completion.text.strip()
         if not text or says_dont_know(text):
             return Reply("", "no-evidence", said=(Said("nothing-local"), *notes), route=route)
-        return Reply(for_reader(text, reader), "no-evidence", said=(Said("not-from-kb"),), route=route)
+        said = () if is_greeting(question) else (Said("not-from-kb"),)  # small talk claims nothing
+        return Reply(for_reader(text, reader), "no-evidence", said=said, route=route)
 
     async def _not_answered(self, question: str, chat_id: str, reader: str, route: Route) -> Reply:
         """The documents do not answer: the web step in the same turn, or say why there is none."""

@@ -11,9 +11,8 @@ in Traditional characters is left untouched.
 from __future__ import annotations
 
 import re
-from functools import cache
 
-from knowledge.text import language_group
+from knowledge.text import is_simplified, language_group, opencc_converter
 
 NAMES = {
     "en": "English",
@@ -42,26 +41,12 @@ def answer_language(question: str, chat: str) -> str:
     return "en"
 
 
-@cache
-def _opencc(config: str):
-    import opencc
-
-    return opencc.OpenCC(config)
-
-
-def is_simplified(text: str) -> bool:
-    """Whether Chinese text is written in Simplified characters: it has none that only Traditional
-    writing uses (台, 里, 了 are both), and some that only Simplified writing uses."""
-    hans = "".join(_HAN.findall(text))
-    return bool(hans) and _opencc("t2s").convert(hans) == hans and _opencc("s2t").convert(hans) != hans
-
-
 def traditional(text: str) -> str:
     """``text`` in Taiwan's Traditional characters and words, line by line where a line is written in
     Simplified characters (code and URLs kept); a line already Traditional is left as it is."""
     if not _HAN.search(text):
         return text
-    convert = _opencc("s2twp").convert
+    convert = opencc_converter("s2twp")
     out, at = [], 0
     for kept in _KEEP.finditer(text):
         out.append(_lines(text[at : kept.start()], convert))

@@ -36,12 +36,12 @@ import structlog
 from knowledge.answer.prompt import defang
 from knowledge.conversation.grounding import grounded
 from knowledge.conversation.store import Turn
-from knowledge.conversation.subject import is_greeting, leans_on
+from knowledge.conversation.subject import leans_on
 from knowledge.model.untrusted import strip_control_tokens
 from knowledge.retrieval import search
 from knowledge.retrieval.search import Also
 from knowledge.retrieval.translate import Chat
-from knowledge.text import language_group, one_line
+from knowledge.text import is_greeting, language_group, one_line
 
 log = structlog.get_logger()
 
@@ -95,9 +95,12 @@ def _letters(text: str) -> int:
 
 
 def is_fragment(message: str) -> bool:
-    """A message too short to be searched on its own ("Why?", "Tell me more", 「為什麼？」)."""
+    """A message too short to be searched on its own ("Why?", "Tell me more", 「為什麼？」); a greeting
+    (「你好」) is small talk, answered as such."""
     text = message.strip()
     group = language_group(text)
+    if is_greeting(text):
+        return False
     return _letters(text) < _SHORT[group] or (
         group == "other" and _FRAGMENT.fullmatch(text.lower()) is not None
     )
@@ -202,7 +205,7 @@ def check(reply: str, message: str) -> str | None:
     """The standalone question in the model's reply, or None when it must be dropped: empty, more
     than one line, too long, in another script than the message, or reading like an answer."""
     text = reply.strip().strip("`").strip()
-    text = _LABEL.sub("", text).strip().strip("\"'“”「」『』").strip()
+    text = unwrapped(_LABEL.sub("", text).strip())
     if not text or "\n" in text:
         return None
     if len(text) > min(MAX_REWRITE_CHARS, 4 * len(message) + 160):
@@ -214,6 +217,29 @@ def check(reply: str, message: str) -> str | None:
     if len(_SENTENCE_END.findall(text)) >= 2:  # statements, not a question
         return None
     return " ".join(text.split())
+
+
+_PAIRS = {'"': '"', "'": "'", "“": "”", "「": "」", "『": "』"}
+
+
+def unwrapped(text: str) -> str:
+    """The text without the quote marks around all of it (「…」, “…”, "…") or a lone half of a pair at
+    one end; a quote that opens or closes only a part (「港口放行檢查表」的第二點…) stays, with its
+    other half."""
+    while len(text) >= 2 and _PAIRS.get(text[0]) == text[-1]:
+        opening, closing, inner = text[0], text[-1], text[1:-1]
+        depth = 0
+        for ch in inner:  # the opening quote must close at the very end, not inside
+            depth += 1 if ch == opening and opening != closing else -1 if ch == closing else 0
+            if depth < 0:
+                return text
+        text = inner.strip()
+    for opening, closing in _PAIRS.items():  # a lone half at one end, its other half nowhere
+        if opening != closing and text.startswith(opening) and closing not in text:
+            text = text[1:].strip()
+        if opening != closing and text.endswith(closing) and opening not in text:
+            text = text[:-1].strip()
+    return text
 
 
 def _language_name(message: str) -> str:

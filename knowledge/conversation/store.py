@@ -416,12 +416,17 @@ class Conversations:
     def unanswered(self, since: float, until: float, *, keys: str) -> list[str]:
         """The questions asked in [since, until) that no passage answered (their standalone form),
         oldest first, in the conversations whose key matches ``keys`` (a GLOB pattern: ``tg:123`` one
-        chat's, ``cli:*`` the command line's): one person's questions are never shown to another."""
+        chat's, ``cli:*`` the command line's): one person's questions are never shown to another. A
+        question answered since (asked again, or answered from a web page the owner imported) is not."""
 
         def work(db: sqlite3.Connection) -> list[str]:
             rows = db.execute(
                 "SELECT t.standalone FROM turns t JOIN conversations c ON c.id = t.conversation_id"
                 " WHERE c.key GLOB ? AND t.at >= ? AND t.at < ? AND t.cited = '[]' AND t.document_id IS NULL"
+                " AND NOT EXISTS (SELECT 1 FROM turns a JOIN conversations ac ON ac.id = a.conversation_id"
+                "  WHERE ac.key = c.key AND a.at >= t.at AND a.id != t.id"
+                "  AND (a.cited != '[]' OR a.document_id IS NOT NULL)"
+                "  AND (a.standalone = t.standalone OR a.message = t.standalone OR a.message = t.message))"
                 " ORDER BY t.at, t.id",
                 (keys, since, until),
             )

@@ -15,19 +15,13 @@ import re
 from collections.abc import Sequence
 
 from knowledge.conversation.store import Turn
-from knowledge.text import language_group
+from knowledge.text import is_greeting, language_group
 
 MAX_CJK_CONTENT = 6  # content characters of a short Chinese question
 MAX_CJK_NEW = 1  # content characters the conversation did not say: a verb such as 壞 ("broken")
 MAX_THAI_CONTENT = 16  # code points of a short Thai question's content
 THAI_KNOWN_SHARE = 0.6  # of its content's character trigrams found in the conversation
 
-_GREETING = re.compile(
-    r"\W*(你好|您好|妳好|哈囉|哈啰|嗨|早安|午安|晚安|謝謝(你|您)?|谢谢(你|您)?|感謝|感谢|多謝|多谢|好的|了解|收到|"
-    r"สวัสดี|ขอบคุณ|ขอบใจ|โอเค|ได้เลย|hi|hello|hey|thanks|thank you|ok|okay|good morning)"
-    r"\s*(啊|呀|喔|哦|囉|啦|ครับ|ค่ะ|คะ|นะ|จ้า|มาก|มากครับ|มากค่ะ)?\W*",
-    re.IGNORECASE,
-)
 # A Chinese question's frame: question words, particles, auxiliaries, measure words and time words.
 _CJK_FRAME_WORDS = re.compile(
     r"什麼時候|什么时候|甚麼時候|幾時|几时|哪一天|哪天|哪裡|哪里|哪一種|哪一种|哪個|哪个|多少錢|多少钱|多久|"
@@ -46,11 +40,6 @@ _THAI_FRAME = re.compile(
     r"อย่างไร|หรือเปล่า|หรือยัง|ไหม|มั้ย|ครับ|ค่ะ|คะ|นะ|ล่ะ|แล้ว|จะ|ต้อง|ควร|ได้|เอา|ไป|มา|ด้วย|บ้าง|คือ|"
     r"เป็น|มี|ของ|ที่|ใน|และ|ครั้งละ|ครั้ง|ละ|อีก|ทำ|ใช้|ให้|ถ้า|ก็|ยัง"
 )
-
-
-def is_greeting(message: str) -> bool:
-    """A greeting or a thank-you ("你好", "謝謝", "สวัสดีครับ", "thanks"): nothing to search or rewrite."""
-    return _GREETING.fullmatch(message.strip()) is not None
 
 
 def leans_on(message: str, turns: Sequence[Turn]) -> bool:

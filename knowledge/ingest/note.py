@@ -32,14 +32,15 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 from knowledge.ingest.raw import slugify
-from knowledge.text import shorten
+from knowledge.text import sentences, shorten
 
 TITLE_CHARS = 80
 # Text that could start a Markdown construct wherever it stands / at the start of a line.
-_INLINE = re.compile(r"([\\`*_\[\]<>~|])|(&(?=#?\w+;))")
+# An underscore between letters or digits (@team_news) opens no emphasis in CommonMark: kept as it is
+_INLINE = re.compile(r"([\\`*\[\]<>~|]|(?<!\w)_|_(?!\w))|(&(?=#?\w+;))")
 _LINE_START = re.compile(r"^([ \t]*)([#>+=-]|\d+[.)])", re.MULTILINE)
 _STYLES = {"bold": "**", "italic": "*", "strikethrough": "~~"}
 
@@ -235,24 +236,44 @@ def title_of(pieces: Sequence[Piece]) -> str:
     return f"Forwarded from {first.label}" if first is not None else "Note"
 
 
-def provenance(piece: Piece) -> str:
+@dataclass(frozen=True)
+class Footer:
+    """How a note's provenance line is worded and the time zone of its date: English and UTC here; a
+    front end gives its reader's words and the owner's zone (the same forward still makes the same file)."""
+
+    forwarded: str = "forwarded from {name}"
+    voice: str = "voice note"
+    seconds: str = "({n} s)"
+    dated: str = "{line}, {when}"
+    zone: tzinfo = UTC
+
+
+def zone_name(zone: tzinfo, when: datetime) -> str:
+    """``Asia/Taipei`` (a zone's name), else what the zone calls itself then (``UTC``, ``UTC+08:00``)."""
+    return getattr(zone, "key", None) or when.astimezone(zone).tzname() or "UTC"
+
+
+def provenance(piece: Piece, footer: Footer = Footer()) -> str:  # noqa: B008 - frozen, never changed
     """ "— forwarded from Team News (@teamnews), 2024-05-01 10:00 UTC · <https://t.me/teamnews/42>"."""
     origin = piece.origin
-    what = "voice note" if piece.kind == "voice" else ""
+    what = [footer.voice] if piece.kind == "voice" else []
     if piece.seconds:
-        what += f" ({piece.seconds} s)"
+        what.append(footer.seconds.format(n=piece.seconds))
     if origin is None:
-        return f"— {what}".rstrip() if what else ""
-    line = f"— {what + ' ' if what else ''}forwarded from {escape(origin.label)}"
+        return f"— {sentences(what)}" if what else ""
+    line = "— " + sentences([*what, footer.forwarded.format(name=escape(origin.label))])
     if origin.date is not None:
-        line += f", {origin.date.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        local = origin.date.astimezone(footer.zone)
+        when = f"{local:%Y-%m-%d %H:%M} {zone_name(footer.zone, origin.date)}"
+        line = footer.dated.format(line=line, when=when)
     if origin.link:
         line += f" · <{origin.link}>"
     return line
 
 
-def note_file(pieces: Sequence[Piece], *, kind: str) -> Note:
-    """The Markdown note for messages forwarded together (``kind`` "forward") or typed (``note``)."""
+def note_file(pieces: Sequence[Piece], *, kind: str, footer: Footer = Footer()) -> Note:  # noqa: B008
+    """The Markdown note for messages forwarded together (``kind`` "forward") or typed (``note``), each
+    message's provenance worded by ``footer``."""
     title = title_of(pieces)
     fields = origin_fields(pieces)
     front = {"title": title, "kind": kind, **fields}
@@ -264,7 +285,7 @@ def note_file(pieces: Sequence[Piece], *, kind: str) -> Note:
     blocks = []
     for piece in pieces:
         block = to_markdown(piece.text, piece.entities).strip("\n")
-        tail = provenance(piece)
+        tail = provenance(piece, footer)
         blocks.append("\n\n".join(part for part in (block, tail) if part))
     body = "\n\n* * *\n\n".join(block for block in blocks if block)
     text = "\n".join(lines) + "\n\n" + body.strip("\n") + "\n"

@@ -20,6 +20,7 @@ from knowledge.errors import IndexMissing
 from knowledge.retrieval.search import search
 from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
+from knowledge.text import is_greeting
 
 GROUPS = ("files", "web", "notes", "voice")  # in the order a digest shows them
 FIRST_SINCE = timedelta(days=7)  # the first digest looks back this far
@@ -135,8 +136,9 @@ def make_digest(
 
 
 def _questions(unanswered: Sequence[str], *, whole: bool) -> list[str]:
-    """The questions left unanswered, each once, the latest MAX_QUESTIONS of them unless ``whole``."""
-    asked = list(dict.fromkeys(q for q in unanswered if q.strip()))
+    """The questions left unanswered, each once, the latest MAX_QUESTIONS of them unless ``whole``; a
+    greeting or a thank-you is not a question left open."""
+    asked = list(dict.fromkeys(q for q in unanswered if q.strip() and not is_greeting(q)))
     return asked if whole else asked[-MAX_QUESTIONS:]
 
 

@@ -1,17 +1,20 @@
 """What ``kb status`` reports: documents, chunks, tokenizer, inbox counts, recent ingests, the writer.
 
 The same facts open ``kb run`` / ``kb chat`` (:func:`summary_lines`) and answer the chat's and
-the bot's ``/status``: where the knowledge base is, its size, whether the model server answers
-(and the command that starts it), whether token counts are exact, web search, the inbox.
+the terminal chat's ``/status``: where the knowledge base is, its size, whether the model server
+answers (and the command that starts it), whether token counts are exact, web search, the inbox. The
+phone's ``/status`` says what an owner needs in words (:func:`phone_facts`), without the internals.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import asdict
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,8 @@ from knowledge.retrieval.second import Second, beside, unavailable
 from knowledge.sources import state
 from knowledge.sources.registry import config_file, read_sources
 from knowledge.store.index import Index
-from knowledge.words.catalog import ENGLISH, Words
+from knowledge.text import sentences
+from knowledge.words.catalog import ENGLISH, LABELLED, Words
 
 USE_NAME = "Universal Sentence Encoder"
 LoadedCounter = tuple[
@@ -196,11 +200,8 @@ def duration(seconds: float, words: Words = ENGLISH) -> str:
     return words.tr("{h} h {m} min", h=minutes // 60, m=minutes % 60)
 
 
-def summary_facts(
-    report: Mapping[str, Any], words: Words = ENGLISH, *, phone: bool = False
-) -> list[tuple[str, str]]:
-    """(label, fact) for the five things a person wants to know before the first question (``phone``:
-    a model server that does not answer is said in words; the command that starts it is the terminal's)."""
+def summary_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tuple[str, str]]:
+    """(label, fact) for the five things a person wants to know before the first question."""
     w = words
     if "index_error" in report:
         size = w.tr("index unreadable ({error})", error=report["index_error"])
@@ -225,10 +226,10 @@ def summary_facts(
         model_fact = w.tr("reachable at {url}", url=model["url"])
         if model.get("models"):
             model_fact += w.tr("; serving {models}", models=", ".join(model["models"][:3]))
-        if model.get("error"):
+        if model.get("error") and w.language == "en":  # the server's own words, technical: English only
             model_fact += w.tr(", but its health check failed: {error}", error=model["error"])
-    elif phone:
-        model_fact = w.tr("not running on the Mac (kb doctor there says how to start it)")
+        elif model.get("error"):
+            model_fact += w.tr(", but its health check failed (kb doctor says why)")
     else:
         model_fact = w.tr(
             "not reachable at {url} — start it with: {command}", url=model["url"], command=model["start"]
@@ -245,7 +246,7 @@ def summary_facts(
     web = report["web_search"]
     waiting = w.tr("{n} waiting to be indexed; ", n=report["inbox"]) if report["inbox"] else ""
     return [
-        (w.tr("knowledge base"), f"{report['home']}: {size}"),
+        (w.tr("knowledge base"), w.tr(LABELLED, name=report["home"], what=size)),
         (w.tr("model server"), model_fact),
         (w.tr("tokenizer"), tokens),
         (w.tr("web search"), web_fact(web, w)),
@@ -303,8 +304,10 @@ def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tu
             indexed=source["indexed"], skipped=source["skipped"], failed=source["failed"],
         )  # fmt: skip
         if not source["present"]:
-            fact += " " + w.tr("(not there now)")
-        facts.append((w.tr("source {name}", name=source["name"]), f"{source['path']}: {fact}"))
+            fact = sentences([fact, w.tr("(not there now)")])
+        facts.append(
+            (w.tr("source {name}", name=source["name"]), w.tr(LABELLED, name=source["path"], what=fact))
+        )
     facts += embedder_facts(report, w)
     if writer:  # a file left by a killed daemon is not work in progress
         facts += [
@@ -314,6 +317,54 @@ def activity_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tu
             )
             for x in report.get("working", [])
         ]
+    return facts
+
+
+def phone_facts(
+    report: Mapping[str, Any], words: Words = ENGLISH, *, zone: tzinfo = UTC
+) -> list[tuple[str, str]]:
+    """(label, fact) for the phone's /status: what an owner needs (how many documents, what waits, whether
+    the model and the indexing run, web search, what was added last, at ``zone``'s time), in words;
+    paths, addresses, process ids and the tokenizer are the terminal's (kb status)."""
+    w = words
+    if "index_error" in report:
+        documents = w.tr("cannot be read right now")
+    else:
+        documents = w.ntr("{n} document", "{n} documents", report["documents"])
+    waiting = [w.ntr("{n} file to index", "{n} files to index", report["inbox"])] if report["inbox"] else []
+    if report["writer"]:
+        waiting += [w.tr("{name}: page {done} of {total}", name=x["name"], done=x["done"], total=x["total"])
+                    for x in report.get("working", [])]  # fmt: skip
+    if report["failed"]:
+        waiting.append(w.ntr("{n} file could not be added", "{n} files could not be added", report["failed"]))
+    model = report.get("model_server")
+    if model is None:
+        model_fact = w.tr("not checked")
+    elif not model["reachable"]:
+        model_fact = w.tr("not running")
+    else:
+        model_fact = w.tr("running, but its health check failed") if model.get("error") else w.tr("running")
+    web = report["web_search"]
+    web_fact_ = (
+        w.tr("on") if web["on"] else w.tr("when asked: /search") if web.get("mode") == "ask" else w.tr("off")
+    )
+    facts = [
+        (w.tr("knowledge base"), documents),
+        (w.tr("waiting"), w.tr(", ").join(waiting) if waiting else w.tr("nothing")),
+        (w.tr("model server"), model_fact),
+        (
+            w.tr("indexing"),
+            w.tr("running") if report["writer"] else w.tr("not running: new files wait for it"),
+        ),
+        (w.tr("web search"), web_fact_),
+    ]
+    added = next((r for r in report.get("last_ingests", []) if r.get("status") == "indexed"), None)
+    if added is not None:
+        with contextlib.suppress(ValueError, KeyError):
+            when = datetime.fromisoformat(added["finished_at"])
+            when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(zone)
+            name = Path(added["path"]).name
+            facts.append((w.tr("last added"), w.tr("{name}, {when}", name=name, when=w.when(when))))
     return facts
 
 

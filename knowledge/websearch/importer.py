@@ -79,6 +79,8 @@ def select(
         if store.owner_of(search_id) not in (None, chat_id):
             raise ImportRefused("other-chat", "this list belongs to another chat")
         raise ImportRefused("stale", "this list has been replaced by a newer search — use the latest one")
+    if not record.candidates:
+        raise ImportRefused("nothing-found", "the latest web search found nothing to import: search again")
     if store.is_expired(record):
         raise ImportRefused("expired", "this list has expired — search again")
     candidate = record.candidate(source_id)

@@ -7,12 +7,14 @@ to the heuristic planner, so a search never stalls because planning failed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from datetime import date
 
 from knowledge.errors import KbError
+from knowledge.text import is_simplified
 
 MAX_QUERY_CHARS = 300
 FRESHNESS = ("day", "week", "month", "year")
@@ -62,7 +64,8 @@ Rules:
 - freshness is "day", "week", "month", "year" or null: how recent the results must be.
 - Replace relative times with absolute ones using today's date: "this year" -> {year}, "last month" -> {last_month}.
   Thai Buddhist-era years are 543 years ahead: {be_year} means {year}.
-- language is the language code of the query (en, zh-TW, zh-CN, th, ja, ...). When the authoritative
+- language is the language code of the query (en, zh-TW for Traditional characters, zh-CN for Simplified
+  ones, th, ja, ...). When the authoritative
   sources are in another language than the question, make one query in that language and one in the user's."""
 
 
@@ -127,22 +130,30 @@ _GREETING = re.compile(
 _ARITHMETIC_LEAD = re.compile(r"\W*+(?:(?:what\s+is|calculate|compute)\s+)?", re.I)
 _ARITHMETIC_BODY = re.compile(r"[\d\W]*+")
 _ARITHMETIC_CHARS = frozenset("0123456789 \t\n.,+-*/×÷^()=%")
-# Characters written only in Traditional Chinese (their Simplified forms differ).
-_TRADITIONAL = re.compile(
-    r"[們這麼臺灣時為國說會個來對開學過還點發現實經樣長門問間題體關幫颱風車馬東書買賣與將無當電話後氣機網頁價錢錄"
-    r"準備應該總統區縣請謝讓變邊選擇歷線號聽讀寫見處給動業運興產]"
-)
 _THAI = re.compile(r"[\u0e00-\u0e7f]")
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
 def question_language(text: str) -> str:
-    """en, th, zh-TW or zh-CN from the script of the question."""
+    """en, th, zh-TW or zh-CN from the script of the question (Chinese: zh-CN only when its characters
+    are Simplified; Traditional, or written the same in both, is Taiwan's)."""
     if _THAI.search(text):
         return "th"
     if _HAN.search(text):
-        return "zh-TW" if _TRADITIONAL.search(text) else "zh-CN"
+        return "zh-CN" if is_simplified(text) else "zh-TW"
     return "en"
+
+
+def settled(plan: Plan, question: str) -> Plan:
+    """The plan with each Chinese query's language following its characters (and the question's): a
+    Traditional question searched as zh-CN would go to the mainland's region and results."""
+    queries = [
+        dataclasses.replace(q, language=question_language(q.query + question))
+        if q.language and q.language.lower().startswith("zh") and _HAN.search(q.query)
+        else q
+        for q in plan.queries
+    ]
+    return dataclasses.replace(plan, queries=queries)
 
 
 def _last_month(today: date) -> str:

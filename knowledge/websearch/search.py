@@ -18,7 +18,7 @@ import structlog
 from knowledge.errors import ModelError
 from knowledge.model.client import ModelClient
 from knowledge.websearch import filters
-from knowledge.websearch.plan import Plan, PlanError, heuristic_plan, parse_plan, planner_messages
+from knowledge.websearch.plan import Plan, PlanError, heuristic_plan, parse_plan, planner_messages, settled
 from knowledge.websearch.providers import Provider, SearchHit, search_all
 from knowledge.websearch.store import CandidateStore, SearchRecord
 
@@ -59,7 +59,7 @@ async def make_plan(question: str, today: date, llm: ModelClient | None) -> Plan
             completion = await asyncio.wait_for(
                 llm.chat(planner_messages(question, today), max_tokens=200), timeout=PLAN_TIMEOUT_S
             )
-            plan = parse_plan(completion.text)
+            plan = settled(parse_plan(completion.text), question)
         except (ModelError, PlanError, TimeoutError) as exc:
             reason = f"{type(exc).__name__}: {exc}"[:200]
             log.info("web.plan.fallback", reason=reason)

@@ -115,6 +115,8 @@ class Words:
 
 
 ENGLISH = Words()
+# A thing and what is said of it ("web-1: downloading"): Chinese writes the colon full-width.
+LABELLED = N_("{name}: {what}")
 
 
 def terminal_words(settings: Settings) -> Words:

@@ -27,6 +27,7 @@ REFUSED = {
     "too-large": N_("it is larger than kb downloads"),
     # the choice of a candidate (knowledge.websearch.importer.ImportRefused)
     "expired": N_("this list has expired — search again"),
+    "nothing-found": N_("the last web search found nothing to import"),
     "not-in-latest": N_("the latest search has no such candidate: choose one of its list"),
     "stale": N_("this list was replaced by a newer search — use the latest one"),
     "other-chat": N_("this list belongs to another chat"),

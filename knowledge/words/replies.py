@@ -8,9 +8,12 @@ text (the model's words, or the passages' excerpts), notes after it.
 
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import dataclass
 
 from knowledge.answer.assistant import Reply, Said
+from knowledge.text import sentences
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import ENGLISH, N_, Words
 
@@ -50,13 +53,15 @@ BODIES = {
     "web-unsummarised": N_("The web has these candidates; none was summarised."),
     "web-nothing-passed": N_("No web result passed the filters."),
 }
-# Why the model is not answering, for a phone (a terminal is shown the error itself).
+# Why the model is not answering, in words (an English terminal is shown the error itself).
 UNAVAILABLE = {
-    "not-running": N_("The model server is not running on the Mac."),
+    "not-running": N_("The model server is not running."),
     "no-answer": N_("The model server did not answer in time."),
     "bad-answer": N_("The model server answered with an error."),
     "empty": N_("The model returned nothing."),
 }
+NOT_RUNNING_ON_THE_MAC = N_("The model server is not running on the Mac.")
+ON_A_MAC = sys.platform == "darwin"  # kb runs here: a phone is told "on the Mac" only when it is one
 # Why the documents cannot be searched now, for a phone (a terminal is shown the error and its fix).
 UNREADABLE = {
     "disk-full": N_(
@@ -70,6 +75,13 @@ UNREADABLE = {
         "Your knowledge base cannot be read right now; kb doctor on the Mac says why. Nothing is lost."
     ),
 }
+
+
+def unavailable_text(reason: str, words: Words, *, mac: bool = ON_A_MAC) -> str:
+    """Why the model is not answering, in words: where it should run is named on a Mac only."""
+    if reason == "not-running" and mac:
+        return words.tr(NOT_RUNNING_ON_THE_MAC)
+    return words.tr(UNAVAILABLE.get(reason, UNAVAILABLE["bad-answer"]))
 
 
 def unreadable_text(reason: str, words: Words) -> str:
@@ -107,9 +119,12 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
     if said.kind in BODIES:
         return words.tr(BODIES[said.kind])
     if said.kind == "model-unavailable":
-        if terminal:
+        if terminal and words.language == "en":  # the error's own words, which name the fix
             return words.tr("The model is unavailable ({detail}).", detail=facts.get("detail", ""))
-        return words.tr(UNAVAILABLE.get(str(facts.get("reason")), UNAVAILABLE["bad-answer"]))
+        text = unavailable_text(str(facts.get("reason")), words)
+        if terminal and facts.get("fix"):  # the command that starts it is the terminal's
+            text = sentences([text, words.tr("Start it with: {command}", command=facts["fix"])])
+        return text
     if said.kind == "index-unreadable":
         if terminal:
             return words.tr("The knowledge base cannot be searched: {detail}", detail=facts.get("detail", ""))
@@ -117,9 +132,8 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
     if said.kind == "model-empty":
         text = words.tr("The model returned an empty answer (or only its reasoning).")
         if facts.get("at_limit"):
-            text += " " + words.tr(
-                "It stopped at the output limit: raise KB_MAX_OUTPUT_TOKENS, or use a model that does not think aloud."
-            )
+            limit = "It stopped at the output limit: raise KB_MAX_OUTPUT_TOKENS, or use a model that does not think aloud."
+            text = sentences([text, words.tr(limit)])
         return text
     if said.kind in DETAILED:
         technical, phone = DETAILED[said.kind]
@@ -149,20 +163,22 @@ def text_and_note(reply: Reply, words: Words) -> tuple[str, str | None]:
     """The reply as two strings, for ``kb ask --json``'s ``text`` and ``note``: the lead and the text
     (on one line before a web summary, a paragraph before anything else), and the notes."""
     w = worded(reply, words, terminal=True)
-    lead = " ".join(w.lead)
+    lead = sentences(w.lead)
     if reply.mode == "web":
         text = "\n".join(p for p in (lead, w.text) if p)
     else:
         text = "\n\n".join(p for p in (lead, w.text) if p)
-    return text, " ".join(w.notes) or None
+    return text, sentences(w.notes) or None
 
 
 def plain(reply: Reply, words: Words, *, answer: bool = True) -> str:
     """A reply for a terminal: its words (``answer`` False: the model's answer was shown already, as it
     streamed), what was searched when it differs from what was written, the sources, the candidates."""
     text, note = text_and_note(reply, words)
+    if reply.mode == "web":
+        text = "\n".join(sourced(line, words) for line in text.splitlines())
     if not answer:
-        text = " ".join(worded(reply, words, terminal=True).lead)
+        text = sentences(worded(reply, words, terminal=True).lead)
     parts = [text]
     if reply.searched_differently:
         parts.append(words.tr("(searched as: {query})", query=reply.searched_differently))
@@ -174,6 +190,17 @@ def plain(reply: Reply, words: Words, *, answer: bool = True) -> str:
         lines = [f"{c.id} · {host_of(c.url)} — {c.title}\n       {c.url}" for c in reply.candidates]
         parts.append(words.tr("Web candidates (not imported):") + "\n" + "\n".join(lines))
     return "\n\n".join(p for p in parts if p)
+
+
+_SOURCED = re.compile(r"^(.*\[web-\d\]) \[source: (\S+)\]$")
+
+
+def sourced(line: str, words: Words) -> str:
+    """A web summary line ``text [web-N] [source: URL]`` with its source in the reader's words."""
+    m = _SOURCED.match(line)
+    if m is None:
+        return line
+    return m.group(1) + " " + words.tr("[source: {url}]", url=m.group(2))
 
 
 def text_of(reply: Reply, words: Words = ENGLISH) -> str:
