@@ -34,8 +34,9 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
         description="Rank passages for a question (any text is a valid query) and say whether they answer it. "
         "With --json each result is "
         '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text",'
-        '"relevance","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
-        "the question, answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), "
+        '"relevance","tags","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
+        "the question, tags its document's (a note's front matter and inline #tags), answerable the verdict on "
+        "the question (its best passage reaches KB_MIN_RELEVANCE), "
         'translations the question as also searched in the index\'s other languages ([{"language","text"}], '
         "from the model), both the same on every result; a passage from a folder source (kb sources) also "
         'carries "source" (its name) and "path" (the file, relative to the source; start_line and end_line are '
