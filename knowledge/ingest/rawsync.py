@@ -153,6 +153,9 @@ def chunk_records(doc_id: str, chunks: Iterable[Chunk]) -> list[ChunkRecord]:
     ]
 
 
+NOTE_TAGS_MAX = 100  # a note's tags kept, front matter's first
+
+
 def note_lines(
     lines: list[str],
     converter: str,
@@ -167,7 +170,8 @@ def note_lines(
     if converter != "markdown":
         return lines, None
     read = read_note(lines)
-    return read.lines, Note(aliases, description, distinct_tags((*tags, *read.tags)), read.links) or None
+    tags = distinct_tags((*tags, *read.tags))[:NOTE_TAGS_MAX]
+    return read.lines, Note(aliases, description, tags, read.links) or None
 
 
 def build_rows(

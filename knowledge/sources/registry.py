@@ -23,6 +23,8 @@ from pathlib import Path
 from knowledge.errors import ConfigError, SourceRefused
 from knowledge.ingest.files import write_atomic
 from knowledge.retrieval.scope import Scope
+from knowledge.store.notes import NoteTable
+from knowledge.text import tag_name
 from knowledge.words.catalog import ENGLISH
 from knowledge.words.sources import REFUSALS
 
@@ -173,6 +175,22 @@ def scope_of(sources: Sequence[Source], name: str | None) -> Scope | None:
 def scope_in(home: Path, name: str | None) -> Scope | None:
     """:func:`scope_of` among the sources in this home's kb.toml (read only for a name)."""
     return None if name is None else scope_of(read_sources(config_file(home)), name)
+
+
+TAGS_SHOWN = 10  # the tags used most, named when a tag is refused
+
+
+def with_tag(scope: Scope | None, tag: str | None, index: NoteTable | None) -> Scope | None:
+    """The scope kept to the documents carrying ``tag`` too (``#`` or not, any case; the tags nested in
+    it too), None (everything) for no scope and no tag; SourceRefused ``unknown-tag`` naming the tags used
+    most when no document in the ``index`` (None: there is none yet) carries it."""
+    if tag is None:
+        return scope
+    name = tag_name(tag) or tag.strip().removeprefix("#")
+    if index is None or not index.has_tag(name):
+        used = index.tag_counts(limit=TAGS_SHOWN) if index is not None else []
+        raise refused("unknown-tag", tag=name, tags=", ".join(f"#{t} ({n})" for t, n in used) or "-")
+    return Scope(scope.source if scope else None, name)
 
 
 def source_of(sources: Sequence[Source], path: Path) -> tuple[Source, str] | None:
