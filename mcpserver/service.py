@@ -21,7 +21,7 @@ from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Found, find
 from knowledge.retrieval.sufficiency import judge
 from knowledge.retrieval.translate import search_translated
-from knowledge.sources.registry import scope_in, with_tag
+from knowledge.sources.registry import scope_asked
 from knowledge.websearch.importer import ImportResult, import_web_source, select
 from knowledge.websearch.store import Candidate, CandidateStore
 from knowledge.words.catalog import Words, terminal_words
@@ -91,9 +91,7 @@ class Kb:
         documents (SourceRefused naming the sources for a name no source has); ``tag``: only the notes
         carrying it (SourceRefused naming the tags used most for a tag no document carries)."""
         query = check_query(query)
-        scope = scope_in(self.settings.home, source)
-        if tag is not None:
-            scope = await asyncio.to_thread(self._tagged, scope, tag)
+        scope = await asyncio.to_thread(scope_asked, self.settings.home, source, tag, self.engine.open_index)
         k = min(max(limit, 1), MAX_LIMIT)
         meaning = self.engine.meaning
         translate = self.engine.translator if meaning is not None else None
@@ -106,15 +104,6 @@ class Kb:
             query=query, passages=passages, answerable=found.verdict.answerable, why=found.verdict.why,
             translations=[t.text for t in translations], truncated=truncated,
         )  # fmt: skip
-
-    def _tagged(self, scope: Scope | None, tag: str) -> Scope | None:
-        """The scope kept to the notes carrying ``tag`` (see knowledge.sources.registry.with_tag)."""
-        try:
-            index = self.engine.open_index()
-        except IndexMissing:
-            return with_tag(scope, tag, None)
-        with index:
-            return with_tag(scope, tag, index)
 
     def get(self, document_id: str, start_line: int | None, end_line: int | None) -> DocumentLines:
         """Lines of one document's text (all of it by default), within the line and size caps."""
