@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_llm import free_port
 from tests.test_mcp import client, serving
+from tests.test_scope import kb_with
 
 QUESTION = "how much is the deposit"
 INBOX = {
@@ -25,23 +26,9 @@ VAULT = {
 DOCS = {"office.md": "---\ntags: '#rent'\n---\n# Office\n\nThe office deposit is three months.\n"}
 
 
-def write(folder: Path, files: dict[str, str]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    return folder
-
-
 @pytest.fixture
 def home(tmp_path: Path, run_kb) -> Path:
-    home = tmp_path / "kb"
-    ingest_texts(make_settings(home), INBOX)
-    for name, files in (("vault", VAULT), ("docs", DOCS)):
-        added = run_kb(
-            "--home", str(home), "sources", "add", str(write(tmp_path / name, files)), "--name", name
-        )
-        assert added.returncode == 0, added.stderr
-    return home
+    return kb_with(tmp_path, run_kb, INBOX, {"vault": VAULT, "docs": DOCS})
 
 
 def titles(run_kb, home: Path, *args: str, question: str = QUESTION) -> list[str]:

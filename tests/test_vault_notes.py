@@ -2,7 +2,6 @@
 metadata (the note is found by its aliases and description, never by its YAML), links read as their
 text, tags are kept, hostile front matter costs nothing but itself. Real folders, real SQLite, the CLI."""
 
-import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -18,6 +17,7 @@ from knowledge.sources.registry import Source
 from knowledge.sources.sync import SourceSync
 from knowledge.store.index import Index
 from tests.conftest import make_settings
+from tests.test_scope import kb_with, search, write
 
 LEASE = """---
 title: Apartment lease
@@ -41,28 +41,10 @@ VAULT = {
 }
 
 
-def write(folder: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text, encoding="utf-8")
-    return folder
-
-
 @pytest.fixture
 def home(tmp_path: Path, run_kb) -> Path:
     """A knowledge base with the vault added as the source ``vault``."""
-    home = tmp_path / "kb"
-    added = run_kb(
-        "--home", str(home), "sources", "add", str(write(tmp_path / "Vault", VAULT)), "--name", "vault"
-    )
-    assert added.returncode == 0, added.stderr
-    return home
-
-
-def search(run_kb, home: Path, *args: str) -> list[dict]:
-    done = run_kb("--home", str(home), "search", "--json", *args)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return kb_with(tmp_path, run_kb, {}, {"vault": VAULT})
 
 
 @pytest.mark.parametrize("query", ["租屋契約", "Xinyi flat contract", "rental agreement Songren Road"])
@@ -155,10 +137,7 @@ def test_an_index_from_before_notes_reads_its_vault_notes_again(tmp_path, run_kb
     home = tmp_path / "kb"
     with monkeypatch.context() as before:  # a kb before notes: no names, tags nor links read
         before.setattr("knowledge.sources.sync.note_lines", lambda lines, converter, **_: (lines, None))
-        added = run_kb(
-            "--home", str(home), "sources", "add", str(write(tmp_path / "Vault", VAULT)), "--name", "vault"
-        )
-        assert added.returncode == 0, added.stderr
+        kb_with(tmp_path, run_kb, {}, {"vault": VAULT})
     with closing(sqlite3.connect(home / "knowledge" / "index" / "kb.sqlite3")) as conn:  # and its schema
         conn.executescript(
             "DROP TABLE document_notes; DROP TABLE document_tags; DELETE FROM migrations WHERE n = 5"
