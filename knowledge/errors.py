@@ -87,7 +87,8 @@ class FetchRefused(Refused):
 
 
 class SourceRefused(Refused):
-    """A folder source refused (``kb sources add``, ``rm``, ``rescan``): ``reason`` is a stable code
+    """A folder source refused (``kb sources add``, ``rm``, ``rescan``), or a search scope (a source or a
+    tag no document carries, ``unknown-tag``): ``reason`` is a stable code
     (knowledge.words.sources says it in the reader's language) and ``facts`` fill its sentence."""
 
     def __init__(self, reason: str, message: str, **facts: str) -> None:

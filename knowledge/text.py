@@ -1,16 +1,18 @@
 """Plain text, on the ground floor: the script a text is written in, whether it is a greeting, one line cut
-to a width, a title cut at a word, and text made safe to write (no lone surrogates). Pure functions of
-strings, used by every room."""
+to a width, a title cut at a word, text made safe to write (no lone surrogates), and a note's tag told and
+compared. Pure functions of strings, used by every room."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from functools import cache
 
 ELLIPSIS = "…"
 LANGUAGE_SHARE = 0.3  # a text is Thai or CJK when that share of its letters is
 _SURROGATES = re.compile("[\ud800-\udfff]")
+TAG_MAX_CHARS = 100
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _GREETING = re.compile(
     r"\W*(你好|您好|妳好|哈囉|哈啰|嗨|早安|午安|晚安|謝謝(你|您)?|谢谢(你|您)?|感謝|感谢|多謝|多谢|好的|了解|收到|"
@@ -126,3 +128,33 @@ def clean_text(text: str) -> str:
 def has_surrogates(text: str) -> bool:
     """True when ``text`` holds a lone surrogate (a name read from undecodable bytes)."""
     return _SURROGATES.search(text) is not None
+
+
+def is_tag_char(ch: str) -> bool:
+    """A character a #tag may hold: a letter, mark or digit of any script (a Thai vowel or tone mark
+    too), ``_``, ``-`` and ``/`` (a nested tag, ``#home/rent``)."""
+    return ch in "_-/" or unicodedata.category(ch)[0] in "LMN"
+
+
+def tag_name(text: str) -> str | None:
+    """A tag as written, without its ``#`` (``#押金`` → ``押金``), or None when it is no tag: empty, over
+    TAG_MAX_CHARS, holding a character a tag may not, or without a letter (Obsidian's ``#1`` is no tag)."""
+    name = text.strip().removeprefix("#").strip("/")
+    if not name or len(name) > TAG_MAX_CHARS or not all(is_tag_char(ch) for ch in name):
+        return None
+    if not any(unicodedata.category(ch)[0] in "LM" for ch in name):
+        return None
+    return name
+
+
+def tag_key(tag: str) -> str:
+    """What two spellings of one tag share (``#Rent``, ``rent``): without ``#``, NFKC, case folded."""
+    return unicodedata.normalize("NFKC", tag.strip().removeprefix("#")).casefold().strip("/")
+
+
+def distinct_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Tags without repeats (two spellings of one tag: the first kept), in their order."""
+    seen: dict[str, str] = {}
+    for tag in tags:
+        seen.setdefault(tag_key(tag), tag)
+    return tuple(seen.values())

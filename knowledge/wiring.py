@@ -22,6 +22,7 @@ from knowledge.model.tokenizer import TokenCounter, configured_counter
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.search import Meaning
 from knowledge.retrieval.translate import Chat, Translator
+from knowledge.sources.registry import scope_asked
 from knowledge.store.index import Index
 from knowledge.websearch.fetch import Fetcher
 from knowledge.websearch.providers import BraveSearch, DuckDuckGoLite, Provider
@@ -173,9 +174,16 @@ def translator(settings: Settings, llm: ModelClient) -> Translator | None:
 
 
 def conversing(settings: Settings, engine: Engine) -> Conversing:
-    """The engine in conversation: the front ends' conversation file, follow-ups rewritten by the model."""
+    """The engine in conversation: the front ends' conversation file, follow-ups rewritten by the model,
+    ``in:NAME`` and ``#tag`` in a message checked against the sources and the index's tags."""
     store = Conversations(settings.conversations_path, idle_s=settings.conversation_idle_s)
-    return Conversing(engine, store, Rewriter(short_chat(engine.llm), timeout_s=settings.rewrite_timeout_s))
+    rewriter = Rewriter(short_chat(engine.llm), timeout_s=settings.rewrite_timeout_s)
+    return Conversing(
+        engine,
+        store,
+        rewriter,
+        lambda source, tag: scope_asked(settings.home, source, tag, engine.open_index),
+    )
 
 
 @asynccontextmanager

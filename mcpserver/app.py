@@ -52,6 +52,10 @@ SOURCE = (
     "the name of one of the owner's folder sources: only its documents are searched (default: every document; "
     "an unknown name is refused with the names there are)"
 )
+TAG = (
+    "a tag of the owner's notes ('#' or not, any case; 'home' holds 'home/rent'): only the notes carrying it are "
+    "searched (default: every document; a tag no document carries is refused with the tags used most)"
+)
 
 
 def _result(shape: BaseModel, text: str) -> CallToolResult:
@@ -75,12 +79,14 @@ def build_server(kb: Kb) -> MCPServer:
         query: Query,
         limit: Annotated[int, Field(ge=1, le=20)] = 5,
         source: Annotated[str | None, Field(max_length=100, description=SOURCE)] = None,
+        tag: Annotated[str | None, Field(max_length=101, description=TAG)] = None,
     ) -> Annotated[CallToolResult, Searched]:
         """Passages of the owner's documents for a query, best first, each with its document id, lines, path
-        or URL and text, and whether kb judged them sufficient to answer it (the same ranking as kb search).
-        `source` keeps the search to the documents of one folder source (as kb search --in NAME)."""
+        or URL, text and tags, and whether kb judged them sufficient to answer it (the same ranking as kb
+        search). `source` keeps the search to the documents of one folder source (as kb search --in NAME),
+        `tag` to the notes carrying a tag (as kb search --tag TAG); both: that source's notes with that tag."""
         try:
-            found = await kb.search(query, limit, source)
+            found = await kb.search(query, limit, source, tag)
         except (TooLong, KbError) as exc:
             raise _failing(exc) from exc
         return _result(found, search_text(found))

@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field
 from knowledge.retrieval.search import SearchResult
 from mcpserver.bounds import MAX_TEXT_CHARS, fit_texts
 
+TAGS_SHOWN = 10  # of a passage's tags: a result stays bounded whatever a note's front matter says
+
 
 class Passage(BaseModel):
     """One passage found: where it is (document, lines, path or URL) and what it says."""
@@ -27,6 +29,9 @@ class Passage(BaseModel):
     text: str
     score: float
     relevance: float = Field(description="the probability (0-1) that this passage answers the query")
+    tags: list[str] = Field(
+        description=f"its document's tags (a note's, without '#'; the first {TAGS_SHOWN})"
+    )
 
 
 class Searched(BaseModel):
@@ -150,7 +155,7 @@ def passages_of(
         Passage(
             rank=r.rank, document_id=r.document_id, chunk_id=r.chunk_id, title=r.title, path=r.raw_path,
             source_name=r.source_name, url=r.source_url, start_line=r.start_line, end_line=r.end_line,
-            text=text, score=r.score, relevance=round(r.relevance, 4),
+            text=text, score=r.score, relevance=round(r.relevance, 4), tags=list(r.tags[:TAGS_SHOWN]),
         )
         for r, text in zip(results, fitted.texts, strict=True)
     ]  # fmt: skip
@@ -166,8 +171,9 @@ def search_text(found: Searched) -> str:
     lines = []
     for p in found.passages:
         where = p.url or p.path
+        tags = "".join(f" #{t}" for t in p.tags)
         lines.append(
-            f"{p.rank}. {p.title} — {where}:{p.start_line}-{p.end_line} (relevance {p.relevance:.2f})"
+            f"{p.rank}. {p.title} — {where}:{p.start_line}-{p.end_line} (relevance {p.relevance:.2f}){tags}"
         )
         snippet = " ".join(p.text.split())
         lines.append(f"   {snippet[:200]}{'…' if len(snippet) > 200 else ''}")

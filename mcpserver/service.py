@@ -21,7 +21,7 @@ from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Found, find
 from knowledge.retrieval.sufficiency import judge
 from knowledge.retrieval.translate import search_translated
-from knowledge.sources.registry import scope_in
+from knowledge.sources.registry import scope_asked
 from knowledge.websearch.importer import ImportResult, import_web_source, select
 from knowledge.websearch.store import Candidate, CandidateStore
 from knowledge.words.catalog import Words, terminal_words
@@ -83,12 +83,15 @@ class Kb:
                 translations=translations, scope=scope,
             )  # fmt: skip
 
-    async def search(self, query: str, limit: int, source: str | None = None) -> Searched:
+    async def search(
+        self, query: str, limit: int, source: str | None = None, tag: str | None = None
+    ) -> Searched:
         """The passages for a query, searched also in the index's other languages when that can help
         (as ``kb search`` does), cut to the result's size cap; ``source``: only that folder source's
-        documents (SourceRefused naming the sources for a name no source has)."""
+        documents (SourceRefused naming the sources for a name no source has); ``tag``: only the notes
+        carrying it (SourceRefused naming the tags used most for a tag no document carries)."""
         query = check_query(query)
-        scope = scope_in(self.settings.home, source)
+        scope = await asyncio.to_thread(scope_asked, self.settings.home, source, tag, self.engine.open_index)
         k = min(max(limit, 1), MAX_LIMIT)
         meaning = self.engine.meaning
         translate = self.engine.translator if meaning is not None else None

@@ -3,9 +3,9 @@ stand-in, the daemon on a real inbox, and a scripted transcriber standing in for
 
 import contextlib
 import re
-from datetime import UTC
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC
 from pathlib import Path
 
 import pytest

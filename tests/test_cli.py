@@ -42,7 +42,7 @@ def test_ingest_then_search_then_status(tmp_path, sources, run_kb):
     results = json.loads(found.stdout)
     assert results[0]["source_name"] == "panthers.md" and "308 points" in results[0]["text"]
     assert list(results[0]) == ["rank", "score", "chunk_id", "document_id", "title", "source_name", "source_url",
-                                "start_line", "end_line", "text", "relevance", "answerable", "translations"]  # fmt: skip
+                                "start_line", "end_line", "text", "relevance", "tags", "answerable", "translations"]  # fmt: skip
     assert 0.5 <= results[0]["relevance"] <= 1 and all(r["answerable"] is True for r in results)
     off_topic = json.loads(
         run_kb("--home", str(home), "search", "--json", "Who painted the Sistine Chapel ceiling?").stdout

@@ -78,7 +78,7 @@ async def test_the_tools_their_schemas_and_annotations(kb_home):
     imp = tools["import_web_source"].input_schema
     assert imp["required"] == ["source_id"] and list(imp["properties"]) == ["source_id"]
     assert imp["properties"]["source_id"]["pattern"] == "^web-[1-5]$"
-    assert set(tools["search"].input_schema["properties"]) == {"query", "limit", "source"}
+    assert set(tools["search"].input_schema["properties"]) == {"query", "limit", "source", "tag"}
     assert set(tools["get"].input_schema["properties"]) == {"document_id", "start_line", "end_line"}
     assert set(tools["ask"].input_schema["properties"]) == {"question", "conversation"}
     for name in ("search", "get", "status", "web_search", "ask"):

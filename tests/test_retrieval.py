@@ -51,7 +51,7 @@ def test_questions_in_three_languages_find_their_passage_first(index, question, 
 def test_result_json_has_the_contract_fields(index):
     result = search(index, "oxygen Uppsala", k=1)[0].to_json()
     assert set(result) == {"rank", "score", "chunk_id", "document_id", "title", "source_name", "source_url",
-                           "start_line", "end_line", "text", "relevance"}  # fmt: skip
+                           "start_line", "end_line", "text", "relevance", "tags"}  # fmt: skip
     assert result["rank"] == 1 and result["chunk_id"].startswith(result["document_id"] + "-chunk-")
 
 

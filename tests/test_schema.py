@@ -14,7 +14,9 @@ from knowledge.store.index import Index
 from knowledge.store.schema import MIGRATIONS
 from tests.conftest import at_once, ingest_texts, make_settings
 
-RECORDED = [(1, "m001_tables"), (2, "m002_vector_stamps"), (3, "m003_use_vectors"), (4, "m004_source_files")]
+RECORDED = [
+    (1, "m001_tables"), (2, "m002_vector_stamps"), (3, "m003_use_vectors"), (4, "m004_source_files"), (5, "m005_notes"),
+]  # fmt: skip
 
 DOCS = {
     "lake.md": "# Lake Quillan\n\nLake Quillan is 317 metres deep and never freezes.\n",

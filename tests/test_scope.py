@@ -43,23 +43,32 @@ class Bag:
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:
+    """The files (paths relative to ``folder``) written under it."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     return folder
 
 
-@pytest.fixture
-def home(tmp_path: Path, run_kb) -> Path:
-    """An inbox note, and two sources: vault (two notes) and docs (one)."""
+def kb_with(tmp_path: Path, run_kb, inbox: dict[str, str], sources: dict[str, dict[str, str]]) -> Path:
+    """A knowledge base in ``tmp_path/kb``: the ``inbox`` notes ingested, each source's files written under
+    ``tmp_path/NAME`` and added with kb sources add."""
     home = tmp_path / "kb"
-    ingest_texts(make_settings(home), INBOX)
-    for name, files in (("vault", VAULT), ("docs", DOCS)):
+    if inbox:
+        ingest_texts(make_settings(home), inbox)
+    for name, files in sources.items():
         added = run_kb(
             "--home", str(home), "sources", "add", str(write(tmp_path / name, files)), "--name", name
         )
         assert added.returncode == 0, added.stderr
     return home
+
+
+@pytest.fixture
+def home(tmp_path: Path, run_kb) -> Path:
+    """An inbox note, and two sources: vault (two notes) and docs (one)."""
+    return kb_with(tmp_path, run_kb, INBOX, {"vault": VAULT, "docs": DOCS})
 
 
 def search(run_kb, home: Path, *args: str) -> list[dict]:

@@ -229,7 +229,7 @@ def test_hybrid_search_keeps_the_json_contract(tmp_path, fake_embeddings):
         [first, *_] = search(index, "Lake Quillan", k=2, meaning=Meaning.of(embedder))
     assert list(first.to_json()) == [
         "rank", "score", "chunk_id", "document_id", "title", "source_name", "source_url",
-        "start_line", "end_line", "text", "relevance",
+        "start_line", "end_line", "text", "relevance", "tags",
     ]  # fmt: skip
     assert first.title == "Lake Quillan" and first.rank == 1
 

@@ -16,7 +16,7 @@ from knowledge.text import sentences
 from knowledge.words.catalog import LOCALE_DIR, Words
 from knowledge.words.language import for_telegram, for_terminal, normalise
 from knowledge.words.reasons import REFUSED
-from knowledge.words.replies import BODIES, DETAILED, LEADS, NOTES, UNAVAILABLE
+from knowledge.words.replies import BODIES, DETAILED, LEADS, NOTES, SCOPES, UNAVAILABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYWORDS = {"tr": None, "ntr": (1, 2), "N_": None}
@@ -85,6 +85,7 @@ def test_every_said_kind_has_words_and_the_engine_says_nothing_unknown():
         | set(NOTES)
         | set(BODIES)
         | set(DETAILED)
+        | set(SCOPES)
         | {"model-unavailable", "model-empty", "index-unreadable"}
     )
     source = (ROOT / "knowledge" / "answer" / "assistant.py").read_text() + (

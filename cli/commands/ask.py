@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 import structlog
 
 from cli.commands import EXIT_OK, EXIT_USAGE, Command
-from cli.commands.search import add_scope, scope_or_refusal, search_meaning
+from cli.commands.search import add_scope, scope_or_refusal, search_meaning, tagged_scope
 from cli.commands.web import describe_import, import_and_answer, import_exit, typed_pick
 from knowledge.config import Settings
 from knowledge.conversation.store import ConversationError
@@ -52,7 +52,7 @@ def _ask_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new", action="store_true", help="with --conversation: start it afresh")
     p.add_argument("--audio", type=Path, metavar="FILE", help="ask the question spoken in this audio file")
     add_scope(p, "answer from the documents of the folder source NAME only (when they do not answer, as "
-              "without --in: the web, when it is on)")  # fmt: skip
+              "without --in: the web, when it is on)", "answer from the notes tagged TAG only")  # fmt: skip
 
 
 def _measure_arguments(p: argparse.ArgumentParser) -> None:
@@ -143,12 +143,14 @@ def _sources_text(settings: Settings, words: Words) -> str:
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
-    """kb ask [--in NAME] QUESTION  |  kb ask --audio FILE  |  kb ask --conversation NAME QUESTION"""
+    """kb ask [--in NAME] [--tag TAG] QUESTION  |  kb ask --audio FILE  |  kb ask --conversation NAME QUESTION"""
     from cli.chat import FRESH, Printer
     from knowledge.wiring import conversing, open_engine
 
     words = terminal_words(settings)  # the reply's words; the rest of the command line stays English
     scope = scope_or_refusal(settings, args.source, err=err)
+    if not isinstance(scope, int):
+        scope = tagged_scope(settings, scope, args.tag, err=err)
     if isinstance(scope, int):
         return scope
     heard = None

@@ -12,14 +12,14 @@ from typing import TextIO
 
 from cli.commands import EXIT_OK, EXIT_USAGE, Command
 from knowledge.config import Settings
-from knowledge.errors import SourceRefused
+from knowledge.errors import IndexMissing, SourceRefused
 from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
-from knowledge.sources.registry import scope_in
+from knowledge.sources.registry import scope_in, with_tag
 from knowledge.sources.state import split_raw_path
 from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
@@ -31,7 +31,7 @@ def _search_arguments(p: argparse.ArgumentParser) -> None:
         "-k", type=int, default=None, metavar="N", help="number of passages (default: KB_SEARCH_K)"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    add_scope(p, "search only the documents of the folder source NAME")
+    add_scope(p, "search only the documents of the folder source NAME", "search only the notes tagged TAG")
     p.add_argument(
         "--no-translate",
         action="store_true",
@@ -55,14 +55,21 @@ def _ls_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_scope(p: argparse.ArgumentParser, what: str) -> None:
-    """The ``--in NAME`` option of kb search and kb ask."""
+def add_scope(p: argparse.ArgumentParser, what: str, tagged: str) -> None:
+    """The ``--in NAME`` and ``--tag TAG`` options of kb search and kb ask."""
     p.add_argument(
         "--in",
         dest="source",
         metavar="NAME",
         help=f"{what} (kb sources lists them; an unknown NAME is refused with exit status 2, naming the "
         "sources there are); by default, every document",
+    )
+    p.add_argument(
+        "--tag",
+        metavar="TAG",
+        help=f"{tagged} (in its front matter or as an inline #tag; with or without '#', any case; "
+        "#home holds #home/rent); with --in, the notes of that source carrying it. A tag no document "
+        "carries is refused with exit status 2, naming the tags used most",
     )
 
 
@@ -75,8 +82,32 @@ def scope_or_refusal(settings: Settings, name: str | None, *, err: TextIO) -> Sc
         return EXIT_USAGE
 
 
+def tag_or_refusal(
+    scope: Scope | None, tag: str | None, index: Index | None, *, err: TextIO
+) -> Scope | None | int:
+    """The scope kept to the notes tagged ``--tag TAG`` too, or the exit status of its refusal (said on ``err``)."""
+    try:
+        return with_tag(scope, tag, index)
+    except SourceRefused as exc:
+        print(f"kb: {exc}", file=err)
+        return EXIT_USAGE
+
+
+def tagged_scope(
+    settings: Settings, scope: Scope | None, tag: str | None, *, err: TextIO
+) -> Scope | None | int:
+    """:func:`tag_or_refusal` against the index on disk (none yet: every tag is refused)."""
+    if tag is None:
+        return scope
+    try:
+        with Index(settings.index_path, readonly=True) as index:
+            return tag_or_refusal(scope, tag, index, err=err)
+    except IndexMissing:
+        return tag_or_refusal(scope, tag, None, err=err)
+
+
 def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
-    """kb search [-k N] [--json] [--in NAME] QUERY  |  kb search --batch FILE --json"""
+    """kb search [-k N] [--json] [--in NAME] [--tag TAG] QUERY  |  kb search --batch FILE --json"""
     k = args.k or settings.search_k
     if k < 1:
         print("kb: -k must be at least 1", file=err)
@@ -93,6 +124,9 @@ def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
         return scope
     translate = settings.translate != "off" and not args.no_translate
     with Index(settings.index_path, readonly=True) as index:
+        scope = tag_or_refusal(scope, args.tag, index, err=err)
+        if isinstance(scope, int):
+            return scope
         meaning = search_meaning(settings, index, err=err)
         answers = asyncio.run(
             _find_all(settings, index, queries, k=k, meaning=meaning, translate=translate, scope=scope)
@@ -191,7 +225,8 @@ def print_results(found: Found, out: TextIO, translations: Sequence[Translation]
         print("no matching passages", file=out)
         return
     for r in found.results:
-        print(f"{r.rank}. {r.citation}  (relevance {r.relevance:.2f}, score {r.score:.3f})", file=out)
+        tags = "".join(f" #{t}" for t in r.tags)
+        print(f"{r.rank}. {r.citation}  (relevance {r.relevance:.2f}, score {r.score:.3f}){tags}", file=out)
         if r.source_url:
             print(f"   {r.source_url}", file=out)
         snippet = " ".join(r.text.split())
@@ -258,8 +293,9 @@ COMMANDS = {
         description="Rank passages for a question (any text is a valid query) and say whether they answer it. "
         "With --json each result is "
         '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text",'
-        '"relevance","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
-        "the question, answerable the verdict on the question (its best passage reaches KB_MIN_RELEVANCE), "
+        '"relevance","tags","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
+        "the question, tags its document's (a note's front matter and inline #tags), answerable the verdict on "
+        "the question (its best passage reaches KB_MIN_RELEVANCE), "
         'translations the question as also searched in the index\'s other languages ([{"language","text"}], '
         "from the model), both the same on every result; a passage from a folder source (kb sources) also "
         'carries "source" (its name) and "path" (the file, relative to the source; start_line and end_line are '

@@ -10,12 +10,17 @@ with :meth:`Conversations.anchor`.
 A conversation file that cannot be read or written (a full disk above all) never costs the answer:
 the message is answered as if it came first, and the reply says afterwards that it was not
 remembered (``not-remembered-disk-full``, ``not-remembered``).
+
+``in:NAME`` and ``#tag`` in a message keep its search to a folder source's documents, to the notes
+carrying a tag, or both (knowledge.conversation.scoping), unless the front end gives a scope itself: the
+reply says which scope it searched (``scoped``), or why there is none of that name (``scope-refused``,
+with the names there are), and then nothing is searched.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import structlog
@@ -23,10 +28,16 @@ import structlog
 from knowledge.answer.assistant import Engine, Listener, Reply, Said
 from knowledge.answer.prompt import Exchange
 from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, points_back, stands_alone
+from knowledge.conversation.scoping import scope_words
 from knowledge.conversation.store import Anchor, Conversation, ConversationError, Conversations, Turn
+from knowledge.errors import SourceRefused
 from knowledge.retrieval.scope import Scope
 
 log = structlog.get_logger()
+
+# The scope a source's name and a tag ask for (knowledge.sources.registry.scope_asked); SourceRefused
+# naming what there is.
+Scoper = Callable[[str | None, str | None], Scope | None]
 
 QUOTE_CHARS = 600  # of a replied-to message kb knows nothing of
 
@@ -46,10 +57,31 @@ class Answered:
 class Conversing:
     """The engine in conversation: one store, one rewriter (None: follow-ups are joined without the model)."""
 
-    def __init__(self, engine: Engine, store: Conversations, rewriter: Rewriter | None) -> None:
+    def __init__(
+        self, engine: Engine, store: Conversations, rewriter: Rewriter | None, scoper: Scoper | None = None
+    ) -> None:
+        """``scoper``: what ``in:NAME`` and ``#tag`` in a message ask for (None: they are words)."""
         self.engine = engine
         self.store = store
         self.rewriter = rewriter
+        self.scoper = scoper
+
+    async def _scoped(self, message: str, scope: Scope | None) -> tuple[str, Scope | None, Said | None]:
+        """The message without its scope words, the scope they ask for and what the reply says of it
+        (``scope-refused``: nothing is to be searched); as given when the front end gave a scope."""
+        if scope is not None or self.scoper is None:
+            return message, scope, None
+        asked = scope_words(message)
+        if asked.source is None and asked.tag is None:
+            return message, None, None
+        try:
+            scope = await asyncio.to_thread(self.scoper, asked.source, asked.tag)
+        except SourceRefused as exc:
+            log.info("converse.scope_refused", reason=exc.reason)
+            return asked.question, None, Said("scope-refused", {"reason": exc.reason, **exc.facts})
+        log.info("converse.scoped", source=asked.source is not None, tag=asked.tag is not None)
+        facts = {"source": scope.source or "", "tag": scope.tag or ""} if scope else {}
+        return asked.question, scope, Said("scoped", facts)
 
     async def ask_once(
         self,
@@ -62,10 +94,13 @@ class Conversing:
     ) -> Answered:
         """One question outside any conversation (``kb ask`` without a conversation name); ``scope``:
         answered from one source's documents only (knowledge.retrieval.scope)."""
+        message, scope, scoped = await self._scoped(message, scope)
+        if scoped is not None and scoped.kind == "scope-refused":
+            return Answered(Reply("", "no-evidence", said=(scoped,)), Plan(message), None, fresh=False)
         reply = await self.engine.ask(
             message, chat_id=chat_id, listener=listener, language=language, scope=scope
         )
-        return Answered(reply, Plan(message), None, fresh=False)
+        return Answered(_saying(reply, scoped), Plan(message), None, fresh=False)
 
     async def ask(
         self,
@@ -87,6 +122,9 @@ class Conversing:
         document is asked about); ``replied_text``: the text (or the highlighted quote) of a replied-to
         message kb knows nothing of, context marked as data; ``document``: ask about this document;
         ``scope``: search one source's documents only (knowledge.retrieval.scope)."""
+        message, scope, scoped = await self._scoped(message, scope)
+        if scoped is not None and scoped.kind == "scope-refused":
+            return Answered(Reply("", "no-evidence", said=(scoped,)), Plan(message), None, fresh=False)
         forgotten: ConversationError | None = None
         try:
             conversation = await asyncio.to_thread(self.store.current, key)
@@ -140,7 +178,12 @@ class Conversing:
                 forgotten = exc
         if forgotten is not None:
             reply = _not_remembered(reply, forgotten)
-        return Answered(reply, searched, turn_id, conversation.fresh, document)
+        return Answered(_saying(reply, scoped), searched, turn_id, conversation.fresh, document)
+
+
+def _saying(reply: Reply, said: Said | None) -> Reply:
+    """The reply, saying also ``said`` (the scope it searched) when there is something to say."""
+    return reply if said is None else replace(reply, said=(*reply.said, said))
 
 
 def _not_remembered(reply: Reply, exc: ConversationError) -> Reply:

@@ -27,7 +27,9 @@ class OcrFacts:
 @dataclass(frozen=True)
 class Converted:
     """A source turned into Markdown: the body (no front matter), its title and the converter's name;
-    an article's author and publication date (YYYY-MM-DD) when its page names them."""
+    an article's author and publication date (YYYY-MM-DD) when its page names them; a note's aliases,
+    description and tags from its front matter, and what of its front matter was ignored and why
+    (problem codes, knowledge.convert.frontmatter)."""
 
     title: str
     markdown: str
@@ -36,6 +38,10 @@ class Converted:
     ocr: OcrFacts | None = None
     author: str | None = None
     published: str | None = None
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    front_matter_problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

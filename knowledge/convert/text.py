@@ -6,12 +6,11 @@ import re
 
 from knowledge.convert.base import TITLE_MAX_CHARS, Converted
 from knowledge.convert.charset import decode_bytes
+from knowledge.convert.frontmatter import split_front_matter
 from knowledge.errors import ConversionError
 from knowledge.text import shorten
 
-_FRONT_MATTER = re.compile(r"\A---\n(.*?)\n(?:---|\.\.\.)\n", re.DOTALL)
-# One line each, no two repeats that can trade characters: linear in the text however it is written.
-_FM_TITLE = re.compile(r"^title:[ \t]*+([^\n]*)", re.MULTILINE)
+# One line, no two repeats that can trade characters: linear in the text however it is written.
 _HEADING = re.compile(r"^#{1,6}[ \t]++([^\n]*\S)", re.MULTILINE)
 
 
@@ -32,15 +31,16 @@ def heading_text(line: str) -> str:
 
 
 def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None) -> Converted:
-    """Decode a text or Markdown file; a leading front matter block gives only its title."""
+    """Decode a text or Markdown file; a note's leading front matter block is cut from its text and gives
+    its title, aliases, description and tags (knowledge.convert.frontmatter)."""
     text, encoding = decode_bytes(data, declared=declared)
     text = normalize_newlines(text)
-    title = ""
-    if markdown and (fm := _FRONT_MATTER.match(text)):
+    front = None
+    if markdown:
         # Provenance comes from kb's own sidecar, never from a document's claims about itself.
-        if m := _FM_TITLE.search(fm.group(1)):
-            title = m.group(1).strip().strip("'\"").strip()
-        text = text[fm.end() :].lstrip("\n")
+        front, text = split_front_matter(text)
+        text = text.lstrip("\n")
+    title = front.title if front else ""
     if not text.strip():
         raise ConversionError("no-content", "the file contains no text")
     if not title:
@@ -55,4 +55,8 @@ def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None
         markdown=text,
         converter="markdown" if markdown else "text",
         encoding=encoding,
+        aliases=front.aliases if front else (),
+        description=front.description if front else "",
+        tags=front.tags if front else (),
+        front_matter_problems=front.problems if front else (),
     )

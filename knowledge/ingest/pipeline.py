@@ -309,6 +309,7 @@ class Ingestor(RawSync):
             converted, title=clean_text(converted.title), markdown=clean_text(converted.markdown)
         )
         _log_ocr(readable_name(path.name), converted)
+        log_front_matter(readable_name(path.name), converted)
         outcome = self._store(path, data, sha, converted, sidecar, started)
         pages.remove()
         return outcome
@@ -365,6 +366,9 @@ class Ingestor(RawSync):
             origin_name=sidecar.origin_name,
             origin_date=sidecar.origin_date,
             comment=sidecar.comment,
+            aliases=converted.aliases,
+            description=converted.description or None,
+            tags=converted.tags,
         )
         text = rawfile.render(meta, converted.markdown)
         try:
@@ -517,6 +521,12 @@ def _log_ocr(name: str, converted: Converted) -> None:
         log.warning("ocr.illegible", file=name, pages=rawfile.page_ranges(ocr.illegible_pages))
     if ocr.unread_pages:
         log.warning("ocr.budget_spent", file=name, unread=rawfile.page_ranges(ocr.unread_pages))
+
+
+def log_front_matter(name: str, converted: Converted) -> None:
+    """What of a note's front matter was ignored, and why (its text is indexed all the same)."""
+    if converted.front_matter_problems:
+        log.warning("ingest.front_matter_ignored", file=name, problems=list(converted.front_matter_problems))
 
 
 def _log_outcome(o: Outcome) -> None:

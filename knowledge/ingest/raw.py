@@ -20,10 +20,12 @@ pages whose text came from OCR, "1-3,5") and, when there are any, ``ocr_illegibl
 pages with nothing legible) and ``ocr_unread_pages`` (scanned pages not read: the file's OCR time,
 ``KB_OCR_BUDGET_S``, ran out). Something kept from the chat records where it came from
 (``origin_type`` "channel", ``origin_name`` "Team News (@teamnews)", ``origin_date``) and the
-``comment`` that came with it (a link's comment, a forwarded file's caption), from kb's sidecar.
+``comment`` that came with it (a link's comment, a forwarded file's caption), from kb's sidecar. A
+Markdown note keeps what its own front matter said of it (knowledge.convert.frontmatter): ``aliases``,
+``description`` and ``tags`` (its inline #tags and links are read from the body again at every indexing).
 Every key but the first four is optional.
 
-Values are JSON strings (valid YAML too). The same source bytes give the same raw bytes:
+Values are JSON strings, or JSON lists of strings (valid YAML too). The same source bytes give the same raw bytes:
 nothing time-dependent is written. A raw file's document id depends only on its name, so
 editing the file replaces its own chunks.
 """
@@ -41,6 +43,9 @@ from knowledge.ingest.names import cut_bytes
 
 FRONT_MATTER_KEYS = (
     "title",
+    "aliases",
+    "description",
+    "tags",
     "source_name",
     "source_snapshot",
     "source_url",
@@ -83,6 +88,12 @@ class RawMeta:
     origin_name: str | None = None
     origin_date: str | None = None
     comment: str | None = None
+    aliases: tuple[str, ...] = ()  # a note's, from its own front matter
+    description: str | None = None
+    tags: tuple[str, ...] = ()
+
+
+_LIST_KEYS = frozenset({"aliases", "tags"})
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,8 @@ def render(meta: RawMeta, body: str) -> str:
     lines = ["---"]
     for key in FRONT_MATTER_KEYS:
         value = getattr(meta, key)
+        if isinstance(value, tuple):
+            value = list(value) or None
         if value is not None:
             lines.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
     lines += ["---", "", body.strip("\n"), ""]
@@ -160,7 +173,7 @@ def render(meta: RawMeta, body: str) -> str:
 def parse(text: str, *, fallback_name: str, sha256: str) -> RawFile:
     """Front matter and numbered body of a raw file; a hand-written file without one still parses."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    values: dict[str, str] = {}
+    values: dict[str, str | tuple[str, ...]] = {}
     first_body = 1
     if lines and lines[0].strip() == "---":
         for n, line in enumerate(lines[1:], start=2):
@@ -168,7 +181,9 @@ def parse(text: str, *, fallback_name: str, sha256: str) -> RawFile:
                 first_body = n + 1
                 break
             key, sep, value = line.partition(":")
-            if sep and key.strip() in FRONT_MATTER_KEYS:
+            if sep and key.strip() in _LIST_KEYS:
+                values[key.strip()] = _texts(value.strip())
+            elif sep and key.strip() in FRONT_MATTER_KEYS:
                 values[key.strip()] = _value(value.strip())
         else:  # an opening '---' that never closes is body text, not front matter
             values, first_body = {}, 1
@@ -218,6 +233,15 @@ def _value(raw: str) -> str:
         except json.JSONDecodeError:
             return raw.strip('"')
     return raw.strip("'")
+
+
+def _texts(raw: str) -> tuple[str, ...]:
+    """A JSON list of strings as a tuple; anything else (a hand-written value): empty."""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return ()
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
 def _first_heading(lines: list[str]) -> str | None:

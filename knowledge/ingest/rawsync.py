@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from knowledge.convert.vault import read_note
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.chunking import Chunk, chunk_lines
 from knowledge.ingest.files import is_regular
@@ -22,7 +23,8 @@ from knowledge.ingest.names import is_candidate_name
 from knowledge.ingest.safepath import LinkRefused, open_beneath
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.store.analysis import ANALYZER_VERSION
-from knowledge.store.records import ChunkRecord, DocumentRecord
+from knowledge.store.records import ChunkRecord, DocumentRecord, Note
+from knowledge.text import distinct_tags
 
 if TYPE_CHECKING:
     from knowledge.config import Settings
@@ -127,7 +129,7 @@ class RawSync:
             rows.append(self.prepare_raw("raw/" + name))
             if progress:
                 progress(n, len(names))
-        kept = [d for d in self.index.documents() if not d.raw_path.startswith("raw/")]
+        kept = [self.index.with_note(d) for d in self.index.documents() if not d.raw_path.startswith("raw/")]
         rows += [(d, self.index.chunks_of(d.id, range(1, d.chunk_count + 1))) for d in kept]
         self.index.replace_all(rows)
         self.index.set_meta("tokenizer", self.counter.name)
@@ -152,6 +154,27 @@ def chunk_records(doc_id: str, chunks: Iterable[Chunk]) -> list[ChunkRecord]:
     ]
 
 
+NOTE_TAGS_MAX = 100  # a note's tags kept, front matter's first
+
+
+def note_lines(
+    lines: list[str],
+    converter: str,
+    *,
+    aliases: tuple[str, ...] = (),
+    description: str = "",
+    tags: tuple[str, ...] = (),
+) -> tuple[list[str], Note | None]:
+    """A document's lines as its chunks read them, and its note: a Markdown note's links read as their
+    visible text, its inline #tags joined to its front matter's (knowledge.convert.vault); any other
+    document's lines as they are."""
+    if converter != "markdown":
+        return lines, None
+    read = read_note(lines)
+    tags = distinct_tags((*tags, *read.tags))[:NOTE_TAGS_MAX]
+    return read.lines, Note(aliases, description, tags, read.links) or None
+
+
 def build_rows(
     raw_rel: str,
     text: str,
@@ -165,15 +188,18 @@ def build_rows(
     """Document and chunk rows of a raw file's text (a pure function of its inputs)."""
     parsed = rawfile.parse(text, fallback_name=Path(raw_rel).stem, sha256=raw_sha256)
     doc_id = rawfile.document_id(raw_rel)
+    m = parsed.meta
+    lines, note = note_lines(
+        parsed.body_lines, m.converter, aliases=m.aliases, description=m.description or "", tags=m.tags
+    )
     chunks = chunk_lines(
-        parsed.body_lines,
+        lines,
         counter,
         max_tokens=max_tokens,
         overlap_tokens=overlap_tokens,
         first_line=parsed.first_body_line,
     )
     records = chunk_records(doc_id, chunks)
-    m = parsed.meta
     doc = DocumentRecord(
         id=doc_id,
         raw_path=raw_rel,
@@ -186,5 +212,6 @@ def build_rows(
         raw_sha256=raw_sha256,
         chunk_count=len(records),
         indexed_at=indexed_at,
+        note=note,
     )
     return doc, records

@@ -104,12 +104,15 @@ class SearchResult:
     end_line: int
     text: str
     relevance: float = 0.0
+    tags: tuple[str, ...] = ()  # its document's (a note's front matter and inline #tags)
 
     def to_json(self) -> dict[str, object]:
-        """The JSON object ``kb search --json`` prints (the contract's fields, in order, then ``relevance``)."""
+        """The JSON object ``kb search --json`` prints (the contract's fields, in order, then ``relevance``
+        and ``tags``)."""
         out = asdict(self)
         out.pop("raw_path")
         out["relevance"] = out.pop("relevance")
+        out["tags"] = list(out.pop("tags"))
         return out
 
     @property
@@ -558,6 +561,7 @@ def _rank(
 
 def _results(index: Index, ranked: Sequence[Ranked]) -> list[SearchResult]:
     rows = index.chunks_by_rowid(r.rowid for r in ranked)
+    tags = index.tags_of(doc.id for _, doc in rows.values())
     out: list[SearchResult] = []
     for rowid, score, relevance, _ in ranked:
         if rowid not in rows:  # deleted between the match and the fetch
@@ -577,6 +581,7 @@ def _results(index: Index, ranked: Sequence[Ranked]) -> list[SearchResult]:
                 end_line=chunk.end_line,
                 text=chunk.text,
                 relevance=round(relevance, 4),
+                tags=tags.get(doc.id, ()),
             )
         )
     return out

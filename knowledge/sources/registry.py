@@ -16,13 +16,16 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from knowledge.errors import ConfigError, SourceRefused
+from knowledge.errors import ConfigError, IndexMissing, SourceRefused
 from knowledge.ingest.files import write_atomic
 from knowledge.retrieval.scope import Scope
+from knowledge.store.index import Index
+from knowledge.store.notes import NoteTable
+from knowledge.text import tag_name
 from knowledge.words.catalog import ENGLISH
 from knowledge.words.sources import REFUSALS
 
@@ -173,6 +176,38 @@ def scope_of(sources: Sequence[Source], name: str | None) -> Scope | None:
 def scope_in(home: Path, name: str | None) -> Scope | None:
     """:func:`scope_of` among the sources in this home's kb.toml (read only for a name)."""
     return None if name is None else scope_of(read_sources(config_file(home)), name)
+
+
+TAGS_SHOWN = 10  # the tags used most, named when a tag is refused
+
+
+def with_tag(scope: Scope | None, tag: str | None, index: NoteTable | None) -> Scope | None:
+    """The scope kept to the documents carrying ``tag`` too (``#`` or not, any case; the tags nested in
+    it too), None (everything) for no scope and no tag; SourceRefused ``unknown-tag`` naming the tags used
+    most when no document in the ``index`` (None: there is none yet) carries it."""
+    if tag is None:
+        return scope
+    name = tag_name(tag) or tag.strip().removeprefix("#")
+    if index is None or not index.has_tag(name):
+        used = index.tag_counts(limit=TAGS_SHOWN) if index is not None else []
+        raise refused("unknown-tag", tag=name, tags=", ".join(f"#{t} ({n})" for t, n in used) or "-")
+    return Scope(scope.source if scope else None, name)
+
+
+def scope_asked(
+    home: Path, source: str | None, tag: str | None, open_index: Callable[[], Index]
+) -> Scope | None:
+    """The scope a source's name and a tag ask for (None: everything), the tag checked against the index
+    ``open_index`` opens (none yet: every tag is refused); SourceRefused naming what there is."""
+    scope = scope_in(home, source)
+    if tag is None:
+        return scope
+    try:
+        index = open_index()
+    except IndexMissing:
+        return with_tag(scope, tag, None)
+    with index:
+        return with_tag(scope, tag, index)
 
 
 def source_of(sources: Sequence[Source], path: Path) -> tuple[Source, str] | None:

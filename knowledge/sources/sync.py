@@ -26,8 +26,8 @@ from knowledge.convert import Converted, convert_source
 from knowledge.errors import ConversionError, ConversionInterrupted
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.chunking import chunk_lines
-from knowledge.ingest.pipeline import Ingestor
-from knowledge.ingest.rawsync import chunk_records
+from knowledge.ingest.pipeline import Ingestor, log_front_matter
+from knowledge.ingest.rawsync import chunk_records, note_lines
 from knowledge.ingest.safepath import LinkRefused, open_beneath
 from knowledge.sources import state
 from knowledge.sources.plan import RETRIED, Known, first_line, is_unchanged, match_moves, plan
@@ -218,6 +218,7 @@ class SourceSync:
         except ConversionError as exc:
             problem = _Problem(exc.reason, str(exc), read.seen)
             return self._record_problem(source, rel, k, problem, sha256=read.sha256)
+        log_front_matter(f"{source.name}:{rel}", converted)
         doc_id = self._doc_id(source.name, rel, k)
         doc, chunks = self._rows(source.name, rel, doc_id, read, converted)
 
@@ -238,8 +239,12 @@ class SourceSync:
         if converted.converter in ("markdown", "text"):
             start = first_line(read.data.decode("utf-8", errors="replace"), markdown)
         settings = self.ingestor.settings
+        lines, note = note_lines(
+            markdown.rstrip("\n").split("\n"), converted.converter, aliases=converted.aliases,
+            description=converted.description, tags=converted.tags,
+        )  # fmt: skip
         pieces = chunk_lines(
-            markdown.rstrip("\n").split("\n"),
+            lines,
             self.ingestor.counter,
             max_tokens=settings.chunk_max_tokens,
             overlap_tokens=settings.chunk_overlap_tokens,
@@ -258,6 +263,7 @@ class SourceSync:
             raw_sha256=rawfile.sha256_hex(markdown.encode("utf-8")),
             chunk_count=len(chunks),
             indexed_at=self._now(),
+            note=note,
         )
         return doc, chunks
 

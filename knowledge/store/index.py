@@ -5,8 +5,12 @@ One writer at a time (the daemon or ``kb ingest``, serialised by the writer lock
 number of readers (the bot, ``kb search``), who never see half a document because every
 document is written in one ``BEGIN IMMEDIATE`` transaction.
 
-The vector tables and the summaries are parts of the same :class:`Index` (knowledge.store.vectors,
-knowledge.store.use_vectors, knowledge.store.summaries); its schema is the numbered migrations of knowledge.store.schema.
+The vector tables, the summaries and the notes are parts of the same :class:`Index` (knowledge.store.vectors,
+knowledge.store.use_vectors, knowledge.store.summaries, knowledge.store.notes); its schema is the numbered
+migrations of knowledge.store.schema.
+
+A note's heading (its title, aliases and description: ``Note.heading``) is analysed with its first chunk's
+body, as a sentence of its own before it: a note is found by a name it goes by, whatever its text says.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from knowledge.errors import IndexError_, IndexMissing, IndexUnreadable
 from knowledge.store import analysis
 from knowledge.store.connection import connect, immediate, index_problem, unreadable
 from knowledge.store.migrations import migrate
+from knowledge.store.notes import NoteTable, delete_note, heading_of, write_note
 from knowledge.store.records import (
     CHUNK_COLUMNS,
     DOC_COLUMNS,
@@ -42,7 +47,7 @@ from knowledge.store.vectors import VectorTable, bump_vector_epoch, restore_vect
 Also = Callable[[sqlite3.Connection], None]
 
 
-class Index(VectorTable, UseVectorTable, SummaryTable):
+class Index(VectorTable, UseVectorTable, SummaryTable, NoteTable):
     """Documents, chunks, full-text search and ingest records in one SQLite file."""
 
     def __init__(self, path: Path, *, readonly: bool = False, busy_timeout_s: float = 10.0) -> None:
@@ -112,10 +117,17 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
     ) -> None:
         """Replace a document and all its chunks in one transaction (``also`` writes in it too).
 
-        Vectors of chunks whose text is unchanged are kept (re-attached to the new rows).
+        Vectors of chunks whose text is unchanged are kept (re-attached to the new rows), but the first
+        chunk's when the note's heading changed (it is embedded with it: knowledge.store.vectors).
         """
         with self.write() as conn:
-            save_vectors(conn, "SELECT rowid FROM chunks WHERE document_id = ?", (doc.id,))
+            heading = (doc.note.heading(doc.title) if doc.note else None) or doc.title
+            first_too = heading_of(conn, doc.id) in (None, heading)
+            save_vectors(
+                conn,
+                "SELECT rowid FROM chunks WHERE document_id = ?" + ("" if first_too else " AND seq > 1"),
+                (doc.id,),
+            )
             self._delete(conn, doc.id)
             self._insert(conn, doc, chunks)
             restore_vectors(conn, "SELECT rowid FROM chunks WHERE document_id = ?", (doc.id,))
@@ -134,6 +146,8 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM documents")
             conn.execute("DELETE FROM term_df")
+            conn.execute("DELETE FROM document_notes")
+            conn.execute("DELETE FROM document_tags")
             conn.execute("DELETE FROM meta WHERE key = 'chunk_total'")
             for doc, chunks in rows:
                 self._insert(conn, doc, chunks)
@@ -150,8 +164,12 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
                 doc.source_sha256, doc.converter, doc.raw_sha256, doc.chunk_count, doc.indexed_at,
             ),
         )  # fmt: skip
+        write_note(conn, doc)
         title_terms = analysis.index_text(doc.title)
-        bodies = [analysis.index_body(c.text) for c in chunks]
+        heading = doc.note.heading(doc.title) if doc.note else None
+        bodies = [
+            analysis.index_body(f"{heading}\n{c.text}" if heading and c.seq == 1 else c.text) for c in chunks
+        ]
         for c, body in zip(chunks, bodies, strict=True):
             cur = conn.execute(
                 "INSERT INTO chunks (id, document_id, seq, start_line, end_line, token_count, text,"
@@ -196,6 +214,7 @@ class Index(VectorTable, UseVectorTable, SummaryTable):
             _add_chunk_total(conn, -len(rows))
             bump_vector_epoch(conn)
         conn.execute("DELETE FROM chunks WHERE document_id = ?", (doc_id,))
+        delete_note(conn, doc_id)
         return conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount > 0
 
     def bodies(self, rowids: Iterable[int]) -> dict[int, str]:

@@ -9,8 +9,32 @@ import numpy as np
 
 
 @dataclass(frozen=True)
+class Note:
+    """What a note says of itself besides its text (knowledge.convert.frontmatter, knowledge.convert.vault):
+    its front matter's aliases, description and tags with its inline #tags (as written, without '#'),
+    and the targets of its links and embeds."""
+
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.aliases or self.description or self.tags or self.links)
+
+    def heading(self, title: str) -> str | None:
+        """What a search by name reads beside the note's first passage (its words, and its vector's
+        text): the title, the aliases and the description, one a line; None when there are neither
+        aliases nor a description (the title alone is what every document has)."""
+        if not self.aliases and not self.description:
+            return None
+        return "\n".join(p for p in (title, " · ".join(self.aliases), self.description) if p)
+
+
+@dataclass(frozen=True)
 class DocumentRecord:
-    """A document row: one raw Markdown file."""
+    """A document row: one raw Markdown file (or a source's file). ``note``: a note's aliases,
+    description, tags and links, when written or read with it (Index.with_note); None otherwise."""
 
     id: str
     raw_path: str
@@ -23,6 +47,7 @@ class DocumentRecord:
     raw_sha256: str
     chunk_count: int
     indexed_at: str
+    note: Note | None = None
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,38 @@ def m004_source_files(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_tables, m002_vector_stamps, m003_use_vectors, m004_source_files)
+def m005_notes(db: sqlite3.Connection) -> None:
+    """A note's aliases, description, tags and links (knowledge.store.notes), its tags also one a row by
+    their folded form (a search kept to a tag). The notes of folder sources are read again at the next
+    scan (their records forget the hash read), so the notes indexed before get theirs."""
+    statements(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS document_notes (
+            document_id TEXT PRIMARY KEY REFERENCES documents (id) ON DELETE CASCADE,
+            aliases TEXT NOT NULL,  -- JSON list
+            description TEXT NOT NULL,
+            tags TEXT NOT NULL,  -- JSON list, as written
+            links TEXT NOT NULL,  -- JSON list of the targets of links and embeds
+            heading TEXT  -- title, aliases, description: read beside the first passage (None: the title)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS document_tags (
+            key TEXT NOT NULL,  -- knowledge.text.tag_key of the tag
+            document_id TEXT NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+            tag TEXT NOT NULL,  -- as the note writes it
+            PRIMARY KEY (key, document_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS document_tags_document ON document_tags (document_id);
+        UPDATE source_files SET sha256 = NULL, mtime_ns = -1 WHERE status = 'indexed' AND (
+            lower(path) LIKE '%.md' OR lower(path) LIKE '%.markdown' OR lower(path) LIKE '%.mdown'
+            OR lower(path) LIKE '%.mkd' OR lower(path) LIKE '%.mkdn')
+        """,
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    m001_tables, m002_vector_stamps, m003_use_vectors, m004_source_files, m005_notes,
+)  # fmt: skip
 
 
 def adopt(db: sqlite3.Connection) -> int:

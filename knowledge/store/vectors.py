@@ -88,20 +88,23 @@ class VectorTable:
         self, model: str, *, limit: int, vector_bytes: int | None = None
     ) -> list[tuple[int, str, str, str]]:
         """(rowid, text_sha256, title, text) of chunks with no vector of this model, in turns: each
-        document's next ``EMBED_TURN`` chunks a turn, the newest document first in every turn.
+        document's next ``EMBED_TURN`` chunks a turn, the newest document first in every turn. A note's
+        first chunk has its heading (title, aliases, description: knowledge.store.notes) for its title.
 
         A note added after a 30,000-chunk file is embedded within a turn, not after the whole file.
         With ``vector_bytes``, a vector of another size counts as missing (the model changed its
         dimension under the same name).
         """
         return self.conn.execute(
-            "SELECT m.rowid, c.text_sha256, d.title, c.text FROM ("
+            "SELECT m.rowid, c.text_sha256,"
+            " CASE WHEN c.seq = 1 THEN coalesce(n.heading, d.title) ELSE d.title END, c.text FROM ("
             "  SELECT c.rowid, c.document_id,"
             "   (ROW_NUMBER() OVER (PARTITION BY c.document_id ORDER BY c.seq) - 1) / ? AS turn"
             "  FROM chunks c"
             "  WHERE NOT EXISTS (SELECT 1 FROM chunk_vectors v WHERE v.rowid = c.rowid AND v.model = ?"
             "   AND (? IS NULL OR length(v.vec) = ?))"
             " ) m JOIN chunks c ON c.rowid = m.rowid JOIN documents d ON d.id = m.document_id"
+            " LEFT JOIN document_notes n ON n.document_id = d.id"
             " ORDER BY m.turn, d.indexed_at DESC, d.id, c.seq LIMIT ?",
             (EMBED_TURN, model, vector_bytes, vector_bytes, limit),
         ).fetchall()

@@ -16,6 +16,7 @@ from knowledge.answer.assistant import Reply, Said
 from knowledge.text import sentences
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import ENGLISH, N_, Words
+from knowledge.words.sources import REFUSALS
 
 # What kb says before the reply's text, and after it.
 LEADS = {
@@ -109,6 +110,24 @@ class Worded:
     notes: list[str]
 
 
+# Which documents a chat's question searched (``in:NAME``, ``#tag``: knowledge.conversation.scoping).
+SCOPED = {
+    (True, False): N_("(Searched only the source {source}.)"),
+    (False, True): N_("(Searched only the notes tagged #{tag}.)"),
+    (True, True): N_("(Searched only the notes tagged #{tag} in the source {source}.)"),
+}
+SCOPES = ("scoped", "scope-refused")  # the kinds said of a question's scope (a refusal: instead of a reply)
+
+
+def scope_text(said: Said, words: Words) -> str:
+    """The scope a question searched, or why there is none of the name it gave (and what there is)."""
+    facts = {k: str(v) for k, v in said.facts.items()}
+    if said.kind == "scope-refused":
+        return words.tr(REFUSALS[facts.pop("reason")], **facts)
+    source, tag = facts.get("source", ""), facts.get("tag", "")
+    return words.tr(SCOPED[bool(source), bool(tag)], source=source, tag=tag)
+
+
 def said_text(said: Said, words: Words, *, terminal: bool) -> str:
     """One thing kb says, in words."""
     facts = dict(said.facts)
@@ -135,6 +154,8 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
             limit = "It stopped at the output limit: raise KB_MAX_OUTPUT_TOKENS, or use a model that does not think aloud."
             text = sentences([text, words.tr(limit)])
         return text
+    if said.kind in SCOPES:
+        return scope_text(said, words)
     if said.kind in DETAILED:
         technical, phone = DETAILED[said.kind]
         return words.tr(technical, detail=facts.get("detail", "")) if terminal else words.tr(phone)
@@ -146,7 +167,7 @@ def worded(reply: Reply, words: Words, *, terminal: bool) -> Worded:
     lead, body, notes = [], [], []
     for said in reply.said:
         text = said_text(said, words, terminal=terminal)
-        if said.kind in BODIES:
+        if said.kind in BODIES or said.kind == "scope-refused":
             body.append(text)
         elif (
             said.kind in LEADS

@@ -16,6 +16,7 @@ REFUSALS = {
     "contains-home": N_("{path} holds kb's home ({home}); choose a folder beside it"),
     "overlaps": N_("{path} overlaps the source {other} ({other_path}); one folder, one source"),
     "unknown": N_("there is no source named {name}; the sources are: {names}"),
+    "unknown-tag": N_("no document carries the tag #{tag}; the tags used most are: {tags}"),
     "inside-source": N_("{path} is in the source {name}, which kb keeps in sync already; nothing was added"),
 }
 
