@@ -20,6 +20,7 @@ from cli.commands import (
     EXIT_USAGE,
     admin,
     ask,
+    feedback,
     ingest,
     library,
     mcp_server,
@@ -85,6 +86,7 @@ def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> arg
     add_named(sub, search.PARSERS, "ls")
     add_named(sub, library.PARSERS, "rm", "restore", "backup", "restore-backup")
     speaking.add_commands(sub)  # summarize, digest
+    add_named(sub, feedback.PARSERS, "feedback")
     add_named(sub, admin.PARSERS, "status", "config")
     add_named(sub, mcp_server.PARSERS, "mcp")
     return parser
