@@ -8,7 +8,12 @@ from knowledge.answer.assistant import Citation, Reply, Route
 from knowledge.conversation.store import Conversations
 from knowledge.feedback.record import BAD, GOOD, rated
 from knowledge.feedback.store import Feedback
-from tests.conftest import make_settings
+from knowledge.words.catalog import Words
+from tests.conftest import ingest_texts, make_settings, subprocess_env
+from tests.fake_llm import FakeLLM, ThreadedFakeLLM
+from tests.terminal import Terminal
+from tests.test_converse import DOCS, FIRST, FOLLOW, REWRITES, scripted
+from tests.test_terminal_session import prompts
 
 
 def checklist_reply() -> Reply:
@@ -64,3 +69,40 @@ def test_kb_feedback_without_votes_says_how_to_vote_and_makes_no_file(tmp_path, 
     for said in ("regression set", "--json", "expected", "rejected", "bench/feedback_replay.py", "/good"):
         assert said in " ".join(helped.split()), said
     assert "feedback" in run_kb("--help").stdout
+
+
+def said_after(screen: str, line: str) -> str:
+    """What the chat printed after the last ``line`` typed, up to the next prompt."""
+    return re.split(r"^kb>", screen.rsplit(f"kb> {line}", 1)[1], maxsplit=1, flags=re.MULTILINE)[0]
+
+
+def test_the_chat_rates_the_last_answer_with_good_then_bad_and_says_how_to_search_the_web(tmp_path, run_kb):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+    words = Words("zh-Hant")  # the owner's chat, in Traditional Chinese
+    with ThreadedFakeLLM(FakeLLM(responder=scripted)) as fake:
+        env = subprocess_env(KB_LLM_URL=fake.base_url, KB_WEB_SEARCH="off", KB_LANGUAGE="zh-Hant")
+        with Terminal(home, "chat", env=env) as term:
+            said = []
+            for n, line in enumerate(["/good", FIRST["zh"], FOLLOW["zh"], "/good", "/bad", "/bad"], 2):
+                term.type(line)
+                said.append(said_after(term.wait_for(prompts(n)), line))
+            term.type("/quit")
+            assert term.finish() == 0
+    nothing, _, _, good, bad, again = said
+    assert words.tr("There is no answer to rate yet: ask a question first, then /good or /bad.") in nothing
+    assert "還沒有可以評分的回答" in nothing
+    assert words.tr("Noted: {vote} for the last answer.", vote="👍") in good
+    assert words.tr("Changed to {vote} for the last answer.", vote="👎") in bad
+    assert f"/search {REWRITES[FOLLOW['zh']]}" in bad  # the question searched, ready to type
+    assert words.tr("To search the web for it: /search {question}", question=REWRITES[FOLLOW["zh"]]) in bad
+    assert words.tr("Already noted: {vote} for the last answer.", vote="👎") in again
+    [vote] = json.loads(run_kb("--home", str(home), "feedback", "--json").stdout)  # one answer, one vote
+    assert (vote["question"], vote["standalone"], vote["vote"]) == (
+        FOLLOW["zh"],
+        REWRITES[FOLLOW["zh"]],
+        "bad",
+    )
+    assert vote["chat"].startswith("chat:") and vote["door"] == "local"
+    assert [c["title"] for c in vote["rejected"]] == ["港口放行檢查表"]
+    assert "terminal" in run_kb("--home", str(home), "feedback").stdout.splitlines()[1]
