@@ -139,5 +139,6 @@ def test_a_replay_counts_hits_of_good_passages_and_bad_ones_still_first():
              item("q5", "bad", "x"), {"question": "web", "vote": "bad", "expected": [], "rejected": []}]  # fmt: skip
     figures = replay(items, lambda q: ranking[q])
     assert (figures.good, figures.hit1, figures.hit3, figures.misses) == (3, 1, 2, ["q3"])
+    assert figures.not_first == ["q2", "q3"]
     assert (figures.bad, figures.bad_first, figures.bad_top3, figures.still_first) == (2, 1, 2, ["q4"])
     assert figures.skipped == 1 and figures.rate(1, 3) == pytest.approx(1 / 3) and figures.rate(0, 0) is None

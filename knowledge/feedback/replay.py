@@ -21,6 +21,7 @@ class Replayed:
     bad_first: int = 0
     bad_top3: int = 0
     skipped: int = 0  # items with no passage to check (a web or no-answer door)
+    not_first: list[str] = field(default_factory=list)  # the questions whose 👍 passages do not come first
     misses: list[str] = field(default_factory=list)  # the questions whose 👍 passages are not in the top 3
     still_first: list[str] = field(default_factory=list)  # the questions whose 👎 passage still comes first
 
@@ -54,9 +55,12 @@ def replay(items: Sequence[Mapping[str, object]], ranked: Callable[[str], Sequen
         top = list(ranked(question))[:3]
         if expected:
             out.good += 1
-            out.hit1 += bool(top[:1]) and top[0] in expected
-            out.hit3 += any(c in expected for c in top)
-            if not any(c in expected for c in top):
+            first, in_top3 = bool(top[:1]) and top[0] in expected, any(c in expected for c in top)
+            out.hit1 += first
+            out.hit3 += in_top3
+            if not first:
+                out.not_first.append(question)
+            if not in_top3:
                 out.misses.append(question)
         if rejected:
             out.bad += 1
