@@ -19,6 +19,7 @@ from telegram.ext import ContextTypes
 
 from bot.converse import key_of, replied_to
 from bot.deps import BotDeps, deps_of, words_of
+from bot.feedback import kept_votes, offer_votes, with_votes
 from bot.render import esc, italic, parse_callback
 from bot.send import edit, edit_by_id, keyboard, say, send_reply, typing
 from bot.stream import ChatStream, Streamed, pacing
@@ -152,12 +153,13 @@ async def answer(
             return
         log.info("bot.answered", mode=answered.reply.mode, streamed_updates=stream.updates,
                  how=answered.plan.how, drafts=stream.drafts)  # fmt: skip
+        votes = await offer_votes(deps, chat_id, text, answered, words)
         await asyncio.sleep(
             max(0.0, streamed.next_at - time.monotonic())
         )  # the pace holds for the last one too
         ids = await send_reply(
             context, chat_id, answered.reply, chat_key=str(chat_id), streamed=streamed,
-            reply_to=question.message_id if question else None, fresh=answered.fresh,
+            reply_to=question.message_id if question else None, fresh=answered.fresh, votes=votes,
         )  # fmt: skip
     if answered.turn_id is not None:  # a reply to any of its messages continues from this turn
         await asyncio.to_thread(deps.conversing.store.anchor, key_of(chat_id), ids, turn_id=answered.turn_id)
@@ -262,7 +264,10 @@ async def run_import(
             return
         step = words.tr(LABELLED, name=source_id, what=progress(state, words))
         text = (head + "\n\n" if head else "") + f"<i>{esc(step)}</i>"
-        await edit(context, status_message, text, reply_markup=_marked(record, source_id, mark))
+        votes = await kept_votes(deps, chat_id, status_message.reply_markup, words)  # as the vote stands now
+        await edit(
+            context, status_message, text, reply_markup=with_votes(_marked(record, source_id, mark), votes)
+        )
 
     async with deps.locks[chat_id]:
         try:

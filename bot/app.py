@@ -33,6 +33,8 @@ from bot.capture import IN_ALBUM, LINK_WITH_COMMENT, on_forward, on_kept_button,
 from bot.converse import on_new, on_stop, on_unknown
 from bot.deps import BotDeps, deps_of, words_of
 from bot.digest import on_digest
+from bot.feedback import CALLBACK_PREFIX as VOTE_PREFIX
+from bot.feedback import on_vote
 from bot.find import on_action, on_find
 from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
 from bot.language import CALLBACK_PREFIX as LANG_PREFIX
@@ -62,6 +64,8 @@ HELP = N_(
     "• Send a voice note to ask by voice; tap “Save as note” to keep what you said.\n"
     "• When your documents do not answer, kb searches the web and shows candidates as buttons: "
     "tap one to import it, and kb answers again from it.\n"
+    "• 👍 or 👎 under an answer tells kb whether it helped (kb feedback on the Mac lists the votes); "
+    "after 👎, “Search the web” looks for it online.\n"
     "• Paste a link to import that page; a link with a line of comment is imported with the comment.\n"
     "• Forward a message, a photo, an album, a file or a voice note to keep it (not answered); "
     "/note text keeps a thought. “Ask about it” and “Undo” come with each.\n"
@@ -118,6 +122,7 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     app.add_handler(CallbackQueryHandler(on_kept_button, pattern=f"^{KEPT_PREFIX}"))
     app.add_handler(CallbackQueryHandler(on_action, pattern=f"^{ACTION_PREFIX}"))
     app.add_handler(CallbackQueryHandler(on_lang_button, pattern=f"^{LANG_PREFIX}"))
+    app.add_handler(CallbackQueryHandler(on_vote, pattern=f"^{VOTE_PREFIX}"))
     app.add_handler(CallbackQueryHandler(on_callback))
     app.add_error_handler(on_error)
     return app

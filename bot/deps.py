@@ -17,6 +17,7 @@ from bot.notes import PendingNotes
 from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
 from knowledge.conversation.session import Conversing
+from knowledge.feedback.store import Feedback
 from knowledge.report.status import LoadedCounter
 from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.store import CandidateStore
@@ -40,6 +41,7 @@ class BotDeps:
     fetch: Callable[[str], Awaitable[Fetched]]
     allowed_users: frozenset[int]
     conversing: Conversing | None = None  # the engine in each chat's conversation (wired at start-up)
+    feedback: Feedback | None = None  # the votes on answers, in the same conversation file
     transcribe: Callable[[bytes], Transcript] | None = None
     zone: tzinfo = UTC  # the owner's time zone (this machine's): dates shown and written in notes
     notes: PendingNotes = field(default_factory=PendingNotes)

@@ -19,6 +19,7 @@ from bot.deps import BotDeps
 from bot.digest import machine_zone, schedule_digests
 from knowledge.config import Settings
 from knowledge.errors import ConfigError, KbError
+from knowledge.feedback.store import Feedback
 from knowledge.report.status import plural
 from knowledge.speech.transcribe import Transcript, speech_runner, transcribe_audio
 from knowledge.store.index import Index
@@ -101,10 +102,12 @@ def create(
         session = http_session()
         session_box["session"] = session
         engine = build_engine(settings, session, counter, template)
+        talk = conversing(settings, engine)
         application.bot_data["deps"] = BotDeps(
             settings=settings,
             engine=engine,
-            conversing=conversing(settings, engine),
+            conversing=talk,
+            feedback=Feedback(talk.store),
             store=candidate_store(settings),
             fetch=make_fetcher(settings, **fetch_test_only).fetch,
             allowed_users=frozenset(settings.telegram_allowed_users),

@@ -70,16 +70,19 @@ async def send_reply(
     streamed: Streamed | None = None,
     reply_to: int | None = None,
     fresh: bool = False,
+    votes: Sequence[Sequence[InlineKeyboardButton]] = (),
 ) -> list[int]:
     """The reply in as many messages as it takes, the first a reply to the question (``reply_to``);
-    web candidates or the Sources button under the last one. What a stream left on the screen is
-    replaced: its messages are edited into the reply's (a stream's drafts vanish by themselves).
-    The ids of the reply's messages."""
+    web candidates or the Sources button under the last one, then ``votes`` (bot.feedback's row).
+    What a stream left on the screen is replaced: its messages are edited into the reply's (a stream's
+    drafts vanish by themselves). The ids of the reply's messages."""
     deps = deps_of(context)
     if reply.mode == "web":
         markup = keyboard(deps.store.latest(chat_key))
     else:
         markup = sources_button(deps.actions, chat_id, reply.citations, words_of(deps, chat_id))
+    if votes:
+        markup = InlineKeyboardMarkup([*(markup.inline_keyboard if markup else ()), *votes])
     messages = reply_messages(reply, words_of(deps, chat_id), fresh=fresh)
     reuse = list(streamed.message_ids) if streamed else []
     ids: list[int] = []

@@ -2,7 +2,9 @@
 slash commands.
 
 Each ``kb>`` run is one conversation (``/new`` starts another): a follow-up ("and the second
-point?") is understood from what came before. Ctrl-C while an answer is being written stops that
+point?") is understood from what came before. ``/good`` and ``/bad`` vote on the last answer
+(knowledge.feedback; ``kb feedback`` lists the votes); after ``/bad`` the chat says how to search the
+web for it. Ctrl-C while an answer is being written stops that
 answer (what was said stays); at the prompt it leaves kb. However the run ends (``/quit``, Ctrl-D,
 Ctrl-C, its terminal closed: SIGHUP, or SIGTERM), its conversation is deleted.
 """
@@ -20,7 +22,10 @@ from pathlib import Path
 from typing import TextIO
 
 from knowledge.answer.assistant import Reply
-from knowledge.conversation.session import Conversing
+from knowledge.conversation.session import Answered, Conversing
+from knowledge.conversation.store import ConversationError
+from knowledge.feedback.record import BAD, GOOD, Rated, rated
+from knowledge.feedback.store import Feedback, FeedbackRefused
 from knowledge.logs import prompting
 from knowledge.websearch.choice import Typed
 from knowledge.websearch.importer import pasted_url
@@ -35,6 +40,7 @@ HELP = N_(
     "/import web-N   import a web candidate (a pasted URL becomes web-1)\n"
     "/sources   the latest documents in the knowledge base\n"
     "/status    the knowledge base, model server, tokenizer, web search and inbox\n"
+    "/good      the last answer helped; /bad: it did not (kb feedback lists the votes)\n"
     "/help      this text\n"
     "/quit      leave (Ctrl-D works too)"
 )
@@ -42,6 +48,12 @@ HELP = N_(
 
 FRESH = N_("(A new conversation: earlier messages are not taken into account.)")
 WHICH = N_("Which one? Write its id: {ids}.")
+NOTHING_TO_RATE = N_("There is no answer to rate yet: ask a question first, then /good or /bad.")
+NOTED = N_("Noted: {vote} for the last answer.")
+CHANGED = N_("Changed to {vote} for the last answer.")
+ALREADY = N_("Already noted: {vote} for the last answer.")
+WEB_HOW = N_("To search the web for it: /search {question}")
+NOT_SAVED = N_("Not saved: {why}")
 
 
 def render_reply(reply: Reply, words: Words, *, streamed: bool = False) -> str:
@@ -89,7 +101,7 @@ async def answer(
     words: Words = ENGLISH,
     *,
     interruptible: bool = True,
-) -> Reply | None:
+) -> Answered | None:
     """One answer written as it arrives; Ctrl-C stops it (what was said stays). None when stopped."""
     printer = Printer(out, words)
     task = asyncio.ensure_future(conversing.ask(key, question, listener=printer, language=words.language))
@@ -112,7 +124,38 @@ async def answer(
                 loop.remove_signal_handler(signal.SIGINT)
     lead = words.tr(FRESH) + "\n" if answered.fresh and not printer.shown else ""
     print(lead + printer.finish(answered.reply), file=out, flush=True)
-    return answered.reply
+    return answered
+
+
+# The last answer, to vote on: its token in the conversation file (None: it could not be kept) and what it was.
+Last = tuple[str | None, Rated]
+
+
+async def offer(feedback: Feedback, key: str, question: str, answered: Answered) -> Last:
+    """Keep an answer to be voted on with /good or /bad."""
+    about = rated(question, answered.plan.standalone, answered.reply)
+    try:
+        return await asyncio.to_thread(feedback.offer, key, about), about
+    except ConversationError:  # a full disk: the answer stands, a vote on it cannot be kept
+        return None, about
+
+
+async def rate(feedback: Feedback, key: str, last: Last | None, vote: int, words: Words) -> str:
+    """/good or /bad on the last answer: what the chat says (and, after /bad, how to search the web)."""
+    if last is None:
+        return words.tr(NOTHING_TO_RATE)
+    token, about = last
+    try:
+        if token is None:
+            raise ConversationError("the conversation file could not be written when the answer was given")
+        cast = await asyncio.to_thread(feedback.cast, key, token, vote)
+    except (ConversationError, FeedbackRefused) as exc:
+        return words.tr(NOT_SAVED, why=str(exc))
+    said = CHANGED if cast.is_change else ALREADY if cast.previous == vote else NOTED
+    text = words.tr(said, vote="👍" if vote == GOOD else "👎")
+    if vote == BAD and about.door != "web":
+        text += "\n" + words.tr(WEB_HOW, question=about.standalone)
+    return text
 
 
 async def chat_loop(
@@ -127,15 +170,20 @@ async def chat_loop(
     on_url: Callable[[str], str] | None = None,
     pick: Callable[[str], tuple[Typed, list[str]] | None] | None = None,
     words: Words = ENGLISH,
+    feedback: Feedback | None = None,
 ) -> None:
     """Read questions until /quit or end of input; answer each, in one conversation per run (``pick``:
-    the typed choice a line makes among the web candidates on show, which ``on_import`` imports)."""
+    the typed choice a line makes among the web candidates on show, which ``on_import`` imports;
+    ``feedback``: where /good and /bad are kept, by default beside the conversation)."""
     _load_history(history_file)
     print(words.tr("Ask a question; /help for commands."), file=out)
     key = f"chat:{uuid.uuid4().hex[:12]}"
     try:
         with _ended_by(signal.SIGHUP, signal.SIGTERM):  # a closed terminal, a stop: the chat ends here
-            await _questions(conversing, key, sources, status, read, out, on_import, on_url, pick, words)
+            votes = feedback or Feedback(conversing.store)
+            await _questions(
+                conversing, key, sources, status, read, out, on_import, on_url, pick, words, votes
+            )
     finally:  # also when Ctrl-C cancels the chat
         _save_history(history_file)
         with contextlib.suppress(Exception):  # a terminal run's conversation is not kept after it
@@ -161,8 +209,11 @@ def _ended_by(*signals: signal.Signals) -> Iterator[None]:
                 loop.remove_signal_handler(sig)
 
 
-async def _questions(conversing, key, sources, status, read, out, on_import, on_url, pick, words) -> None:
+async def _questions(
+    conversing, key, sources, status, read, out, on_import, on_url, pick, words, feedback
+) -> None:
     engine = conversing.engine
+    last: Last | None = None  # the last answer, for /good and /bad
     while True:
         try:
             line = (await read_line(read, "kb> ")).strip()
@@ -194,6 +245,9 @@ async def _questions(conversing, key, sources, status, read, out, on_import, on_
                 print(await on_import(parts[1]), file=out, flush=True)
         elif on_url is not None and pasted_url(line):
             print(on_url(line), file=out)
+        elif command in ("/good", "/bad"):
+            vote = GOOD if command == "/good" else BAD
+            print(await rate(feedback, key, last, vote, words), file=out, flush=True)
         elif command == "/sources":
             print(sources(), file=out)
         elif command == "/status":
@@ -207,7 +261,8 @@ async def _questions(conversing, key, sources, status, read, out, on_import, on_
             else:
                 print(await on_import(typed.source_id), file=out, flush=True)
         else:
-            await answer(conversing, key, line, out, words)
+            answered = await answer(conversing, key, line, out, words)
+            last = await offer(feedback, key, line, answered) if answered is not None else None
 
 
 async def read_line(read: Callable[[str], str], prompt: str) -> str:

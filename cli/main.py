@@ -22,6 +22,7 @@ from cli.commands import (
     add_command,
     admin,
     ask,
+    feedback,
     ingest,
     library,
     mcp_server,
@@ -87,6 +88,7 @@ def build_parser(*, out: TextIO | None = None, err: TextIO | None = None) -> arg
     add_named(sub, search.COMMANDS, "ls")
     add_named(sub, library.COMMANDS, "rm", "restore", "backup", "restore-backup")
     add_named(sub, speaking.COMMANDS, "summarize", "digest")
+    add_named(sub, feedback.COMMANDS, "feedback")
     add_named(sub, admin.COMMANDS, "status", "config")
     add_named(sub, mcp_server.COMMANDS, "mcp")
     return parser

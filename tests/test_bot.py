@@ -91,8 +91,8 @@ async def test_web_candidates_tap_to_import_and_answer_again(env):
     )
     assert valid_html(offer) and "[source:" not in offer.params["text"]
     buttons = offer.params["reply_markup"]["inline_keyboard"]
-    assert [row[0]["text"][:5] for row in buttons] == ["web-1", "web-2"]
-    assert all(len(row[0]["callback_data"].encode()) <= 64 for row in buttons)
+    assert [row[0]["text"][:5] for row in buttons] == ["web-1", "web-2", "👍"]  # then the answer's vote
+    assert all(len(b["callback_data"].encode()) <= 64 for row in buttons for b in row)
     message_id = offer.result["message_id"]
     data = buttons[0][0]["callback_data"]
     first = env.telegram.push_callback(OWNER, OWNER, message_id, data)
@@ -107,8 +107,10 @@ async def test_web_candidates_tap_to_import_and_answer_again(env):
     progress = env.telegram.message(OWNER, message_id)
     assert "web-1: indexed, 1 chunk — The Varn valley" in progress.text
     # the candidates stay tappable, the one imported marked
-    assert [b["text"][:7] for b in progress.buttons] == ["✓ web-1", "web-2 ·"]
-    assert [b["callback_data"] for b in progress.buttons] == [row[0]["callback_data"] for row in buttons]
+    assert [b["text"][:7] for b in progress.buttons] == ["✓ web-1", "web-2 ·", "👍", "👎"]
+    assert [b["callback_data"] for b in progress.buttons] == [
+        b["callback_data"] for row in buttons for b in row
+    ]
     assert [h for h in progress.history if "downloading" in h] and [
         h for h in progress.history if "converting" in h
     ]
@@ -133,7 +135,7 @@ async def test_when_the_model_says_the_notes_do_not_answer_the_web_is_offered_th
     offer = await web_offer(env, results, "1: YES", 1, from_evidence)
     assert valid_html(offer) and offer.params["text"].startswith("Your documents do not answer this.")
     buttons = offer.params["reply_markup"]["inline_keyboard"]
-    assert [row[0]["text"][:5] for row in buttons] == ["web-1"]
+    assert [row[0]["text"][:5] for row in buttons] == ["web-1", "👍"]
     env.telegram.push_callback(OWNER, OWNER, offer.result["message_id"], buttons[0][0]["callback_data"])
     answered = await env.bot_said(
         lambda c: "Lake Quillan is 317 metres deep" in c.params["text"], timeout_s=30

@@ -221,7 +221,7 @@ async def test_a_failed_import_keeps_the_candidates_and_a_way_to_retry(env):
         lambda: "/import web-1" in (env.telegram.message(OWNER, offer.result["message_id"]).text or ""), 20
     )
     shown = env.telegram.message(OWNER, offer.result["message_id"])
-    assert [b["text"][:7] for b in shown.buttons] == ["↻ web-1", "web-2 ·"]
+    assert [b["text"][:7] for b in shown.buttons] == ["↻ web-1", "web-2 ·", "👍", "👎"]
     tap = env.telegram.push_callback(OWNER, OWNER, offer.result["message_id"], rows[0][0]["callback_data"])
     await env.telegram.wait_until(lambda: env.telegram.callback_answer(tap) is not None, 10)
     assert env.telegram.callback_answer(tap)["text"] == "importing web-1…"  # tried again, not "already"

@@ -146,7 +146,7 @@ async def test_the_sources_button_shows_the_passages_the_answer_used(env):
     await env.say("How deep is Lake Quillan?")
     call = await env.bot_said(lambda c: "317 metres deep" in c.params["text"])
     reply = env.telegram.message(OWNER, call.result["message_id"])
-    assert [b["text"] for b in reply.buttons] == ["Sources"]
+    assert [b["text"] for b in reply.buttons] == ["Sources", "👍", "👎"]
     await tap(env, reply, "Sources")
     shown = await env.bot_said(lambda c: c.params["text"].startswith("[1] "))
     assert valid_html(shown)

@@ -97,6 +97,16 @@ async def test_a_taiwanese_and_a_thai_owner_read_kb_in_their_language(tmp_path, 
         words = Words(language)
         sources = got.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
         await tap(env, got.result["message_id"], sources, lambda t: "raw/harbor-" in t)
+        bad = got.params["reply_markup"]["inline_keyboard"][-1][1]["callback_data"]  # 👎 on the answer
+        voted = env.telegram.push_callback(OWNER, OWNER, got.result["message_id"], bad)
+        await env.telegram.wait_until(lambda: env.telegram.callback_answer(voted) is not None)
+        assert env.telegram.callback_answer(voted)["text"] == words.tr("Thanks — noted.") != "Thanks — noted."
+        await env.telegram.wait_until(
+            lambda: (
+                "🔎 " + words.tr("Search the web")
+                in str(env.telegram.message(OWNER, got.result["message_id"]).buttons)
+            )
+        )
 
         offer = await turn(env, says["unknown"], lambda t: "web-1" in t or "127.0.0.1" in t, timeout_s=30)
         first = offer.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]

@@ -100,6 +100,7 @@ def test_migrations_are_applied_once_and_recorded(tmp_path):
             (2, "_m002_chat_languages"),
             (3, "_m003_forwards"),
             (4, "_m004_digests"),
+            (5, "_m005_feedback"),
         ]
 
 
@@ -122,4 +123,4 @@ def test_a_fresh_file_opened_by_several_threads_at_once_is_migrated_once(tmp_pat
     path.parent.mkdir()
     assert at_once(lambda: Conversations(path).language("tg:42"), threads=8) == []
     with sqlite3.connect(path) as db:
-        assert [n for (n,) in db.execute("SELECT n FROM migrations ORDER BY n")] == [1, 2, 3, 4]
+        assert [n for (n,) in db.execute("SELECT n FROM migrations ORDER BY n")] == [1, 2, 3, 4, 5]

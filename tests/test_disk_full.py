@@ -289,3 +289,5 @@ async def test_the_bot_answers_first_and_then_says_the_conversation_was_not_reme
     text = call.params["text"]
     assert text.index("It is 317 metres deep") < text.index("(Not remembered: the conversation file cannot")
     assert "went wrong" not in text
+    labels = [b["text"] for row in call.params["reply_markup"]["inline_keyboard"] for b in row]
+    assert labels == ["Sources"]  # no 👍 / 👎: a vote could not be kept either

@@ -96,7 +96,8 @@ async def test_the_bot_takes_a_typed_choice_as_a_tap_and_keeps_the_list(env):
     record = candidate_store(env.settings).latest(str(OWNER))
     await env.say("匯入那個")
     which = await env.bot_said(lambda c: "Which one?" in c.params.get("text", ""))
-    assert which.params["reply_markup"] == offer.params["reply_markup"]  # the same buttons, asked again
+    candidates = offer.params["reply_markup"]["inline_keyboard"][:-1]  # the last row: 👍 / 👎 on the answer
+    assert which.params["reply_markup"]["inline_keyboard"] == candidates  # the same candidates, asked again
     await env.say("我選 web-2，請匯入")
     await env.bot_said(lambda c: "Lake Quillan is 317 metres deep" in c.params.get("text", ""), timeout_s=30)
     assert any("web-2: indexed" in m.text for m in env.telegram.messages(OWNER))

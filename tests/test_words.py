@@ -23,11 +23,13 @@ KEYWORDS = {"tr": None, "ntr": (1, 2), "N_": None}
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 TAG = re.compile(r"</?[a-z]+[^>]*>")
 BUTTONS = ["Ask about it", "Undo", "Sources", "Save as note", "Delete", "Keep it", "‹ Previous", "Next ›",
-           "Open {n}", "Delete {n}", "Open [{n}]"]  # fmt: skip
+           "Open {n}", "Delete {n}", "Open [{n}]", "Search the web"]  # fmt: skip
 CALLBACK_ANSWERS = ["this button has expired", "this button has expired — /find again", "it was undone",
                     "not indexed yet — tap again once it is", "nothing to undo", "undoing…", "opening…", "kept",
                     "deleting…", "restoring…", "already saved", "this note has expired", "saving…",
-                    "{id} is already being imported", "importing {id}…", *REFUSED.values()]  # fmt: skip
+                    "{id} is already being imported", "importing {id}…", *REFUSED.values(), "Thanks — noted.",
+                    "Changed — noted.", "Already noted.", "searching the web…", "this button belongs to another chat",
+                    "the vote could not be saved (is the disk full?)"]  # fmt: skip
 
 
 def extracted() -> set[str | tuple[str, str]]:

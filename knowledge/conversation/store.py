@@ -9,6 +9,9 @@ next message starts another, and says so.
 
 A chat's language, chosen with /lang, is kept too (until chosen again), and the forwarded messages
 kept from it (each by its origin: where the note that holds it went), so one forwarded again is known.
+So are the owner's votes on answers (👍 / 👎, the ``feedback`` table, read and written by
+knowledge.feedback): an answer offered for a vote is forgotten with its conversation's key or after
+``FORGET_S`` unvoted; a vote is kept until the owner deletes the file.
 
 Anchors tie a chat's message ids to what they carry (an answer's turn, a document), so a reply
 to an older message continues from there. Bounded: the last ``MAX_TURNS`` turns of a
@@ -167,11 +170,36 @@ def _m004_digests(db: sqlite3.Connection) -> None:
     statements(db, "CREATE TABLE digests (key TEXT PRIMARY KEY, sent_at REAL NOT NULL)")
 
 
+def _m005_feedback(db: sqlite3.Connection) -> None:
+    # A copy of what was asked and cited, not a link to the turn: turns go after MAX_TURNS and
+    # conversations after FORGET_S, a vote stays (knowledge.feedback exports it as a regression set).
+    statements(
+        db,
+        """
+        CREATE TABLE feedback (
+            id INTEGER PRIMARY KEY,
+            token TEXT NOT NULL UNIQUE,
+            key TEXT NOT NULL,
+            question TEXT NOT NULL,
+            standalone TEXT NOT NULL,
+            door TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            cited TEXT NOT NULL,
+            answered_at REAL NOT NULL,
+            vote INTEGER,
+            voted_at REAL
+        );
+        CREATE INDEX feedback_voted ON feedback (vote, voted_at)
+        """,
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     _m001_start,
     _m002_chat_languages,
     _m003_forwards,
     _m004_digests,
+    _m005_feedback,
 )
 
 
@@ -210,6 +238,11 @@ class Conversations:
             return db
         except (OSError, sqlite3.Error) as exc:
             raise _failed(self.path, "used", exc) from exc
+
+    def transaction(self, work: Callable[[sqlite3.Connection], object]) -> object:
+        """Run ``work`` in one write transaction on the file (for the rooms that keep a table of
+        their own in it: knowledge.feedback); ConversationError when the file cannot be used."""
+        return self._run(work)
 
     def _run(self, work: Callable[[sqlite3.Connection], object]) -> object:
         db = self._connect()
@@ -451,12 +484,14 @@ class Conversations:
         )
 
     def forget(self, key: str) -> None:
-        """Delete everything remembered for a key (its conversations, turns, anchors and forwards)."""
+        """Delete everything remembered for a key (its conversations, turns, anchors, forwards and the
+        answers offered for a vote and not voted on; a vote cast stays)."""
 
         def work(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM conversations WHERE key = ?", (key,))
             db.execute("DELETE FROM anchors WHERE key = ?", (key,))
             db.execute("DELETE FROM forwards WHERE key = ?", (key,))
+            db.execute("DELETE FROM feedback WHERE key = ? AND vote IS NULL", (key,))
 
         self._run(work)
 
@@ -479,8 +514,9 @@ def _turns(db: sqlite3.Connection, conversation_id: int) -> tuple[Turn, ...]:
 
 
 def _forget(db: sqlite3.Connection, now: float) -> None:
-    """Conversations and anchors idle for FORGET_S go (a stamp from the future is kept: a clock that
-    was ahead once must not delete today's conversation)."""
+    """Conversations, anchors and answers never voted on idle for FORGET_S go (a stamp from the future
+    is kept: a clock that was ahead once must not delete today's conversation)."""
     cutoff = now - FORGET_S
     db.execute("DELETE FROM conversations WHERE last_at < ?", (cutoff,))
     db.execute("DELETE FROM anchors WHERE at < ?", (cutoff,))
+    db.execute("DELETE FROM feedback WHERE vote IS NULL AND answered_at < ?", (cutoff,))

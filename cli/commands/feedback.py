@@ -1,0 +1,91 @@
+"""kb feedback: the owner's votes on answers (👍 / 👎 in Telegram, /good and /bad in kb chat), as a table or
+exported as a regression set."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from typing import TextIO
+
+from cli.commands import EXIT_OK, EXIT_USAGE, Command
+from knowledge.config import Settings
+from knowledge.feedback.record import VOTE_NAMES, Vote, front_of, regression_set
+
+DEFAULT_ROWS = 50
+
+
+def _feedback_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="export the votes as a regression set (JSON)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help=f"only the N newest votes (default: {DEFAULT_ROWS} in the table, all with --json; 0: all)",
+    )
+
+
+def cmd_feedback(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
+    """kb feedback [--json] [--limit N]"""
+    from knowledge.conversation.store import Conversations
+    from knowledge.feedback.store import Feedback
+
+    if args.limit is not None and args.limit < 0:
+        print("kb: --limit N needs N >= 0", file=err)
+        return EXIT_USAGE
+    limit = args.limit if args.limit is not None else (None if args.json else DEFAULT_ROWS)
+    votes: list[Vote] = []
+    if settings.conversations_path.exists():  # listing votes never makes the file
+        votes = Feedback(Conversations(settings.conversations_path)).votes(limit=limit or None)
+    if args.json:
+        print(json.dumps(regression_set(votes), ensure_ascii=False, indent=2), file=out)
+        return EXIT_OK
+    if not votes:
+        print(
+            "no votes yet — tap 👍 or 👎 under an answer in Telegram, or type /good or /bad in kb chat",
+            file=out,
+        )
+        return EXIT_OK
+    print(f"{'when':<16}  {'vote':<4}  {'door':<5}  {'from':<8}  {'cited':>5}  question", file=out)
+    for v in votes:
+        print(table_row(v), file=out)
+    good = sum(v.vote == 1 for v in votes)
+    print(
+        f"{len(votes)} vote{'s' if len(votes) != 1 else ''}: {good} good, {len(votes) - good} bad"
+        " (kb feedback --json exports them as a regression set)",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def table_row(v: Vote) -> str:
+    """One vote as a line of the table (the time in local time)."""
+    when = datetime.fromtimestamp(v.voted_at or v.answered_at).strftime("%Y-%m-%d %H:%M")
+    question = " ".join(v.rated.question.split())
+    standalone = " ".join(v.rated.standalone.split())
+    if standalone and standalone != question:
+        question += f"  (searched as: {standalone})"
+    return (
+        f"{when:<16}  {VOTE_NAMES.get(v.vote or 0, '?'):<4}  {v.rated.door:<5}  {front_of(v.key):<8}  "
+        f"{len(v.rated.cited):>5}  {question}"
+    )
+
+
+COMMANDS = {
+    "feedback": Command(
+        cmd_feedback,
+        help="the votes on answers (👍 / 👎 in Telegram, /good and /bad in kb chat); --json: a regression set",
+        description="You vote on an answer with 👍 or 👎 under it in Telegram, or with /good or /bad in kb chat "
+        "(about the last answer). List the answers you voted on, newest vote first: when, the vote (good or bad), the door "
+        "the answer went through (local: from your documents, web: web candidates, none: neither), where "
+        "(telegram, terminal), how many passages it cited, and the question (with the standalone question "
+        "searched, when a follow-up was rewritten). A second vote on the same answer replaces the first. "
+        "Votes are kept in runs/conversations.sqlite3 until you delete it; an answer never voted on is "
+        "forgotten after 30 days. With --json, export every vote as a regression set, oldest first: a list of "
+        '{"question","standalone","vote","door","mode","chat","answered_at","at","expected","rejected"}, '
+        'where expected (for good) or rejected (for bad) lists the cited passages as {"document_id",'
+        '"chunk_id","title","path","lines"}; bench/feedback_replay.py replays such a file against the index. '
+        "Exit status: 0 (also when there are no votes), 2 usage.",
+        arguments=_feedback_arguments,
+    ),
+}
