@@ -48,8 +48,9 @@ async def chat_reply(kb_home: Path, question: str, language: str = "en"):
     settings = make_settings(kb_home, KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off")
     out = io.StringIO()
     async with open_engine(settings) as engine:
-        reply = await answer(conversing(settings, engine), "cli:test", question, out, Words(language))
-    return reply, out.getvalue()
+        answered = await answer(conversing(settings, engine), "cli:test", question, out, Words(language))
+    assert answered is not None
+    return answered.reply, out.getvalue()
 
 
 def titles(reply) -> set[str]:
