@@ -288,3 +288,27 @@ def test_a_chinese_terminal_says_the_model_server_is_not_running_in_words_and_ho
     assert "模型伺服器沒有在執行。用這個指令啟動：" in reply and "mlx_lm.server --model" in reply
     said = "\n".join(line for line in reply.splitlines() if not line.startswith("kb warning:"))  # the log's
     assert "Mac" not in said and "not reachable" not in said, said
+
+
+def test_kb_run_with_a_token_says_in_the_owners_language_that_the_bot_takes_the_chats_place(tmp_path):
+    from tests.fake_telegram import OWNER, TOKEN, threaded_fake_telegram
+
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), {"zebrafish.md": NOTE})
+    with threaded_fake_telegram(TOKEN) as telegram:
+        env = subprocess_env(
+            KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER), KB_TELEGRAM_API_URL=telegram.base_url,
+            KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off", LANG="zh_TW.UTF-8", LC_ALL="",
+        )  # fmt: skip
+        with Terminal(home, "run", env=env) as term:
+            said = term.wait_for("Ctrl-C")
+            deadline = time.monotonic() + 30
+            while not telegram.calls("getUpdates") and time.monotonic() < deadline:  # polling: Ctrl-C is kb's
+                time.sleep(0.05)
+            term.type("斑馬魚在什麼時候睡覺")  # read by nobody: no answer, no search
+            term.interrupt()
+            assert term.finish() == 0
+            screen = term.drawn
+    assert "Telegram 機器人正在執行" in said and "在這裡輸入的文字不會被讀取" in said and "kb chat" in said
+    assert "知識庫" in said and "serving the Telegram bot" not in said, said
+    assert "kb>" not in screen and telegram.calls("getUpdates")

@@ -21,8 +21,15 @@ from cli.commands.ingest import load_tokenizer
 from knowledge.config import Settings, describe, read_dotenv
 from knowledge.report.status import probe_model, status_lines, status_report, summary_lines
 from knowledge.retrieval.second import Second
-from knowledge.words.catalog import ENGLISH
+from knowledge.words.catalog import ENGLISH, N_, terminal_words
 from knowledge.words.replies import plain
+
+
+# What kb run says when the bot takes the terminal chat's place (the owner typed make run, expecting a prompt)
+BOT_ONLY = N_(
+    "The Telegram bot is running (KB_TELEGRAM_TOKEN is set): chat with kb in Telegram. Lines typed here are "
+    "not read; for a chat in this terminal, run kb chat in another one. Ctrl-C stops kb."
+)
 
 
 def _service_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,10 +67,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
             report = status_report(
                 settings, model=asyncio.run(check_model(settings)), counter=(language[0], language[2])
             )
-            print("\n".join(summary_lines(report)), file=out, flush=True)
-            print(
-                "KB_TELEGRAM_TOKEN is set: serving the Telegram bot (Ctrl-C stops it).", file=out, flush=True
-            )
+            words = terminal_words(settings)
+            print("\n".join(summary_lines(report, words)), file=out, flush=True)
+            print(words.tr(BOT_ONLY), file=out, flush=True)
             return serve(settings, language=language)
         return chat_until_done(settings, language, out=out)
 
@@ -207,7 +213,14 @@ def cmd_config(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
 
 
 COMMANDS = {
-    "run": Command(cmd_run, help="start kb: the inbox daemon and a search prompt in this terminal"),
+    "run": Command(
+        cmd_run,
+        help="start kb: the inbox daemon and a search prompt in this terminal (the Telegram bot instead of the "
+        "prompt when KB_TELEGRAM_TOKEN is set)",
+        description="Start kb: the inbox daemon in the background and the terminal chat in the foreground. When "
+        "KB_TELEGRAM_TOKEN is set, the Telegram bot takes the chat's place: lines typed in this terminal are "
+        "not read (it says so), chat in Telegram or run kb chat in another terminal. Ctrl-C stops kb.",
+    ),
     "daemon": Command(
         cmd_daemon,
         help="watch knowledge/inbox/ and raw/ and keep the index up to date",

