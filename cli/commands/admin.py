@@ -24,7 +24,6 @@ from knowledge.retrieval.second import Second
 from knowledge.words.catalog import ENGLISH, N_, terminal_words
 from knowledge.words.replies import plain
 
-
 # What kb run says when the bot takes the terminal chat's place (the owner typed make run, expecting a prompt)
 BOT_ONLY = N_(
     "The Telegram bot is running (KB_TELEGRAM_TOKEN is set): chat with kb in Telegram. Lines typed here are "
