@@ -95,15 +95,16 @@ def test_database_copies_are_private_from_the_start_and_removed_when_stopped(sma
     seen: dict[Path, tuple[int, int]] = {}  # each copy seen: its mode and its folder's
 
     def watch() -> None:
-        """Look at the copies as they are written; once SQLite is writing one (its journal is there: the
-        copy itself stays empty until its last step), stop the backup."""
+        """Look at the copies as they are written; once the first one is there (made before SQLite copies
+        a page into it, and there until the copy has been checked and archived: seconds at one page a
+        step), stop the backup. Its journal lives in the same private folder."""
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
             for path in out.rglob("*.sqlite3*"):
                 with contextlib.suppress(FileNotFoundError):
                     st = path.stat()
                     seen[path] = (st.st_mode & 0o777, path.parent.stat().st_mode & 0o777)
-                    if path.name.endswith(".sqlite3-journal"):
+                    if path.name.endswith(".sqlite3"):
                         os.kill(os.getpid(), sig)
                         return
             time.sleep(0.001)
