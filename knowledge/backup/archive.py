@@ -9,6 +9,7 @@ once, in order, and handed on; anything that is not a plain regular file under a
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import errno
 import gzip
@@ -118,7 +119,7 @@ class _Counted:
         return data
 
 
-class _PartSink:
+class _PartSink(abc.ABC):
     """What both sinks share: the claimed DEST.part, its work folder, and bytes written as a stream."""
 
     def __init__(self, part: Part) -> None:
@@ -132,10 +133,12 @@ class _PartSink:
         """Write ``data`` as the file ``name``, as a stream of one piece."""
         return self.add_stream(name, io.BytesIO(data), len(data), mode=mode, mtime=mtime, seen=_unseen)
 
+    @abc.abstractmethod
     def add_stream(
         self, name: str, fh: BinaryIO, size: int, *, mode: int, mtime: float, seen: Callable[[bytes], None]
     ) -> Entry:
-        raise NotImplementedError  # each sink writes a stream its own way
+        """Write ``size`` bytes read from ``fh`` as the file ``name`` (each sink its own way), telling
+        ``seen`` each piece."""
 
 
 def _unseen(data: bytes) -> None:
