@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from knowledge.errors import KbError
-from knowledge.text import is_simplified
+from knowledge.text import is_greeting, is_simplified
 
 MAX_QUERY_CHARS = 300
 FRESHNESS = ("day", "week", "month", "year")
@@ -121,10 +121,6 @@ _MONTH = re.compile(r"\b(recent|recently|latest|newest|this month)\b|最近|最�
 _VERSION = re.compile(
     r"\b(version|release|changelog|what'?s new|new features)\b|\bv?\d+\.\d+\b|版本|新功能|เวอร์ชัน", re.I
 )
-_GREETING = re.compile(
-    r"^\W*(hi|hello|hey|good (morning|evening|afternoon)|thanks?|thank you|你好|您好|嗨|謝謝|谢谢|สวัสดี|ขอบคุณ)\W*$",
-    re.I,
-)
 # Arithmetic is an optional lead word, then digits, operators, spaces and punctuation only: two linear
 # checks (one pattern with \W* around a class of non-word characters backtracks in cubic time).
 _ARITHMETIC_LEAD = re.compile(r"\W*+(?:(?:what\s+is|calculate|compute)\s+)?", re.I)
@@ -196,7 +192,7 @@ def freshness_of(question: str) -> str | None:
 
 def needs_search(question: str) -> bool:
     """False only for a plain greeting or arithmetic."""
-    return not (_GREETING.match(question) or is_arithmetic(question))
+    return not (is_greeting(question) or is_arithmetic(question))
 
 
 def is_arithmetic(question: str) -> bool:
