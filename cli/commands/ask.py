@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 import structlog
 
 from cli.commands import EXIT_OK, EXIT_USAGE, Command
-from cli.commands.search import add_scope, scope_or_refusal, search_meaning, tagged_scope
+from cli.commands.search import add_scope, scope_or_refusal, search_meaning
 from cli.commands.web import describe_import, import_and_answer, import_exit, typed_pick
 from knowledge.config import Settings
 from knowledge.conversation.store import ConversationError
@@ -148,9 +148,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
     from knowledge.wiring import conversing, open_engine
 
     words = terminal_words(settings)  # the reply's words; the rest of the command line stays English
-    scope = scope_or_refusal(settings, args.source, err=err)
-    if not isinstance(scope, int):
-        scope = tagged_scope(settings, scope, args.tag, err=err)
+    scope = scope_or_refusal(settings, args.source, args.tag, err=err)
     if isinstance(scope, int):
         return scope
     heard = None

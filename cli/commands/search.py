@@ -73,37 +73,23 @@ def add_scope(p: argparse.ArgumentParser, what: str, tagged: str) -> None:
     )
 
 
-def scope_or_refusal(settings: Settings, name: str | None, *, err: TextIO) -> Scope | None | int:
-    """The scope ``--in NAME`` asks for (None: everything), or the exit status of its refusal (said on ``err``)."""
+def scope_or_refusal(
+    settings: Settings, name: str | None, tag: str | None, *, err: TextIO
+) -> Scope | None | int:
+    """The scope ``--in NAME`` and ``--tag TAG`` ask for (None: everything), or the exit status of their
+    refusal (said on ``err``). A tag is looked up in the index on disk (none yet: every tag is refused)."""
     try:
-        return scope_in(settings.home, name)
+        scope = scope_in(settings.home, name)
+        if tag is None:
+            return scope
+        try:
+            with Index(settings.index_path, readonly=True) as index:
+                return with_tag(scope, tag, index)
+        except IndexMissing:
+            return with_tag(scope, tag, None)
     except SourceRefused as exc:
         print(f"kb: {exc}", file=err)
         return EXIT_USAGE
-
-
-def tag_or_refusal(
-    scope: Scope | None, tag: str | None, index: Index | None, *, err: TextIO
-) -> Scope | None | int:
-    """The scope kept to the notes tagged ``--tag TAG`` too, or the exit status of its refusal (said on ``err``)."""
-    try:
-        return with_tag(scope, tag, index)
-    except SourceRefused as exc:
-        print(f"kb: {exc}", file=err)
-        return EXIT_USAGE
-
-
-def tagged_scope(
-    settings: Settings, scope: Scope | None, tag: str | None, *, err: TextIO
-) -> Scope | None | int:
-    """:func:`tag_or_refusal` against the index on disk (none yet: every tag is refused)."""
-    if tag is None:
-        return scope
-    try:
-        with Index(settings.index_path, readonly=True) as index:
-            return tag_or_refusal(scope, tag, index, err=err)
-    except IndexMissing:
-        return tag_or_refusal(scope, tag, None, err=err)
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -119,14 +105,11 @@ def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
         queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
     else:
         queries = [" ".join(args.query)]
-    scope = scope_or_refusal(settings, args.source, err=err)
+    scope = scope_or_refusal(settings, args.source, args.tag, err=err)
     if isinstance(scope, int):
         return scope
     translate = settings.translate != "off" and not args.no_translate
     with Index(settings.index_path, readonly=True) as index:
-        scope = tag_or_refusal(scope, args.tag, index, err=err)
-        if isinstance(scope, int):
-            return scope
         meaning = search_meaning(settings, index, err=err)
         answers = asyncio.run(
             _find_all(settings, index, queries, k=k, meaning=meaning, translate=translate, scope=scope)
