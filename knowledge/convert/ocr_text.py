@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from knowledge.text import opencc_converter
+
 if TYPE_CHECKING:
     from PIL import Image
 
@@ -334,15 +336,15 @@ def keep_script(lines: Sequence[OcrLine]) -> list[OcrLine]:
     traditional = sum(1 for ch in text if _is_traditional_form(ch))
     simplified = sum(1 for ch in text if _is_simplified_only(ch))
     if traditional >= 3 and simplified and simplified * 4 <= traditional:
-        convert, is_stray = _opencc("s2t"), _is_simplified_only
+        convert, is_stray = opencc_converter("s2t"), _is_simplified_only
     elif simplified >= 3 and traditional and traditional * 4 <= simplified:
-        convert, is_stray = _opencc("t2s"), _is_traditional_form
+        convert, is_stray = opencc_converter("t2s"), _is_traditional_form
     else:
         return list(lines)
     out = []
     for line in lines:
         if any(is_stray(ch) for ch in line.text):
-            converted = convert.convert(line.text)
+            converted = convert(line.text)
             if len(converted) == len(line.text):
                 fixed = "".join(
                     new if is_stray(old) else old for old, new in zip(line.text, converted, strict=True)
@@ -352,18 +354,10 @@ def keep_script(lines: Sequence[OcrLine]) -> list[OcrLine]:
     return out
 
 
-@functools.lru_cache(maxsize=8)
-def _opencc(config: str):  # opencc has no type hints
-    """An OpenCC converter, built once per process (loading its dictionaries takes a few ms)."""
-    import opencc
-
-    return opencc.OpenCC(config)
-
-
 @functools.lru_cache(maxsize=65536)
 def _is_traditional_form(ch: str) -> bool:
     """A Chinese character that has a different Simplified form (資, 奧, 們)."""
-    return "\u3400" <= ch <= "\U0002ffff" and _opencc("t2s").convert(ch) != ch
+    return "\u3400" <= ch <= "\U0002ffff" and opencc_converter("t2s")(ch) != ch
 
 
 @functools.lru_cache(maxsize=65536)
@@ -371,8 +365,8 @@ def _is_simplified_only(ch: str) -> bool:
     """A character used in Simplified text only (资, 奥, 们): not Traditional, nor a Taiwan/HK variant."""
     return (
         "\u3400" <= ch <= "\U0002ffff"
-        and _opencc("t2s").convert(ch) == ch
-        and _opencc("s2t").convert(ch) != ch
-        and _opencc("tw2t").convert(ch) == ch
-        and _opencc("hk2t").convert(ch) == ch
+        and opencc_converter("t2s")(ch) == ch
+        and opencc_converter("s2t")(ch) != ch
+        and opencc_converter("tw2t")(ch) == ch
+        and opencc_converter("hk2t")(ch) == ch
     )

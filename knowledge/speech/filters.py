@@ -20,7 +20,8 @@ import functools
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from knowledge.text import opencc_converter
 
 LANGUAGES = ("zh", "en", "th")
 FOLDED_INTO = {"yue": "zh"}  # Cantonese speech is written as Chinese
@@ -110,13 +111,13 @@ def is_phantom(text: str) -> bool:
 def fold(text: str) -> str:
     """``text`` for comparison: Traditional characters, case-folded, without punctuation, symbols or spaces."""
     kept = "".join(ch for ch in text if unicodedata.category(ch)[0] not in "PSZC")
-    return _converter("s2t").convert(kept.casefold()) if kept else ""
+    return opencc_converter("s2t")(kept.casefold()) if kept else ""
 
 
 def to_traditional(text: str, language: str) -> str:
     """Chinese text (language ``zh``, or any text with Han characters) in Traditional, Taiwan phrasing."""
     if language == "zh" or any(_is_han(ch) for ch in text):
-        return _converter("s2twp").convert(text)
+        return opencc_converter("s2twp")(text)
     return text
 
 
@@ -127,14 +128,6 @@ def join_segments(segments: Sequence[Segment]) -> str:
 
 def _is_han(ch: str) -> bool:
     return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf" or "\U00020000" <= ch <= "\U0002ebef"
-
-
-@functools.cache
-def _converter(config: str) -> Any:
-    """An OpenCC converter; loaded once per process (its dictionaries take ~50 ms to read)."""
-    import opencc
-
-    return opencc.OpenCC(config)
 
 
 @functools.cache
