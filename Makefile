@@ -11,9 +11,11 @@ $(STAMP): pyproject.toml Makefile
 	@$(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "kb needs Python >= 3.11 (set PYTHON=python3.11)"; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[mlx,dev]'
+	# --no-compile: pip would byte-compile every module of every package (transformers, scipy...) one at
+	# a time, half the set-up's CPU; Python compiles the modules kb imports on first use instead
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[mlx,dev]'
 	# mlx-whisper declares torch but only its weight converter uses it: install it without dependencies
-	$(BIN)/python -m pip install --quiet --no-deps 'mlx-whisper>=0.4.3'
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps 'mlx-whisper>=0.4.3'
 	@touch $(STAMP)
 
 run: $(STAMP)
