@@ -60,6 +60,14 @@ def _language(raw: str) -> str:
     return known[value.lower()]
 
 
+DEFAULT_LLM_MODEL = "default_model"  # mlx_lm.server's name for the model it was started with
+
+
+def _llm_model(raw: str) -> str:
+    """A model name the server serves; empty: DEFAULT_LLM_MODEL."""
+    return raw.strip() or DEFAULT_LLM_MODEL
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         value = raw.strip().lower()
@@ -131,6 +139,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_TOKENIZER", "", _text,
             "tokenizer.json file, model folder or cached model id; empty: KB_MODEL"),
     Setting("KB_LLM_URL", "http://127.0.0.1:8081/v1", _base_url, "OpenAI-compatible base URL of the model server"),
+    Setting("KB_LLM_MODEL", DEFAULT_LLM_MODEL, _llm_model,
+            "model name sent with each request: default_model is the one mlx_lm.server was started with "
+            "(llama-server takes any name); Ollama and vLLM need a name they serve, e.g. qwen3:4b"),
     Setting("KB_CHUNK_MAX_TOKENS", "160", _int(16, 8192), "largest chunk, in tokens"),
     Setting("KB_CHUNK_OVERLAP_TOKENS", "24", _int(0, 1024), "tokens a chunk repeats from the previous one"),
     Setting("KB_MAX_SOURCE_MB", "20", _float(0.001, 1024), "largest source file accepted, in MiB"),
@@ -219,6 +230,7 @@ class Settings:
     model: str
     tokenizer: str
     llm_url: str
+    llm_model: str
     chunk_max_tokens: int
     chunk_overlap_tokens: int
     max_source_mb: float
