@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -292,6 +293,7 @@ class Settings:
     language: str
     sources: Mapping[str, str]
     locale: str = ""  # the terminal's (LC_ALL, LC_MESSAGES, LANG): its language when KB_LANGUAGE is empty
+    platform: str = ""  # the operating system kb runs on (sys.platform's value): what its messages call it
 
     @property
     def inbox(self) -> Path:
@@ -415,8 +417,11 @@ def read_toml(path: Path) -> dict[str, str]:
     return out
 
 
-def load_settings(env: Mapping[str, str] | None = None, *, home: str | Path | None = None) -> Settings:
-    """Resolve every setting; raises ConfigError naming the variable on a bad value."""
+def load_settings(
+    env: Mapping[str, str] | None = None, *, home: str | Path | None = None, platform: str = sys.platform
+) -> Settings:
+    """Resolve every setting; raises ConfigError naming the variable on a bad value (``platform``: the
+    operating system kb runs on, this one by default)."""
     env = dict(os.environ) if env is None else dict(env)
     home_path = Path(home or env.get("KB_HOME") or os.getcwd()).expanduser().resolve()
     config_file = Path(env["KB_CONFIG"]).expanduser() if env.get("KB_CONFIG") else home_path / "kb.toml"
@@ -457,7 +462,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, home: str | Path | No
             f" KB_CHUNK_MAX_TOKENS={values['chunk_max_tokens']}"
         )
     locale = next((env[k] for k in ("LC_ALL", "LC_MESSAGES", "LANG") if env.get(k)), "")
-    return Settings(home=home_path, sources=sources, locale=locale, **values)  # type: ignore[arg-type]
+    return Settings(home=home_path, sources=sources, locale=locale, platform=platform, **values)  # type: ignore[arg-type]
 
 
 def describe(settings: Settings) -> list[tuple[str, str, str, str]]:

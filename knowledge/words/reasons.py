@@ -40,8 +40,8 @@ SPEECH = {
     "audio-too-large": N_("That recording is too large (over 64 MB)."),
     "audio-too-long": N_("That recording is longer than kb transcribes (KB_VOICE_MAX_S)."),
     "no-speech": N_("I could not hear any words in that voice note."),
-    "model-missing": N_("The speech model is not on the Mac yet and cannot be downloaded now."),
-    "model-unusable": N_("The speech model on the Mac cannot be used."),
+    "model-missing": N_("The speech model is not on {computer} yet and cannot be downloaded now."),
+    "model-unusable": N_("The speech model on {computer} cannot be used."),
     "model-download-failed": N_("The speech model could not be downloaded."),
     "timeout": N_("Transcribing took too long and was stopped."),
     "transcriber-failed": N_("The transcription failed."),
@@ -75,7 +75,7 @@ FAILED = {
     "unreadable": N_("the file could not be read"),
     "write-failed": N_("it could not be written (is the disk full?)"),
     "index-failed": N_("it could not be indexed"),
-    "internal-error": N_("a bug in kb stopped it (kb logs --event ingest. on the Mac has the details)"),
+    "internal-error": N_("a bug in kb stopped it (kb logs --event ingest. on {computer} has the details)"),
 }
 PROGRESS = {"downloading": N_("downloading"), "converting": N_("converting")}
 
@@ -94,7 +94,7 @@ def not_read(reason: str | None, words: Words) -> str:
     """Why the daemon could not take a file, in words (the log has the rest)."""
     if reason in FAILED:
         return words.tr(FAILED[reason])
-    return words.tr("kb could not read it (kb logs --event ingest. on the Mac says why)")
+    return words.tr("kb could not read it (kb logs --event ingest. on {computer} says why)")
 
 
 def progress(state: str, words: Words) -> str:
