@@ -35,7 +35,7 @@ CALLBACK_ANSWERS = ["this button has expired", "this button has expired — /fin
 def extracted() -> set[str | tuple[str, str]]:
     """Every message the code marks for translation (what make catalog extracts)."""
     found: set = set()
-    for folder in ("knowledge", "bot"):
+    for folder in ("knowledge", "bot", "cli", "mcpserver"):
         for _, _, message, *_ in extract_from_dir(ROOT / folder, keywords=KEYWORDS, comment_tags=()):
             found.add(message if isinstance(message, str) else tuple(message))
     return found

@@ -78,6 +78,18 @@ FAILED = {
     "internal-error": N_("a bug in kb stopped it (kb logs --event ingest. on {computer} has the details)"),
 }
 PROGRESS = {"downloading": N_("downloading"), "converting": N_("converting")}
+# Why the index cannot be used (IndexUnreadable.reason; "empty": it holds nothing yet), for a terminal
+# in another language than English: what is wrong and the command that fixes it (English shows the
+# error itself, which also names the file and SQLite's words)
+INDEX_PROBLEMS = {
+    "disk-full": N_(
+        "the disk is full — free some space; the index is kept as it is and used again once there is room"
+    ),
+    "damaged": N_("the index is damaged — rebuild it from raw/ with: kb reindex"),
+    "busy": N_("the index is busy — try again in a moment"),
+    "io-error": N_("the index cannot be read — check the disk it is on (kb doctor says more)"),
+    "empty": N_("the index holds nothing yet — add files with: kb ingest PATH"),
+}
 
 
 def refused(reason: str, words: Words) -> str:
@@ -100,3 +112,8 @@ def not_read(reason: str | None, words: Words) -> str:
 def progress(state: str, words: Words) -> str:
     """A step of an import (downloading, converting), in words."""
     return words.tr(PROGRESS[state]) if state in PROGRESS else state
+
+
+def index_problem_text(reason: str, words: Words) -> str:
+    """Why the index cannot be used, and the fix, in a terminal's words."""
+    return words.tr(INDEX_PROBLEMS.get(reason, INDEX_PROBLEMS["io-error"]))

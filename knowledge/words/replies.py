@@ -15,6 +15,7 @@ from knowledge.answer.assistant import Reply, Said
 from knowledge.text import sentences
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import ENGLISH, N_, Words
+from knowledge.words.reasons import index_problem_text
 from knowledge.words.sources import REFUSALS
 
 # What kb says before the reply's text, and after it.
@@ -140,8 +141,13 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
             text = sentences([text, words.tr("Start it with: {command}", command=facts["fix"])])
         return text
     if said.kind == "index-unreadable":
-        if terminal:
-            return words.tr("The knowledge base cannot be searched: {detail}", detail=facts.get("detail", ""))
+        if terminal:  # English reads the error itself; another language, what it means and the fix
+            detail = (
+                facts.get("detail", "")
+                if words.language == "en"
+                else index_problem_text(str(facts.get("reason")), words)
+            )
+            return words.tr("The knowledge base cannot be searched: {detail}", detail=detail)
         return unreadable_text(str(facts.get("reason")), words)
     if said.kind == "model-empty":
         text = words.tr("The model returned an empty answer (or only its reasoning).")
