@@ -64,7 +64,7 @@ HELP = N_(
     "• Send a voice note to ask by voice; tap “Save as note” to keep what you said.\n"
     "• When your documents do not answer, kb searches the web and shows candidates as buttons: "
     "tap one to import it, and kb answers again from it.\n"
-    "• 👍 or 👎 under an answer tells kb whether it helped (kb feedback on the Mac lists the votes); "
+    "• 👍 or 👎 under an answer tells kb whether it helped (kb feedback on {computer} lists the votes); "
     "after 👎, “Search the web” looks for it online.\n"
     "• Paste a link to import that page; a link with a line of comment is imported with the comment.\n"
     "• Forward a message, a photo, an album, a file or a voice note to keep it (not answered); "

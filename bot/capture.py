@@ -408,7 +408,8 @@ async def undo(
         text = w.tr("Undo asked: {title} will be removed when the daemon runs (kb daemon).", title=item.title)
     else:
         text = w.tr(
-            "Could not undo {title}: the daemon refused it (kb logs on the Mac says why).", title=item.title
+            "Could not undo {title}: the daemon refused it (kb logs on {computer} says why).",
+            title=item.title,
         )
     await _show(context, item.chat_id, status, esc(text))
 

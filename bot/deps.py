@@ -21,7 +21,7 @@ from knowledge.feedback.store import Feedback
 from knowledge.report.status import LoadedCounter
 from knowledge.websearch.fetch import Fetched
 from knowledge.websearch.store import CandidateStore
-from knowledge.words.catalog import Words
+from knowledge.words.catalog import Words, owner_words
 
 if TYPE_CHECKING:
     from knowledge.speech.transcribe import Transcript
@@ -65,4 +65,4 @@ def deps_of(context: ContextTypes.DEFAULT_TYPE) -> BotDeps:
 
 def words_of(deps: BotDeps, chat_id: int) -> Words:
     """The words a chat is written in (bot.language learns its language from each update)."""
-    return Words(deps.languages.get(chat_id) or deps.settings.language or "en")
+    return owner_words(deps.languages.get(chat_id) or deps.settings.language or "en", deps.settings)

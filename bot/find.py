@@ -48,7 +48,7 @@ PASSAGE_CHARS = 3000
 MAX_SEND_BYTES = 50 * 1024 * 1024  # the most a bot may upload
 CHANGE_WAIT_S = 20.0
 EXPIRED = N_("this button has expired — /find again")
-DISK_FULL = N_("Not done: the Mac's disk is full. Free some space, then tap again.")
+DISK_FULL = N_("Not done: {computer}'s disk is full. Free some space, then tap again.")
 
 
 # -- /find and its pages ----------------------------------------------------------------------
@@ -364,7 +364,7 @@ def deleted_reply(
         return f"<i>{esc(text)}</i>", None
     if change.disk_full:
         return esc(w.tr(DISK_FULL)), None
-    return esc(w.tr("Not deleted: the daemon refused it (kb logs on the Mac says why).")), None
+    return esc(w.tr("Not deleted: the daemon refused it (kb logs on {computer} says why).")), None
 
 
 async def _undo(context, deps: BotDeps, chat_id: int, action: Action, query, message: Message | None) -> None:
@@ -384,7 +384,7 @@ async def _undo(context, deps: BotDeps, chat_id: int, action: Action, query, mes
         text = esc(
             w.tr(DISK_FULL)
             if change.disk_full
-            else w.tr("Not restored: the daemon refused it (kb logs on the Mac says why).")
+            else w.tr("Not restored: the daemon refused it (kb logs on {computer} says why).")
         )
     await _show(context, chat_id, message, text, None)
 

@@ -17,7 +17,7 @@ from telegram.ext import Application, ContextTypes
 from bot.converse import key_of
 from bot.deps import BotDeps, deps_of, words_of
 from bot.send import edit, say
-from knowledge.words.catalog import N_, Words
+from knowledge.words.catalog import N_, owner_words
 from knowledge.words.language import LANGUAGES, NAMES, chinese_of, for_telegram
 
 log = structlog.get_logger()
@@ -71,7 +71,7 @@ async def on_lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> 
         return
     await asyncio.to_thread(deps.conversing.store.choose_language, key_of(chat_id), language)
     deps.chosen[chat_id] = deps.languages[chat_id] = language
-    words = Words(language)
+    words = owner_words(language, deps.settings)
     log.info("bot.language", language=language)
     await query.answer(NAMES[language])
     done = words.tr("kb writes to you in {language} from now on.", language=NAMES[language])
@@ -84,6 +84,6 @@ async def register_commands(app: Application) -> None:
     deps: BotDeps = app.bot_data["deps"]
     default = deps.settings.language or "en"
     for code, language in (("", default), ("zh", chinese_of(deps.settings.language)), ("th", "th")):
-        words = Words(language)
+        words = owner_words(language, deps.settings)
         commands = [BotCommand(name, words.tr(text)) for name, text in COMMANDS]
         await app.bot.set_my_commands(commands, language_code=code or None)

@@ -325,7 +325,7 @@ async def on_voice(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     )
     transcript = status = None
     if notice:  # the model comes first (minutes, GBs): not under the chat's lock, its other messages go on
-        first = w.tr("The speech model is downloaded to the Mac first (once); this takes a while.")
+        first = w.tr("The speech model is downloaded to {computer} first (once); this takes a while.")
         status = await say(context, chat_id, italic(w.tr("listening…")) + f"\n{esc(first)}")
         transcript = await hear(context, deps, chat_id, audio, status)
     async with deps.locks[chat_id]:

@@ -25,7 +25,7 @@ from knowledge.answer.assistant import Reply
 from knowledge.conversation.session import Answered, Conversing
 from knowledge.conversation.store import ConversationError
 from knowledge.feedback.record import BAD, GOOD, Rated, rated
-from knowledge.feedback.store import Feedback, FeedbackRefused
+from knowledge.feedback.store import Cast, Feedback, FeedbackRefused
 from knowledge.logs import prompting
 from knowledge.websearch.choice import Typed
 from knowledge.websearch.importer import pasted_url
@@ -144,17 +144,24 @@ async def rate(feedback: Feedback, key: str, last: Last | None, vote: int, words
     """/good or /bad on the last answer: what the chat says (and, after /bad, how to search the web)."""
     if last is None:
         return words.tr(NOTHING_TO_RATE)
-    token, about = last
+    token, _ = last
     try:
         if token is None:
             raise ConversationError("the conversation file could not be written when the answer was given")
         cast = await asyncio.to_thread(feedback.cast, key, token, vote)
     except (ConversationError, FeedbackRefused) as exc:
         return words.tr(NOT_SAVED, why=str(exc))
+    return cast_text(cast, words)
+
+
+def cast_text(cast: Cast, words: Words, *, web_how: str = WEB_HOW) -> str:
+    """What is said of a vote cast on an answer: noted, changed or noted already (and, after a bad one on
+    an answer not from the web, how to search the web for its question: ``web_how``, ``{question}`` in it)."""
+    vote, about = cast.vote.vote, cast.vote.rated
     said = CHANGED if cast.is_change else ALREADY if cast.previous == vote else NOTED
     text = words.tr(said, vote="👍" if vote == GOOD else "👎")
     if vote == BAD and about.door != "web":
-        text += "\n" + words.tr(WEB_HOW, question=about.standalone)
+        text += "\n" + words.tr(web_how, question=about.standalone)
     return text
 
 

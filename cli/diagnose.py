@@ -17,6 +17,7 @@ from knowledge.errors import IndexUnreadable, KbError
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
 from knowledge.model.client import ModelUnavailable
+from knowledge.model.reach import name_problem
 from knowledge.model.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.report.status import count_files, status_report
 from knowledge.retrieval.embed import EmbedderError, make_embedder
@@ -66,6 +67,9 @@ async def _check_model(settings: Settings) -> Finding:
             said = exc.said if isinstance(exc, ModelUnavailable) else str(exc)  # the fix below says it once
             return Finding("model server", False, said, f"start it with: {client.start_hint}")
     url = settings.llm_url
+    if reach.level == "ok" and (problem := name_problem(reach, settings.llm_model)):
+        fix = f"set KB_LLM_MODEL to the name of the model to use, one of: {', '.join(reach.models or ())}"
+        return Finding("model server", False, f"{url} answers, but {problem}", fix, is_warning=True)
     if reach.level == "ok":
         return Finding("model server", True, f"{url} answers; serving {', '.join(reach.models[:3]) or '?'}")  # type: ignore[index]
     if reach.level == "warn":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -58,6 +59,14 @@ def _language(raw: str) -> str:
     if value.lower() not in known:
         raise ValueError("expected one of: en, zh-Hant, zh-Hans, th (or empty: the chat's or the locale's)")
     return known[value.lower()]
+
+
+DEFAULT_LLM_MODEL = "default_model"  # mlx_lm.server's name for the model it was started with
+
+
+def _llm_model(raw: str) -> str:
+    """A model name the server serves; empty: DEFAULT_LLM_MODEL."""
+    return raw.strip() or DEFAULT_LLM_MODEL
 
 
 def _choice(*options: str) -> Callable[[str], str]:
@@ -131,6 +140,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KB_TOKENIZER", "", _text,
             "tokenizer.json file, model folder or cached model id; empty: KB_MODEL"),
     Setting("KB_LLM_URL", "http://127.0.0.1:8081/v1", _base_url, "OpenAI-compatible base URL of the model server"),
+    Setting("KB_LLM_MODEL", DEFAULT_LLM_MODEL, _llm_model,
+            "model name sent with each request: default_model is the one mlx_lm.server was started with "
+            "(llama-server takes any name); Ollama and vLLM need a name they serve, e.g. qwen3:4b"),
     Setting("KB_CHUNK_MAX_TOKENS", "160", _int(16, 8192), "largest chunk, in tokens"),
     Setting("KB_CHUNK_OVERLAP_TOKENS", "24", _int(0, 1024), "tokens a chunk repeats from the previous one"),
     Setting("KB_MAX_SOURCE_MB", "20", _float(0.001, 1024), "largest source file accepted, in MiB"),
@@ -219,6 +231,7 @@ class Settings:
     model: str
     tokenizer: str
     llm_url: str
+    llm_model: str
     chunk_max_tokens: int
     chunk_overlap_tokens: int
     max_source_mb: float
@@ -280,6 +293,7 @@ class Settings:
     language: str
     sources: Mapping[str, str]
     locale: str = ""  # the terminal's (LC_ALL, LC_MESSAGES, LANG): its language when KB_LANGUAGE is empty
+    platform: str = ""  # the operating system kb runs on (sys.platform's value): what its messages call it
 
     @property
     def inbox(self) -> Path:
@@ -403,8 +417,11 @@ def read_toml(path: Path) -> dict[str, str]:
     return out
 
 
-def load_settings(env: Mapping[str, str] | None = None, *, home: str | Path | None = None) -> Settings:
-    """Resolve every setting; raises ConfigError naming the variable on a bad value."""
+def load_settings(
+    env: Mapping[str, str] | None = None, *, home: str | Path | None = None, platform: str = sys.platform
+) -> Settings:
+    """Resolve every setting; raises ConfigError naming the variable on a bad value (``platform``: the
+    operating system kb runs on, this one by default)."""
     env = dict(os.environ) if env is None else dict(env)
     home_path = Path(home or env.get("KB_HOME") or os.getcwd()).expanduser().resolve()
     config_file = Path(env["KB_CONFIG"]).expanduser() if env.get("KB_CONFIG") else home_path / "kb.toml"
@@ -445,7 +462,7 @@ def load_settings(env: Mapping[str, str] | None = None, *, home: str | Path | No
             f" KB_CHUNK_MAX_TOKENS={values['chunk_max_tokens']}"
         )
     locale = next((env[k] for k in ("LC_ALL", "LC_MESSAGES", "LANG") if env.get(k)), "")
-    return Settings(home=home_path, sources=sources, locale=locale, **values)  # type: ignore[arg-type]
+    return Settings(home=home_path, sources=sources, locale=locale, platform=platform, **values)  # type: ignore[arg-type]
 
 
 def describe(settings: Settings) -> list[tuple[str, str, str, str]]:

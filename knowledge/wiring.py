@@ -71,6 +71,7 @@ def model_client(settings: Settings, session: aiohttp.ClientSession) -> ModelCli
     return ModelClient(
         session,
         settings.llm_url,
+        model=settings.llm_model,
         model_hint=settings.model,
         connect_timeout_s=settings.llm_connect_timeout_s,
         timeout_s=settings.llm_timeout_s,

@@ -3,6 +3,7 @@ stand-in, the daemon on a real inbox, and a scripted transcriber standing in for
 
 import contextlib
 import re
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC
@@ -58,13 +59,21 @@ class Env:
 
 @asynccontextmanager
 async def running_bot(
-    home: Path, varn_site, *, transcribe=None, daemon: bool = True, zone=None, **env: str
+    home: Path,
+    varn_site,
+    *,
+    transcribe=None,
+    daemon: bool = True,
+    zone=None,
+    platform: str = sys.platform,
+    **env: str,
 ) -> AsyncIterator[tuple[Env, str]]:
     """The bot and the daemon on a knowledge base in ``home``, with every stand-in; (Env, web base URL).
 
     ``transcribe`` None: the bot's own transcriber (mlx-whisper on KB_WHISPER_MODEL, given in ``env``).
     ``daemon`` False: no daemon runs (a test starts one with ``daemon.main.background`` when it wants).
-    ``zone``: the owner's time zone (this machine's when None).
+    ``zone``: the owner's time zone (this machine's when None). ``platform``: the operating system kb
+    takes itself to run on (this one's by default).
     """
     base, port, _ = varn_site
     telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
@@ -72,7 +81,7 @@ async def running_bot(
     llm_runner = await start(llm)
     search = FakeSearch()
     search_runner, _ = await start_fake_search(search)
-    settings = make_settings(home, **{
+    settings = make_settings(home, platform=platform, **{
         "KB_TELEGRAM_TOKEN": TOKEN, "KB_TELEGRAM_ALLOWED_USERS": str(OWNER), "KB_TELEGRAM_API_URL": tg_url,
         "KB_LLM_URL": llm.base_url, "KB_DDG_URL": search.ddg_url, "KB_SETTLE_S": "0.1", "KB_IMPORT_WAIT_S": "20",
         "KB_FETCH_PORTS": str(port), "KB_LLM_TIMEOUT_S": "5",

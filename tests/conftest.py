@@ -6,6 +6,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,9 +91,10 @@ def run_kb(monkeypatch: pytest.MonkeyPatch) -> Callable[..., subprocess.Complete
     return run
 
 
-def make_settings(home: Path, **env: str) -> Settings:
-    """Settings for a knowledge base in ``home``, isolated from the caller's environment."""
-    return load_settings({**SAFE_ENV, **env}, home=home)
+def make_settings(home: Path, *, platform: str = sys.platform, **env: str) -> Settings:
+    """Settings for a knowledge base in ``home``, isolated from the caller's environment (``platform``:
+    the operating system kb is to take itself to run on)."""
+    return load_settings({**SAFE_ENV, **env}, home=home, platform=platform)
 
 
 VARN_ARTICLE = (

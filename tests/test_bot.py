@@ -1,5 +1,6 @@
 """The Telegram bot end to end: real HTTP to a local Bot API stand-in, the scripted model, the daemon."""
 
+import html
 import json
 import re
 
@@ -217,6 +218,28 @@ async def test_a_dead_model_server_degrades_never_silence(env, tmp_path):
     assert "The best matching passages:" in call.params["text"]
     # on a phone, what is wrong is said once, in words: no error text, no command
     assert "unavailable" not in call.params["text"] and "500" not in call.params["text"]
+
+
+DEPOSIT = (
+    "# Deposit rules\n\nThe **deposit** is *two months* of rent, see [the lease](https://lease.example/terms).\n\n"
+    "| Item | Amount |\n|---|---:|\n| Deposit | 40,000 |\n\n- Returned within `30 days` of moving out\n"
+)
+DEPOSIT_SHOWN = [
+    "The deposit is two months of rent, see the lease (https://lease.example/terms).",
+    "Deposit · 40,000",
+]
+MARKDOWN_MARKS = ["**", "*two", "](", "| ", "|---", "# ", "`"]
+
+
+async def test_the_passages_of_a_degraded_answer_are_plain_text_not_markdown(env):
+    env, _ = env
+    await indexed_note(env, "deposit.md", DEPOSIT)
+    env.llm.script = [Step(status=500)]
+    await env.say("How much is the deposit?")
+    call = await env.bot_said(lambda c: "The best matching passages:" in c.params["text"])
+    shown = html.unescape(re.sub(r"<[^>]+>", "", call.params["text"]))
+    assert all(line in shown for line in DEPOSIT_SHOWN), shown
+    assert [mark for mark in MARKDOWN_MARKS if mark in shown] == [], shown
 
 
 async def test_forget_and_status(env):

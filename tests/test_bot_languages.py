@@ -174,3 +174,30 @@ async def test_lang_is_kept_across_a_restart_and_wins_over_the_client(tmp_path, 
     async with running_bot(home, varn_site, transcribe=ScriptedTranscriber()) as (env, _):
         env.telegram.set_language(OWNER, "zh-hant")
         await turn(env, "/new", lambda t: "บทสนทนาใหม่" in t)  # Thai: the choice, not the client's language
+
+
+COMPUTER = {"linux": {"zh-Hant": "電腦", "th": "คอมพิวเตอร์"}, "darwin": {"zh-Hant": "Mac", "th": "Mac"}}
+DOWN = {"zh-Hant": "模型伺服器沒有在執行", "th": "ไม่ได้ทำงานอยู่"}
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin"])
+@pytest.mark.parametrize("language", ["zh-Hant", "th"])
+async def test_the_bot_names_the_owners_computer_as_what_it_is(tmp_path, varn_site, language, platform):
+    """The phone is told where to look (kb feedback, the model server) on "the Mac" only when kb runs on
+    one: on Linux the words say the computer."""
+    from tests.fake_llm import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    async with running_bot(
+        tmp_path / "kb", varn_site, platform=platform, KB_LLM_URL=dead, KB_WEB_SEARCH="off"
+    ) as (env, _):
+        env.telegram.set_language(OWNER, "zh-hant" if language == "zh-Hant" else "th")
+        drop_note(env, "harbor.md", HARBOR)
+        await wait_indexed(env, 1)
+        shown = [
+            (await turn(env, "/help", lambda t: "/find" in t)).params["text"],
+            (await turn(env, SAYS[language]["question"], lambda t: DOWN[language] in t)).params["text"],
+        ]
+    word = COMPUTER[platform][language]
+    assert all(word in text for text in shown), shown
+    assert all(("Mac" in text) == (platform == "darwin") for text in shown), shown

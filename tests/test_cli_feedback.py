@@ -106,3 +106,38 @@ def test_the_chat_rates_the_last_answer_with_good_then_bad_and_says_how_to_searc
     assert vote["chat"].startswith("chat:") and vote["door"] == "local"
     assert [c["title"] for c in vote["rejected"]] == ["港口放行檢查表"]
     assert "terminal" in run_kb("--home", str(home), "feedback").stdout.splitlines()[1]
+
+
+def test_kb_feedback_votes_on_the_last_answer_of_a_kb_ask_conversation(tmp_path, run_kb):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), DOCS)
+    words = Words("zh-Hant")
+    with ThreadedFakeLLM(FakeLLM(responder=scripted)) as fake:
+        env = {"KB_LLM_URL": fake.base_url, "KB_WEB_SEARCH": "off", "KB_LANGUAGE": "zh-Hant"}
+        before = run_kb("--home", str(home), "feedback", "good", "--conversation", "harbor", env=env)
+        assert before.returncode == 1 and not make_settings(home).conversations_path.exists()  # none made
+        for question in (FIRST["zh"], FOLLOW["zh"]):
+            asked = run_kb("--home", str(home), "ask", "--conversation", "harbor", question, env=env)
+            assert asked.returncode == 0, asked.stderr
+    assert before.stdout.strip() == words.tr(
+        "The conversation {name} has no answer to rate yet: ask in it first (kb ask --conversation {name} QUESTION).",
+        name="harbor",
+    )
+    bad = run_kb("--home", str(home), "feedback", "bad", "--conversation", "harbor", env=env)
+    assert bad.returncode == 0, bad.stderr
+    assert bad.stdout.splitlines() == [
+        words.tr("Noted: {vote} for the last answer.", vote="👎"),
+        words.tr("To search the web for it: kb websearch {question}", question=REWRITES[FOLLOW["zh"]]),
+    ]
+    good = run_kb("--home", str(home), "feedback", "good", "--conversation", "harbor", env=env)
+    assert good.stdout.strip() == words.tr("Changed to {vote} for the last answer.", vote="👍")
+    other = run_kb("--home", str(home), "feedback", "good", "--conversation", "kettle", env=env)
+    assert other.returncode == 1 and "kettle" in other.stdout
+    unnamed = run_kb("--home", str(home), "feedback", "good")
+    assert unnamed.returncode == 2 and "--conversation NAME" in unnamed.stderr
+    [vote] = json.loads(run_kb("--home", str(home), "feedback", "--json").stdout)  # the last answer only
+    assert (vote["question"], vote["standalone"], vote["vote"], vote["chat"]) == (
+        FOLLOW["zh"], REWRITES[FOLLOW["zh"]], "good", "cli:harbor"
+    )  # fmt: skip
+    assert [c["title"] for c in vote["expected"]] == ["港口放行檢查表"]
+    assert "cli" in run_kb("--home", str(home), "feedback").stdout.splitlines()[1]

@@ -1,10 +1,14 @@
-"""What a degraded reply shows of a passage: the sentences nearest the question, never cut inside a word or a cluster."""
+"""What a degraded reply shows of a passage: the sentences nearest the question, as plain text (its
+Markdown read), never cut inside a word or a cluster."""
 
 import unicodedata
 
 import pytest
 
-from knowledge.answer.excerpt import cut, excerpt, is_cluster_boundary
+from knowledge.answer.excerpt import cut, excerpt, is_cluster_boundary, readable
+from tests.conftest import ingest_texts, make_settings
+from tests.fake_llm import free_port
+from tests.test_bot import DEPOSIT, DEPOSIT_SHOWN, MARKDOWN_MARKS
 
 LAKE = (
     "Lake Quillan lies in the Varn valley. The bridge over it was built in 1907 by the county council, "
@@ -54,3 +58,32 @@ def test_a_passage_in_another_language_shows_its_opening():
 def test_short_passages_are_shown_whole():
     assert excerpt("Lake Quillan is 317 metres deep.", "how deep") == "Lake Quillan is 317 metres deep."
     assert excerpt("", "anything") == "" and excerpt("   \n ", "anything") == ""
+
+
+@pytest.mark.parametrize(
+    ("markdown", "text"),
+    [
+        ("## Deposit\n\nThe **deposit** is *two* ~~three~~ months.", "Deposit\nThe deposit is two three months."),
+        ("See [the lease](https://lease.example/terms) or <https://a.example/>.",
+         "See the lease (https://lease.example/terms) or https://a.example/."),
+        ("[a note](notes/rent.md) and ![the meter](meter.jpg)", "a note and the meter"),
+        ("| Item | Amount |\n|---|---:|\n| Deposit | **40,000** |", "Item · Amount\nDeposit · 40,000"),
+        ("| Rent | 20,000 |\n| Water | 300 |", "Rent · 20,000\nWater · 300"),  # a passage cut inside a table
+        ("- one\n- two\n  1. first\n  2. second", "• one\n• two\n  1. first\n  2. second"),
+        ("3. third\n4. fourth", "3. third\n4. fourth"),
+        ("> quoted `code` here\n\n```\nx = a | b\n```", "quoted code here\nx = a | b"),
+        ("押金是**兩個月**，見[合約](https://example.com/c)。", "押金是兩個月，見合約 (https://example.com/c)。"),
+        ("ค่ามัดจำ **สองเดือน**\n\n<b>not html</b> 2 \\* 3", "ค่ามัดจำ สองเดือน\n<b>not html</b> 2 * 3"),
+    ],
+)  # fmt: skip
+def test_markdown_is_read_as_plain_text(markdown, text):
+    assert readable(markdown) == text
+
+
+def test_kb_ask_without_a_model_shows_the_passages_as_plain_text(tmp_path, run_kb):
+    home = tmp_path / "kb"
+    ingest_texts(make_settings(home), {"deposit.md": DEPOSIT})
+    env = {"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1", "KB_WEB_SEARCH": "off"}
+    shown = run_kb("--home", str(home), "ask", "How much is the deposit?", env=env).stdout
+    assert "The best matching passages:" in shown and all(line in shown for line in DEPOSIT_SHOWN), shown
+    assert [mark for mark in MARKDOWN_MARKS if mark in shown] == [], shown

@@ -30,7 +30,7 @@ async def test_request_shape_and_thinking_removed(served):
     done = await client(fake, session).chat(MESSAGES, max_tokens=32, stop=["\n\n"])
     assert done.text == "The answer is 42." and done.prompt_tokens == 10 and done.finish_reason == "stop"
     sent = fake.requests[0]
-    assert "model" not in sent  # a name the server was not started with makes it try to download it
+    assert sent["model"] == "default_model"  # mlx_lm.server's name for the model it was started with
     assert sent["chat_template_kwargs"] == {"enable_thinking": False}
     assert sent["max_tokens"] == 32 and sent["temperature"] == 0.0 and sent["stop"] == ["\n\n"]
 

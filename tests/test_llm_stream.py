@@ -44,6 +44,7 @@ async def test_a_stream_shows_the_text_as_it_grows_and_keeps_the_usage(served):
     assert done.first_token_ms is not None and done.first_token_ms >= 500
     sent = fake.requests[0]
     assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert sent["model"] == "default_model"
 
 
 async def test_thinking_is_never_shown(served):

@@ -11,7 +11,7 @@ from knowledge.model.reach import Reach
 from knowledge.report.status import probe_model, summary_facts
 from tests.conftest import make_settings
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, ThreadedServer, free_port, start
-from tests.model_servers import OtherServer, start_other
+from tests.model_servers import MODELS, OtherServer, start_other
 
 
 @pytest.mark.parametrize(
@@ -87,10 +87,59 @@ def test_a_server_with_health_but_no_model_list_is_a_warning():
     assert reach.problem == "/health answers, but /v1/models gave no list of models: answered 404: Not Found"
 
 
+async def test_every_request_names_kb_llm_model_which_ollama_and_vllm_need(tmp_path):
+    from knowledge.model.client import ModelBadResponse
+    from knowledge.wiring import model_client
+    from tests.model_servers import ANSWER
+
+    servers = [OtherServer(kind) for kind in ("ollama", "vllm", "llama.cpp")]
+    runners = [await start_other(server) for server in servers]
+    try:
+        async with aiohttp.ClientSession() as session:
+            for server in servers:
+                named = model_client(
+                    make_settings(tmp_path, KB_LLM_URL=server.base_url, KB_LLM_MODEL=MODELS[server.kind]),
+                    session,
+                )
+                assert (await named.chat(MESSAGES, max_tokens=16)).text == ANSWER
+                streamed = await named.stream(MESSAGES, max_tokens=16, on_text=_ignore)
+                assert streamed.text == ANSWER
+                unnamed = model_client(make_settings(tmp_path, KB_LLM_URL=server.base_url), session)
+                if server.kind == "llama.cpp":  # any name will do
+                    assert (await unnamed.chat(MESSAGES, max_tokens=16)).text == ANSWER
+                    continue
+                with pytest.raises(ModelBadResponse) as refused:
+                    await unnamed.stream(MESSAGES, max_tokens=16, on_text=_ignore)
+                assert "answered 404" in str(refused.value) and "'default_model'" in str(refused.value)
+                assert "set KB_LLM_MODEL to one the server lists" in str(refused.value)
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+    for server in servers:
+        assert [chat["model"] for chat in server.chats][:2] == [MODELS[server.kind]] * 2
+        assert all("model" in chat for chat in server.chats)
+
+
+MESSAGES = [{"role": "user", "content": "When is the kettle descaled?"}]
+
+
+async def _ignore(text: str) -> None:
+    return None
+
+
 def test_kb_doctor_passes_ollama_and_fails_a_server_that_is_something_else(tmp_path, run_kb):
     with ThreadedServer(OtherServer("ollama"), start_other) as ollama:
-        ok = run_kb("--home", str(tmp_path), "doctor", env={"KB_LLM_URL": ollama.base_url})
+        ok = run_kb(
+            "--home", str(tmp_path), "doctor", env={"KB_LLM_URL": ollama.base_url, "KB_LLM_MODEL": "qwen3:4b"}
+        )
+        unnamed = run_kb("--home", str(tmp_path), "doctor", env={"KB_LLM_URL": ollama.base_url})
+        other = run_kb(
+            "--home", str(tmp_path), "doctor", env={"KB_LLM_URL": ollama.base_url, "KB_LLM_MODEL": "llama3"}
+        )
     assert f"ok    model server   {ollama.base_url} answers; serving qwen3:4b" in ok.stdout
+    assert f"model server   {ollama.base_url} answers, but the server has no default_model" in unnamed.stdout
+    assert "fix: set KB_LLM_MODEL to the name of the model to use, one of: qwen3:4b" in unnamed.stdout
+    assert "KB_LLM_MODEL=llama3 is not among the models the server lists (qwen3:4b)" in other.stdout
     with ThreadedServer(OtherServer("vllm"), start_other) as vllm:
         ok = run_kb("--home", str(tmp_path), "doctor", env={"KB_LLM_URL": vllm.base_url})
     assert f"ok    model server   {vllm.base_url} answers; serving Qwen/Qwen3-4B-Instruct-2507" in ok.stdout

@@ -312,3 +312,71 @@ def test_kb_run_with_a_token_says_in_the_owners_language_that_the_bot_takes_the_
     assert "Telegram 機器人正在執行" in said and "在這裡輸入的文字不會被讀取" in said and "kb chat" in said
     assert "知識庫" in said and "serving the Telegram bot" not in said, said
     assert "kb>" not in screen and telegram.calls("getUpdates")
+
+
+@pytest.mark.parametrize(
+    ("environment", "question", "said"),
+    [
+        ({"LANG": "zh_TW.UTF-8"}, "斑馬魚在什麼時候睡覺", "索引已損壞——請用這個指令從 raw/ 重建：kb reindex"),
+        ({"LANG": "th_TH.UTF-8"}, "ปลาม้าลายนอนตอนไหน", "ดัชนีเสียหาย — สร้างใหม่จาก raw/ ด้วย: kb reindex"),
+    ],
+)
+def test_a_damaged_index_is_said_in_the_terminals_language_with_its_fix(
+    tmp_path, environment, question, said
+):
+    home = tmp_path / "kb"
+    index = home / "knowledge" / "index" / "kb.sqlite3"
+    index.parent.mkdir(parents=True)
+    index.write_bytes(b"this is no SQLite file " * 400)
+    env = subprocess_env(
+        KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off", LC_ALL="", **environment
+    )
+    screen = chat(home, env, question)
+    summary, reply = screen.split("kb>")[0], reply_after(screen, question)
+    assert said in summary and said in reply, screen
+    assert "not a database" not in screen and kb_wrote(screen, "Ctrl-D", "Ctrl-C") == [], screen
+    with Terminal(home, "ask", question, env=env) as term:
+        assert term.finish() == 0
+    shown = "\n".join(
+        line for line in term.screen.splitlines() if not LOG_LINE.search(line)
+    )  # the log's, English
+    assert said in shown and kb_wrote(shown) == [], term.screen
+
+
+INGESTED = {
+    "zh_TW.UTF-8": [
+        "已索引     a.md → raw/a-",
+        "重複       b.md = doc-",
+        "失敗       empty.txt：檔案是空的 → inbox/failed/empty.txt",
+        "已索引 1 · 重複 1 · 失敗 1，用時 ",
+        "失敗原因：檔案是空的 1（原始檔案和 NAME.error.json 在 inbox/failed/）",
+    ],
+    "th_TH.UTF-8": [
+        "ทำดัชนีแล้ว   a.md → raw/a-",
+        "ซ้ำ         b.md = doc-",
+        "ล้มเหลว     empty.txt: ไฟล์ว่างเปล่า → inbox/failed/empty.txt",
+        "ทำดัชนีแล้ว 1 · ซ้ำ 1 · ล้มเหลว 1 ใน ",
+        "สาเหตุที่ไฟล์ล้มเหลว: ไฟล์ว่างเปล่า 1",
+    ],
+}
+
+
+@pytest.mark.parametrize("locale", list(INGESTED))
+def test_kb_ingest_says_what_became_of_each_file_in_the_terminals_language(tmp_path, locale):
+    import subprocess
+    import sys
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# 押金\n\n押金是兩個月。\n")
+    (folder / "b.md").write_text("# 押金\n\n押金是兩個月。\n")
+    (folder / "empty.txt").write_text("")
+    env = subprocess_env(LANG=locale, LC_ALL="")
+    done = subprocess.run(
+        [sys.executable, "-m", "cli.main", "--home", str(tmp_path / "kb"), "ingest", str(folder)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    shown, lines = done.stdout.splitlines(), INGESTED[locale]
+    assert done.returncode == 1 and len(shown) == len(lines), done.stdout + done.stderr
+    assert all(line.startswith(start) for line, start in zip(shown, lines, strict=True)), shown
+    assert kb_wrote(done.stdout, "NAME.error.json") == [], shown

@@ -35,16 +35,17 @@ CALLBACK_ANSWERS = ["this button has expired", "this button has expired — /fin
 def extracted() -> set[str | tuple[str, str]]:
     """Every message the code marks for translation (what make catalog extracts)."""
     found: set = set()
-    for folder in ("knowledge", "bot"):
+    for folder in ("knowledge", "bot", "cli", "mcpserver"):
         for _, _, message, *_ in extract_from_dir(ROOT / folder, keywords=KEYWORDS, comment_tags=()):
             found.add(message if isinstance(message, str) else tuple(message))
     return found
 
 
 def catalog(folder: str) -> dict:
+    """A language's translations by message (a fuzzy one, which gettext does not use, counts as none)."""
     with (LOCALE_DIR / folder / "LC_MESSAGES" / "kb.po").open("rb") as fh:
         po = read_po(fh, locale=folder)
-    return {(m.id if isinstance(m.id, str) else tuple(m.id)): m.string for m in po if m.id}
+    return {(m.id if isinstance(m.id, str) else tuple(m.id)): "" if m.fuzzy else m.string for m in po if m.id}
 
 
 @pytest.mark.parametrize("folder", ["zh_Hant", "th"])
@@ -118,12 +119,9 @@ def test_status_labels_line_up_in_every_script():
 
 
 def test_simplified_is_derived_plurals_dates_and_numbers_follow_the_locale():
-    assert (
-        Words("zh-Hant").tr("The model server is not running on the Mac.") == "Mac 上的模型伺服器沒有在執行。"
-    )
-    assert (
-        Words("zh-Hans").tr("The model server is not running on the Mac.") == "Mac 上的模型服务器没有在运行。"
-    )
+    on_a_mac = "The model server is not running on {computer}."
+    assert Words("zh-Hant", computer="the Mac").tr(on_a_mac) == "Mac 上的模型伺服器沒有在執行。"
+    assert Words("zh-Hans", computer="the Mac").tr(on_a_mac) == "Mac 上的模型服务器没有在运行。"
     assert [Words(x).ntr("{n} chunk", "{n} chunks", n) for x in ("en", "th") for n in (1, 1480)] == [
         "1 chunk", "1,480 chunks", "1 ส่วน", "1,480 ส่วน"]  # fmt: skip
     from datetime import date
@@ -212,10 +210,38 @@ def test_sentences_are_joined_as_each_script_writes_them(parts, joined):
     assert sentences(parts) == joined
 
 
-def test_the_model_server_is_said_to_run_on_the_mac_only_on_a_mac():
+@pytest.mark.parametrize(
+    ("platform", "english", "chinese", "thai"),
+    [
+        ("darwin", "The model server is not running on the Mac.", "Mac 上的模型伺服器沒有在執行。",
+         "เซิร์ฟเวอร์โมเดลบน Mac ไม่ได้ทำงานอยู่"),
+        ("linux", "The model server is not running on the computer.", "電腦上的模型伺服器沒有在執行。",
+         "เซิร์ฟเวอร์โมเดลบนคอมพิวเตอร์ไม่ได้ทำงานอยู่"),
+    ],
+)  # fmt: skip
+def test_the_owners_computer_is_named_the_mac_only_on_a_mac(platform, english, chinese, thai):
+    from knowledge.words.catalog import computer_of
     from knowledge.words.replies import unavailable_text
 
-    zh = Words("zh-Hant")
-    assert unavailable_text("not-running", zh, mac=False) == "模型伺服器沒有在執行。"
-    assert unavailable_text("not-running", zh, mac=True) == "Mac 上的模型伺服器沒有在執行。"
-    assert unavailable_text("not-running", Words(), mac=False) == "The model server is not running."
+    said = [
+        unavailable_text("not-running", Words(lang, computer=computer_of(platform)))
+        for lang in ("en", "zh-Hant", "th")
+    ]
+    assert said == [english, chinese, thai]
+    zh = Words("zh-Hant", computer=computer_of(platform))
+    undo = zh.tr(
+        "Could not undo {title}: the daemon refused it (kb logs on {computer} says why).", title="押金"
+    )
+    assert undo == "無法復原 押金：背景程式拒絕了（在{}上執行 kb logs 可看原因）。".format(
+        " Mac " if platform == "darwin" else "電腦"
+    )
+
+
+def test_the_computers_name_is_spaced_from_chinese_and_thai_letters_only():
+    from knowledge.words.catalog import with_computer
+
+    assert with_computer("在{computer}上執行", "Mac") == "在 Mac 上執行"
+    assert with_computer("在{computer}上執行", "電腦") == "在電腦上執行"
+    assert with_computer("（{computer}）", "Mac") == "（Mac）"
+    assert with_computer("บน{computer}ไม่ได้", "Mac") == "บน Mac ไม่ได้"
+    assert with_computer("on {computer}'s disk", "the Mac") == "on the Mac's disk"

@@ -47,7 +47,8 @@ def _ask_arguments(p: argparse.ArgumentParser) -> None:
         "--conversation",
         metavar="NAME",
         help="ask within the conversation NAME: a follow-up is understood from its earlier questions and "
-        "answers (kept in runs/conversations.sqlite3; it ends after KB_CONVERSATION_IDLE_S of silence)",
+        "answers (kept in runs/conversations.sqlite3; it ends after KB_CONVERSATION_IDLE_S of silence); "
+        "kb feedback good|bad --conversation NAME votes on its last answer",
     )
     p.add_argument("--new", action="store_true", help="with --conversation: start it afresh")
     p.add_argument("--audio", type=Path, metavar="FILE", help="ask the question spoken in this audio file")
@@ -144,7 +145,8 @@ def _sources_text(settings: Settings, words: Words) -> str:
 
 def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb ask [--in NAME] [--tag TAG] QUESTION  |  kb ask --audio FILE  |  kb ask --conversation NAME QUESTION"""
-    from cli.chat import FRESH, Printer
+    from cli.chat import FRESH, Printer, offer
+    from knowledge.feedback.store import Feedback
     from knowledge.wiring import conversing, open_engine
 
     words = terminal_words(settings)  # the reply's words; the rest of the command line stays English
@@ -189,7 +191,11 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
                     with contextlib.suppress(ConversationError):
                         await asyncio.to_thread(talk.store.end, f"cli:{args.conversation}")
                 key = f"cli:{args.conversation}"
-                return await talk.ask(key, question, listener=printer, language=words.language, scope=scope)
+                answered = await talk.ask(
+                    key, question, listener=printer, language=words.language, scope=scope
+                )
+                await offer(Feedback(talk.store), key, question, answered)  # for kb feedback good|bad
+                return answered
             return await talk.ask_once(question, listener=printer, language=words.language, scope=scope)
 
     if settings.index_path.exists():

@@ -1,21 +1,36 @@
-"""kb feedback: the owner's votes on answers (👍 / 👎 in Telegram, /good and /bad in kb chat), as a table or
-exported as a regression set."""
+"""kb feedback: the owner's votes on answers (👍 / 👎 in Telegram, /good and /bad in kb chat, kb feedback
+good|bad --conversation NAME after kb ask --conversation NAME), as a table or exported as a regression set."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from datetime import datetime
 from typing import TextIO
 
-from cli.commands import EXIT_OK, EXIT_USAGE, Command
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from knowledge.config import Settings
-from knowledge.feedback.record import VOTE_NAMES, Vote, front_of, regression_set
+from knowledge.feedback.record import BAD, GOOD, VOTE_NAMES, Vote, front_of, regression_set
+from knowledge.words.catalog import N_, terminal_words
 
 DEFAULT_ROWS = 50
 
 
+# After kb ask --conversation NAME: what kb feedback good|bad --conversation NAME says (cli.chat's words
+# for the rest: noted, changed, already noted, not saved)
+NOTHING_TO_RATE = N_(
+    "The conversation {name} has no answer to rate yet: ask in it first (kb ask --conversation {name} QUESTION)."
+)
+WEB_HOW = N_("To search the web for it: kb websearch {question}")
+
+
 def _feedback_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "vote", nargs="?", choices=("good", "bad"),
+        help="vote on the last answer of the conversation --conversation NAME (kb ask --conversation NAME)",
+    )  # fmt: skip
+    p.add_argument("--conversation", metavar="NAME", help="the conversation whose last answer the vote is on")
     p.add_argument("--json", action="store_true", help="export the votes as a regression set (JSON)")
     p.add_argument(
         "--limit",
@@ -30,6 +45,13 @@ def cmd_feedback(args: argparse.Namespace, settings: Settings, *, out: TextIO, e
     from knowledge.conversation.store import Conversations
     from knowledge.feedback.store import Feedback
 
+    if (args.vote is None) != (args.conversation is None):
+        print("kb: feedback good|bad goes with --conversation NAME (in kb chat: /good or /bad)", file=err)
+        return EXIT_USAGE
+    if args.vote is not None:
+        return asyncio.run(
+            vote_on_last(settings, args.conversation, GOOD if args.vote == "good" else BAD, out=out)
+        )
     if args.limit is not None and args.limit < 0:
         print("kb: --limit N needs N >= 0", file=err)
         return EXIT_USAGE
@@ -58,6 +80,30 @@ def cmd_feedback(args: argparse.Namespace, settings: Settings, *, out: TextIO, e
     return EXIT_OK
 
 
+async def vote_on_last(settings: Settings, name: str, vote: int, *, out: TextIO) -> int:
+    """The owner's vote on the last answer of ``kb ask --conversation NAME``, said as kb chat says it
+    (exit 1 when there is no answer to vote on, or the vote cannot be kept)."""
+    from cli.chat import NOT_SAVED, cast_text
+    from knowledge.conversation.store import ConversationError, Conversations
+    from knowledge.feedback.store import Feedback, FeedbackRefused
+
+    words, key = terminal_words(settings), f"cli:{name}"
+    try:
+        last = None
+        if settings.conversations_path.exists():  # no conversation file: no answer, and none is made
+            feedback = Feedback(Conversations(settings.conversations_path))
+            last = await asyncio.to_thread(feedback.last, key)
+        if last is None:
+            print(words.tr(NOTHING_TO_RATE, name=name), file=out)
+            return EXIT_FAILED
+        cast = await asyncio.to_thread(feedback.cast, key, last[0], vote)
+    except (ConversationError, FeedbackRefused) as exc:
+        print(words.tr(NOT_SAVED, why=str(exc)), file=out)
+        return EXIT_FAILED
+    print(cast_text(cast, words, web_how=WEB_HOW), file=out)
+    return EXIT_OK
+
+
 def table_row(v: Vote) -> str:
     """One vote as a line of the table (the time in local time)."""
     when = datetime.fromtimestamp(v.voted_at or v.answered_at).strftime("%Y-%m-%d %H:%M")
@@ -74,18 +120,22 @@ def table_row(v: Vote) -> str:
 COMMANDS = {
     "feedback": Command(
         cmd_feedback,
-        help="the votes on answers (👍 / 👎 in Telegram, /good and /bad in kb chat); --json: a regression set",
-        description="You vote on an answer with 👍 or 👎 under it in Telegram, or with /good or /bad in kb chat "
-        "(about the last answer). List the answers you voted on, newest vote first: when, the vote (good or bad), the door "
+        help="the votes on answers (👍 / 👎 in Telegram, /good and /bad in kb chat, good|bad --conversation NAME); "
+        "--json: a regression set",
+        description="You vote on an answer with 👍 or 👎 under it in Telegram, with /good or /bad in kb chat "
+        "(about the last answer), or with kb feedback good|bad --conversation NAME about the last answer of kb ask "
+        "--conversation NAME (after bad, it prints the kb websearch line for the question searched). Without a "
+        "vote, list the answers you voted on, newest vote first: when, the vote (good or bad), the door "
         "the answer went through (local: from your documents, web: web candidates, none: neither), where "
-        "(telegram, terminal), how many passages it cited, and the question (with the standalone question "
+        "(telegram, terminal, cli), how many passages it cited, and the question (with the standalone question "
         "searched, when a follow-up was rewritten). A second vote on the same answer replaces the first. "
         "Votes are kept in runs/conversations.sqlite3 until you delete it; an answer never voted on is "
         "forgotten after 30 days. With --json, export every vote as a regression set, oldest first: a list of "
         '{"question","standalone","vote","door","mode","chat","answered_at","at","expected","rejected"}, '
         'where expected (for good) or rejected (for bad) lists the cited passages as {"document_id",'
         '"chunk_id","title","path","lines"}; bench/feedback_replay.py replays such a file against the index. '
-        "Exit status: 0 (also when there are no votes), 2 usage.",
+        "Exit status: 0 (also when there are no votes), 1 when the conversation has no answer to vote on or "
+        "the vote cannot be kept, 2 usage.",
         arguments=_feedback_arguments,
     ),
 }

@@ -21,12 +21,13 @@ from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.names import readable_name
 from knowledge.ingest.pipeline import Ingestor, Outcome
 from knowledge.model.tokenizer import TokenCounter, configured_counter
-from knowledge.report.status import plural
+from knowledge.report.status import columns, plural
 from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.sources.registry import config_file, read_sources, source_of
 from knowledge.store.index import Index
-from knowledge.words.catalog import terminal_words
+from knowledge.words.catalog import ENGLISH, LABELLED, N_, Words, terminal_words
+from knowledge.words.reasons import not_read
 from knowledge.words.sources import REFUSALS
 
 log = structlog.get_logger()
@@ -82,6 +83,7 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextI
     own (the bar counts them); piped output keeps a line for every file.
     """
     t0 = time.perf_counter()
+    words = terminal_words(settings)
     lock = WriterLock(settings.lock_path, role="kb ingest")
     try:
         lock.acquire()
@@ -118,12 +120,12 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextI
                 outcomes.append(outcome)
                 bar.advance()
                 if is_each_line_shown or outcome.status != "indexed":
-                    bar.print(describe_outcome(outcome), out=out)
+                    bar.print(describe_outcome(outcome, words), out=out)
             if any(o.status == "indexed" for o in outcomes):
                 embed_index(settings, index, out=out, err=err)
     finally:
         lock.release()
-    summarise(outcomes, t0, out=out)
+    summarise(outcomes, t0, out=out, words=words)
     return outcomes
 
 
@@ -134,24 +136,34 @@ def hand_to_daemon(
     the daemon records them (the same lines as when kb ingest indexes them itself)."""
     from knowledge.ingest.handoff import hand_over
 
-    print(
-        f"the daemon is running ({running}): handing {len(paths)} file(s) to its inbox", file=out, flush=True
-    )
+    words = terminal_words(settings)
+    handing = f"the daemon is running ({running}): handing {len(paths)} file(s) to its inbox"
+    if words.language != "en":
+        handing = words.ntr(
+            "the daemon is running ({running}): {n} file handed to its inbox",
+            "the daemon is running ({running}): {n} files handed to its inbox",
+            len(paths),
+            running=running,
+        )
+    print(handing, file=out, flush=True)
     with Progress(len(paths), label="ingest", unit="files", stream=err) as bar:
         is_each_line_shown = not (bar.is_on and out.isatty())
 
         def shown(outcome: Outcome) -> None:
             bar.advance()
             if is_each_line_shown or outcome.status != "indexed":
-                bar.print(describe_outcome(outcome), out=out)
+                bar.print(describe_outcome(outcome, words), out=out)
 
         outcomes = hand_over(settings, paths, idle_s=max(settings.import_wait_s, 1.0), shown=shown)
-    summarise(outcomes, t0, out=out)
+    summarise(outcomes, t0, out=out, words=words)
     return outcomes
 
 
-def summarise(outcomes: list[Outcome], t0: float, *, out: TextIO) -> None:
+def summarise(outcomes: list[Outcome], t0: float, *, out: TextIO, words: Words = ENGLISH) -> None:
     """The last lines of kb ingest: a count per status, the time, and the reasons of failures."""
+    if words.language != "en":
+        print("\n".join(summary_text(outcomes, time.perf_counter() - t0, words)), file=out)
+        return
     counts = Counter(o.status for o in outcomes)
     parts = [
         f"{counts[s]} {s}" for s in ("indexed", "duplicate", "failed", "skipped", "waiting") if counts[s]
@@ -163,11 +175,14 @@ def summarise(outcomes: list[Outcome], t0: float, *, out: TextIO) -> None:
 
 
 def embed_index(settings: Settings, index: Index, *, out: TextIO, err: TextIO) -> None:
-    """Give every chunk without a vector one (kb ingest and kb reindex, before they return)."""
+    """Give every chunk without a vector one (kb ingest and kb reindex, before they return); said in the
+    terminal's language (English says the embedder's error itself, another language where to read it)."""
+    words = terminal_words(settings)
+    is_english = words.language == "en"
     try:
         embedder = make_embedder(settings)
     except EmbedderError as exc:
-        print(f"vectors: not made: {exc}", file=out)
+        print(f"vectors: not made: {exc}" if is_english else words.tr(VECTORS_NOT_MADE), file=out)
         return
     if embedder is None:
         return
@@ -187,13 +202,32 @@ def embed_index(settings: Settings, index: Index, *, out: TextIO, err: TextIO) -
             embed_missing(index, embedder, batch=settings.embed_batch, progress=advance)
         except EmbedderError as exc:
             log.warning("embed.unavailable", model=embedder.name, reason=str(exc))
-            bar.print(f"vectors: stopped after {done} of {missing} chunks: {exc}", out=out)
+            stopped = f"vectors: stopped after {done} of {missing} chunks: {exc}"
+            bar.print(stopped if is_english else words.tr(VECTORS_STOPPED, done=done, total=missing), out=out)
             return
-    print(f"embedded {done} chunks in {time.perf_counter() - t0:.1f} s ({embedder.name})", file=out)
+    seconds = f"{time.perf_counter() - t0:.1f}"
+    if is_english:
+        print(f"embedded {done} chunks in {seconds} s ({embedder.name})", file=out)
+    else:
+        embedded = words.ntr(
+            "embedded {n} chunk in {seconds} s ({name})",
+            "embedded {n} chunks in {seconds} s ({name})",
+            done,
+            seconds=seconds,
+            name=embedder.name,
+        )
+        print(embedded, file=out)
 
 
-def describe_outcome(o: Outcome) -> str:
-    """One line for a file: what happened and where things are (a name that is not UTF-8, readably)."""
+VECTORS_NOT_MADE = N_("vectors not made: the embedder cannot be used (kb doctor says why)")
+VECTORS_STOPPED = N_("vectors stopped after {done} of {total} chunks (kb doctor says why)")
+
+
+def describe_outcome(o: Outcome, words: Words = ENGLISH) -> str:
+    """One line for a file: what happened and where things are (a name that is not UTF-8, readably); in
+    the terminal's language when it is not English."""
+    if words.language != "en":
+        return described(o, words)
     o = Outcome(**{**o.__dict__, "source": o.source.with_name(readable_name(o.source.name))})
     if o.status == "indexed":
         unread = (
@@ -207,6 +241,60 @@ def describe_outcome(o: Outcome) -> str:
     if o.status == "waiting":
         return f"waiting    {o.source.name}: {o.message} ({_rel(o.kept_at)})"
     return f"failed     {o.source.name}: {o.reason}: {o.message} → {_rel(o.kept_at)}"
+
+
+# What happened to a file (the first column of its line) and why one was left out, in words
+OUTCOMES = {"indexed": N_("indexed"), "duplicate": N_("duplicate"), "skipped": N_("skipped"),
+            "waiting": N_("waiting"), "failed": N_("failed")}  # fmt: skip
+SKIPPED = {
+    "missing": N_("the file is gone"),
+    "not-regular": N_("it is a link or not a regular file; kb does not follow it"),
+    "link": N_("it is a symbolic link; kb does not follow links"),
+}
+STATUS_COLUMNS = 11  # the width of the first column, as the English lines have it
+
+
+def described(o: Outcome, words: Words) -> str:
+    """A file's line in another language than English: what happened in words (why a file failed as the
+    bot says it, the error itself being the log's), its names and paths as they are."""
+    name, kept = readable_name(o.source.name), _rel(o.kept_at)
+    head = words.tr(OUTCOMES.get(o.status, OUTCOMES["failed"]))
+    head += " " * max(1, STATUS_COLUMNS - columns(head))
+    if o.status == "indexed":
+        chunks = words.ntr("{n} chunk", "{n} chunks", o.chunks)
+        rest = words.tr("{name} → {path} ({chunks}, {title})", name=name, path=o.raw_path, chunks=chunks,
+                        title=repr(o.title))  # fmt: skip
+        if o.unread_pages:
+            rest += words.tr(
+                "; OCR time ran out, pages {pages} not read (KB_OCR_BUDGET_S)", pages=o.unread_pages
+            )
+    elif o.status == "duplicate":
+        rest = words.tr("{name} = {other} ({title}), kept as {kept}", name=name, other=o.duplicate_of,
+                        title=repr(o.title), kept=kept)  # fmt: skip
+    elif o.status == "skipped":
+        why = words.tr(SKIPPED[o.reason]) if o.reason in SKIPPED else not_read(o.reason, words)
+        rest = words.tr(LABELLED, name=name, what=why)
+    elif o.status == "waiting":
+        rest = words.tr("{name}: in the inbox, the daemon is still on it ({kept})", name=name, kept=kept)
+    else:
+        rest = words.tr("{name}: {why} → {kept}", name=name, why=not_read(o.reason, words), kept=kept)
+    return head + rest
+
+
+def summary_text(outcomes: list[Outcome], seconds: float, words: Words) -> list[str]:
+    """kb ingest's last lines in another language than English: a count per status and the time, then
+    why files failed (each reason in words, with its count)."""
+    counts = Counter(o.status for o in outcomes)
+    parts = [f"{words.tr(OUTCOMES[s])} {words.number(counts[s])}" for s in OUTCOMES if counts[s]]
+    done = " · ".join(parts) or words.tr("nothing to do")
+    lines = [words.tr("{counts} in {seconds} s", counts=done, seconds=f"{seconds:.1f}")]
+    if reasons := Counter(o.reason for o in outcomes if o.status == "failed"):
+        listed = " · ".join(
+            f"{not_read(reason, words)} {words.number(n)}" for reason, n in reasons.most_common()
+        )
+        lines.append(words.tr("why files failed: {reasons} (the originals and NAME.error.json are in inbox/failed/)",
+                              reasons=listed))  # fmt: skip
+    return lines
 
 
 def _rel(path: Path | None) -> str:

@@ -39,7 +39,7 @@ from typing import NamedTuple, Protocol
 import structlog
 
 from knowledge.answer.evidence import pack
-from knowledge.answer.excerpt import excerpt
+from knowledge.answer.excerpt import excerpt, readable
 from knowledge.answer.prompt import QUESTION_LANGUAGE, Exchange, Prompt, build_prompt, evidence_fits
 from knowledge.answer.variants import NAMES, answer_language, for_reader
 from knowledge.errors import IndexMissing, IndexUnreadable, ModelError, SearchError
@@ -256,12 +256,13 @@ def unavailable(exc: ModelError | None) -> Said:
 def degraded_reply(
     passages: Sequence[SearchResult], why: Said | None, *, question: str = "", more: Sequence[Said] = ()
 ) -> Reply:
-    """The best passages with their citations, each shown by its sentences nearest the question, and
-    why the model is not answering (``why`` None: it was said before, so only that it still is not)."""
+    """The best passages with their citations, each shown by its sentences nearest the question as plain
+    text (its Markdown read), and why the model is not answering (``why`` None: it was said before, so
+    only that it still is not)."""
     down = why or Said("model-still-unavailable")
     if not passages:
         return Reply("", "no-evidence", said=(Said("nothing-local"), *more, down))
-    excerpts = [f"[{n}] {excerpt(p.text, question)}" for n, p in enumerate(passages, 1)]
+    excerpts = [f"[{n}] {excerpt(readable(p.text), question)}" for n, p in enumerate(passages, 1)]
     citations = [_citation(n, p) for n, p in enumerate(passages, 1)]
     return Reply("\n\n".join(excerpts), "degraded", citations, said=(down, Said("best-passages"), *more))
 

@@ -30,7 +30,7 @@ from functools import partial
 import structlog
 
 from knowledge.answer.assistant import Citation, Engine, citations_for
-from knowledge.answer.excerpt import excerpt
+from knowledge.answer.excerpt import excerpt, readable
 from knowledge.answer.prompt import Prompt, build_prompt
 from knowledge.answer.variants import NAMES, for_reader
 from knowledge.model.client import ModelClient, ModelError, visible
@@ -135,10 +135,10 @@ async def summarize(
 
 
 def opening(chunks: Sequence[SearchResult]) -> str:
-    """The document's opening sentences, as the degraded answer shows a passage (no model): its
-    headings left out (the title is shown beside it)."""
+    """The document's opening sentences, as the degraded answer shows a passage (no model): plain text,
+    its headings left out (the title is shown beside it)."""
     lines = [line for c in chunks[:3] for line in c.text.splitlines() if not line.lstrip().startswith("#")]
-    return excerpt("\n".join(lines) or chunks[0].text, "", limit=EXCERPT_CHARS)
+    return excerpt(readable("\n".join(lines) or chunks[0].text), "", limit=EXCERPT_CHARS)
 
 
 @dataclass

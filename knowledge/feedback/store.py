@@ -103,6 +103,18 @@ class Feedback:
         )
         return cast
 
+    def last(self, key: str) -> tuple[str, Rated] | None:
+        """The token and the answer of ``key``'s last answer offered to be voted on (None: none is kept)."""
+
+        def work(db: sqlite3.Connection) -> tuple[str, Rated] | None:
+            row = db.execute(
+                f"SELECT token, {_COLUMNS} FROM feedback WHERE key = ? ORDER BY answered_at DESC, id DESC LIMIT 1",
+                (key,),
+            ).fetchone()
+            return (row[0], _vote(row[1:]).rated) if row is not None else None
+
+        return self.conversations.transaction(work)  # type: ignore[return-value]
+
     def votes(self, *, limit: int | None = None) -> list[Vote]:
         """The answers voted on, newest vote first (``limit``: at most that many)."""
 

@@ -3,8 +3,9 @@
 * Chat completions with ``max_tokens``, ``temperature`` and ``stop``; thinking is off by
   default (``chat_template_kwargs: {"enable_thinking": false}``) and any ``<think>…</think>``
   that still reaches the text is removed.
-* No ``model`` field is sent: ``mlx_lm.server`` serves the model it was started with, and a
-  name it was not started with makes it try to download that model and answer 404.
+* Every request names its model (KB_LLM_MODEL): Ollama and vLLM choose the model by it. The default,
+  ``default_model``, is ``mlx_lm.server``'s own name for the model it was started with (any other name
+  makes it load that model, downloading it first); llama-server takes any name.
 * Timeouts on connect and on the whole request; one retry when the connection drops; a
   per-client limit on concurrent requests (default 1: the server's batching has had
   cross-request and deadlock bugs under concurrent load).
@@ -35,6 +36,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from knowledge.config import DEFAULT_LLM_MODEL
 from knowledge.errors import ModelError
 from knowledge.model.reach import Reach
 from knowledge.model.untrusted import safe_messages
@@ -102,15 +104,17 @@ def visible(raw: str) -> str:
 def chat_payload(
     messages: Sequence[dict[str, str]],
     *,
+    model: str,
     max_tokens: int,
     temperature: float,
     stop: Sequence[str] | None,
     enable_thinking: bool,
     stream: bool = False,
 ) -> dict[str, object]:
-    """The JSON body of a chat completion request (no ``model`` field, on purpose); ``stream`` asks for
-    server-sent events with the usage chunk at the end."""
+    """The JSON body of a chat completion request for ``model``; ``stream`` asks for server-sent events
+    with the usage chunk at the end."""
     payload: dict[str, object] = {
+        "model": model,
         "messages": safe_messages(messages),
         "max_tokens": max_tokens,
         "temperature": temperature,
@@ -157,6 +161,7 @@ class ModelClient:
         session: aiohttp.ClientSession,
         base_url: str,
         *,
+        model: str = DEFAULT_LLM_MODEL,
         model_hint: str = "",
         connect_timeout_s: float = 5.0,
         timeout_s: float = 120.0,
@@ -166,7 +171,8 @@ class ModelClient:
     ) -> None:
         self.session = session
         self.base_url = base_url.rstrip("/")
-        self.model_hint = model_hint
+        self.model = model  # the name each request carries
+        self.model_hint = model_hint  # the Hub id the start command names
         self.timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
         # a stream is not cut while it flows (keep-alive comments while the prompt is read, then the
         # text): it fails when nothing at all has come for timeout_s, or when stream_timeout_s is over
@@ -200,6 +206,7 @@ class ModelClient:
         """One chat completion; raises ModelUnavailable or ModelBadResponse."""
         payload = chat_payload(
             messages,
+            model=self.model,
             max_tokens=max_tokens,
             temperature=temperature,
             stop=stop,
@@ -225,7 +232,7 @@ class ModelClient:
         ``cut_off`` set. The whole stream ends within ``stream_timeout_s`` (a server that sends keep-alive
         comments forever holds nothing) and past the text and bytes ``max_tokens`` can take."""
         payload = chat_payload(
-            messages, max_tokens=max_tokens, temperature=temperature, stop=None,
+            messages, model=self.model, max_tokens=max_tokens, temperature=temperature, stop=None,
             enable_thinking=self.enable_thinking, stream=True,
         )  # fmt: skip
         async with self._slots:
@@ -271,9 +278,7 @@ class ModelClient:
             self.base_url + "/chat/completions", json=payload, timeout=self.stream_reads
         ) as resp:
             if resp.status != 200:
-                raise ModelBadResponse(
-                    f"the model server answered {resp.status}: {_error_text(await resp.read())}"
-                )
+                raise ModelBadResponse(refusal_text(resp.status, await resp.read(), self.model))
             async for raw in resp.content:
                 if await state.feed(raw, on_text, on_reading):
                     return
@@ -321,7 +326,7 @@ class ModelClient:
                 async with self.session.post(url, json=payload, timeout=self.timeout) as resp:
                     raw = await _read_capped(resp, max_bytes)
                     if resp.status != 200:
-                        raise ModelBadResponse(f"the model server answered {resp.status}: {_error_text(raw)}")
+                        raise ModelBadResponse(refusal_text(resp.status, raw, self.model))
                     return _json(raw)
             except (
                 aiohttp.ServerDisconnectedError,
@@ -509,6 +514,15 @@ def model_ids(body: object) -> list[str]:
             "unexpected /v1/models answer: its data is not a list of models with an id each"
         )
     return [m["id"] for m in data]
+
+
+def refusal_text(status: int, raw: bytes, model: str) -> str:
+    """What a chat completion that failed with HTTP ``status`` says; a 404 (Ollama and vLLM: no model by
+    that name) also says which name was sent and where to set another."""
+    said = f"the model server answered {status}: {_error_text(raw)}"
+    if status == 404:
+        said += f" (the request named the model {model!r}: set KB_LLM_MODEL to one the server lists, see kb doctor)"
+    return said
 
 
 def _error_text(raw: bytes) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from knowledge.config import DEFAULT_LLM_MODEL
+
 HEALTH_ABSENT = 404  # Ollama and other servers without a /health
 
 
@@ -46,3 +48,18 @@ class Reach:
             f"neither /v1/models nor /health answered as an OpenAI-compatible server does "
             f"(/v1/models {self.models_error}; {health}): is KB_LLM_URL the server's /v1 address?"
         )
+
+
+def name_problem(reach: Reach, model: str) -> str:
+    """Whether the server serves the model each request names (KB_LLM_MODEL), in one line ('' when it
+    does, or when that cannot be told): ``default_model`` is mlx_lm.server's name for the model it was
+    started with (llama-server takes any name), but a server without ``/health`` (Ollama) has no such
+    model; any other name should be among the models ``/v1/models`` lists."""
+    if not reach.models or model in reach.models:
+        return ""
+    listed = ", ".join(reach.models[:5])
+    if model == DEFAULT_LLM_MODEL:
+        if reach.health != HEALTH_ABSENT:
+            return ""
+        return f"the server has no {DEFAULT_LLM_MODEL} (it has no /health, as Ollama): it serves {listed}"
+    return f"KB_LLM_MODEL={model} is not among the models the server lists ({listed})"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from knowledge.config import Settings
-from knowledge.errors import ConfigError, IndexError_, KbError
+from knowledge.errors import ConfigError, IndexError_, IndexMissing, KbError, Refused
 from knowledge.ingest import working
 from knowledge.ingest.lock import holder
 from knowledge.ingest.names import is_candidate_name
@@ -30,9 +30,11 @@ from knowledge.retrieval.embed import Embedder, EmbedderError, make_embedder
 from knowledge.retrieval.second import Second, beside, unavailable
 from knowledge.sources import state
 from knowledge.sources.registry import config_file, read_sources
+from knowledge.store.connection import index_problem
 from knowledge.store.index import Index
 from knowledge.text import sentences
 from knowledge.words.catalog import ENGLISH, LABELLED, Words
+from knowledge.words.reasons import index_problem_text
 
 USE_NAME = "Universal Sentence Encoder"
 LoadedCounter = tuple[
@@ -138,7 +140,18 @@ def status_report(
             IndexError_,
         ) as exc:  # being created by the daemon this very moment, or damaged
             report["index_error"] = str(exc)
+            report["index_problem"] = problem_of(exc)
     return report
+
+
+def problem_of(exc: BaseException) -> str:
+    """Why the index could not be read: IndexUnreadable's reason, ``empty`` when it holds nothing yet,
+    else what SQLite's error means (knowledge.store.connection.index_problem)."""
+    if isinstance(exc, IndexMissing):
+        return "empty"
+    if isinstance(exc, Refused):
+        return exc.reason
+    return index_problem(exc, None)
 
 
 def embed_model_name(settings: Settings) -> str | None:
@@ -203,8 +216,13 @@ def duration(seconds: float, words: Words = ENGLISH) -> str:
 def summary_facts(report: Mapping[str, Any], words: Words = ENGLISH) -> list[tuple[str, str]]:
     """(label, fact) for the five things a person wants to know before the first question."""
     w = words
-    if "index_error" in report:
-        size = w.tr("index unreadable ({error})", error=report["index_error"])
+    if "index_error" in report:  # English shows the error itself; another language, what it means
+        error = (
+            report["index_error"]
+            if w.language == "en"
+            else index_problem_text(report.get("index_problem", "io-error"), w)
+        )
+        size = w.tr("index unreadable ({error})", error=error)
     else:
         size = w.tr(
             "{documents}, {chunks}",

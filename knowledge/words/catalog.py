@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import gettext
 import io
+import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import cache
@@ -80,19 +82,53 @@ def _derived_simplified() -> gettext.GNUTranslations:
     return _compiled(catalog)
 
 
+# The owner's computer, as messages name it ("kb logs on {computer} says why"): kb runs on it.
+MAC = N_("the Mac")
+COMPUTER = N_("the computer")
+_COMPUTER = re.compile(r"\{computer\}")
+
+
+def computer_of(platform: str) -> str:
+    """What the owner's computer is called (a message) on ``platform`` (``sys.platform``'s value):
+    the Mac on macOS, the computer anywhere else."""
+    return MAC if platform == "darwin" else COMPUTER
+
+
+def with_computer(text: str, word: str) -> str:
+    """``text`` with ``{computer}`` replaced by ``word``, a space put between a Latin word and the
+    Chinese or Thai letters beside it ("在 Mac 上", but "在電腦上") (pure)."""
+
+    def spaced(m: re.Match[str]) -> str:
+        before, after = text[m.start() - 1 : m.start()], text[m.end() : m.end() + 1]
+        left = " " if word[:1].isascii() and _is_wide_letter(before) else ""
+        right = " " if word[-1:].isascii() and _is_wide_letter(after) else ""
+        return left + word + right
+
+    return _COMPUTER.sub(spaced, text)
+
+
+def _is_wide_letter(char: str) -> bool:
+    return bool(char) and not char.isascii() and (char.isalpha() or unicodedata.category(char) == "Mn")
+
+
 @dataclass(frozen=True)
 class Words:
-    """The catalog in one language: ``tr`` a message, ``ntr`` one with a count, dates and numbers."""
+    """The catalog in one language: ``tr`` a message, ``ntr`` one with a count, dates and numbers.
+    ``computer`` is what the messages call the owner's computer (see computer_of)."""
 
     language: str = "en"
+    computer: str = COMPUTER
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
             raise ValueError(f"kb has no words in {self.language!r}; it speaks {', '.join(LANGUAGES)}")
 
     def tr(self, message: str, /, **facts: object) -> str:
-        """``message`` in this language, its ``{placeholders}`` filled with ``facts``."""
+        """``message`` in this language, its ``{placeholders}`` filled with ``facts`` (and
+        ``{computer}`` with the owner's computer)."""
         text = _translations(self.language).gettext(message)
+        if "{computer}" in text:
+            text = with_computer(text, _translations(self.language).gettext(self.computer))
         return text.format(**facts) if facts else text
 
     def ntr(self, singular: str, plural: str, n: int, /, **facts: object) -> str:
@@ -119,6 +155,11 @@ ENGLISH = Words()
 LABELLED = N_("{name}: {what}")
 
 
+def owner_words(language: str, settings: Settings) -> Words:
+    """The words of ``language`` for the owner of this knowledge base (its computer named as it is)."""
+    return Words(language, computer=computer_of(settings.platform))
+
+
 def terminal_words(settings: Settings) -> Words:
     """The words of a terminal: KB_LANGUAGE's, else its locale's, else English."""
-    return Words(for_terminal(settings.language, settings.locale))
+    return owner_words(for_terminal(settings.language, settings.locale), settings)

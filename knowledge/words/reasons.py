@@ -40,8 +40,8 @@ SPEECH = {
     "audio-too-large": N_("That recording is too large (over 64 MB)."),
     "audio-too-long": N_("That recording is longer than kb transcribes (KB_VOICE_MAX_S)."),
     "no-speech": N_("I could not hear any words in that voice note."),
-    "model-missing": N_("The speech model is not on the Mac yet and cannot be downloaded now."),
-    "model-unusable": N_("The speech model on the Mac cannot be used."),
+    "model-missing": N_("The speech model is not on {computer} yet and cannot be downloaded now."),
+    "model-unusable": N_("The speech model on {computer} cannot be used."),
     "model-download-failed": N_("The speech model could not be downloaded."),
     "timeout": N_("Transcribing took too long and was stopped."),
     "transcriber-failed": N_("The transcription failed."),
@@ -75,9 +75,21 @@ FAILED = {
     "unreadable": N_("the file could not be read"),
     "write-failed": N_("it could not be written (is the disk full?)"),
     "index-failed": N_("it could not be indexed"),
-    "internal-error": N_("a bug in kb stopped it (kb logs --event ingest. on the Mac has the details)"),
+    "internal-error": N_("a bug in kb stopped it (kb logs --event ingest. on {computer} has the details)"),
 }
 PROGRESS = {"downloading": N_("downloading"), "converting": N_("converting")}
+# Why the index cannot be used (IndexUnreadable.reason; "empty": it holds nothing yet), for a terminal
+# in another language than English: what is wrong and the command that fixes it (English shows the
+# error itself, which also names the file and SQLite's words)
+INDEX_PROBLEMS = {
+    "disk-full": N_(
+        "the disk is full — free some space; the index is kept as it is and used again once there is room"
+    ),
+    "damaged": N_("the index is damaged — rebuild it from raw/ with: kb reindex"),
+    "busy": N_("the index is busy — try again in a moment"),
+    "io-error": N_("the index cannot be read — check the disk it is on (kb doctor says more)"),
+    "empty": N_("the index holds nothing yet — add files with: kb ingest PATH"),
+}
 
 
 def refused(reason: str, words: Words) -> str:
@@ -94,9 +106,14 @@ def not_read(reason: str | None, words: Words) -> str:
     """Why the daemon could not take a file, in words (the log has the rest)."""
     if reason in FAILED:
         return words.tr(FAILED[reason])
-    return words.tr("kb could not read it (kb logs --event ingest. on the Mac says why)")
+    return words.tr("kb could not read it (kb logs --event ingest. on {computer} says why)")
 
 
 def progress(state: str, words: Words) -> str:
     """A step of an import (downloading, converting), in words."""
     return words.tr(PROGRESS[state]) if state in PROGRESS else state
+
+
+def index_problem_text(reason: str, words: Words) -> str:
+    """Why the index cannot be used, and the fix, in a terminal's words."""
+    return words.tr(INDEX_PROBLEMS.get(reason, INDEX_PROBLEMS["io-error"]))

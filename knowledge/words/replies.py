@@ -9,13 +9,13 @@ text (the model's words, or the passages' excerpts), notes after it.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 
 from knowledge.answer.assistant import Reply, Said
 from knowledge.text import sentences
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import ENGLISH, N_, Words
+from knowledge.words.reasons import index_problem_text
 from knowledge.words.sources import REFUSALS
 
 # What kb says before the reply's text, and after it.
@@ -56,32 +56,28 @@ BODIES = {
 }
 # Why the model is not answering, in words (an English terminal is shown the error itself).
 UNAVAILABLE = {
-    "not-running": N_("The model server is not running."),
+    "not-running": N_("The model server is not running on {computer}."),
     "no-answer": N_("The model server did not answer in time."),
     "bad-answer": N_("The model server answered with an error."),
     "empty": N_("The model returned nothing."),
 }
-NOT_RUNNING_ON_THE_MAC = N_("The model server is not running on the Mac.")
-ON_A_MAC = sys.platform == "darwin"  # kb runs here: a phone is told "on the Mac" only when it is one
 # Why the documents cannot be searched now, for a phone (a terminal is shown the error and its fix).
 UNREADABLE = {
     "disk-full": N_(
-        "Your knowledge base cannot be read right now: the Mac's disk is full. Free some space; nothing is lost."
+        "Your knowledge base cannot be read right now: {computer}'s disk is full. Free some space; nothing is lost."
     ),
     "damaged": N_(
-        "Your knowledge base's index is damaged; kb doctor on the Mac says how to rebuild it. Your documents are safe."
+        "Your knowledge base's index is damaged; kb doctor on {computer} says how to rebuild it. Your documents are safe."
     ),
     "busy": N_("Your knowledge base is busy; try again in a moment."),
     "io-error": N_(
-        "Your knowledge base cannot be read right now; kb doctor on the Mac says why. Nothing is lost."
+        "Your knowledge base cannot be read right now; kb doctor on {computer} says why. Nothing is lost."
     ),
 }
 
 
-def unavailable_text(reason: str, words: Words, *, mac: bool = ON_A_MAC) -> str:
-    """Why the model is not answering, in words: where it should run is named on a Mac only."""
-    if reason == "not-running" and mac:
-        return words.tr(NOT_RUNNING_ON_THE_MAC)
+def unavailable_text(reason: str, words: Words) -> str:
+    """Why the model is not answering, in words (where it should run named as the owner's computer)."""
     return words.tr(UNAVAILABLE.get(reason, UNAVAILABLE["bad-answer"]))
 
 
@@ -145,8 +141,13 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
             text = sentences([text, words.tr("Start it with: {command}", command=facts["fix"])])
         return text
     if said.kind == "index-unreadable":
-        if terminal:
-            return words.tr("The knowledge base cannot be searched: {detail}", detail=facts.get("detail", ""))
+        if terminal:  # English reads the error itself; another language, what it means and the fix
+            detail = (
+                facts.get("detail", "")
+                if words.language == "en"
+                else index_problem_text(str(facts.get("reason")), words)
+            )
+            return words.tr("The knowledge base cannot be searched: {detail}", detail=detail)
         return unreadable_text(str(facts.get("reason")), words)
     if said.kind == "model-empty":
         text = words.tr("The model returned an empty answer (or only its reasoning).")
