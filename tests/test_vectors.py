@@ -360,3 +360,31 @@ def test_a_nesting_bomb_from_the_server_is_an_embedder_error_and_search_uses_wor
         fake_embeddings.body = bomb.decode()
         found = search(index, "How deep is Lake Quillan?", k=3, meaning=Meaning.of(embedder))
     assert found and found[0].title == "Lake Quillan"  # by its words
+
+
+class FixedModel:
+    """An embedder whose vectors never change under its name (as the bundled model's), counting texts."""
+
+    has_fixed_dimension = True
+
+    def __init__(self, name: str) -> None:
+        self.name, self.texts = name, []
+
+    def embed(self, texts, side):
+        self.texts.extend(texts)
+        rows = np.array([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_a_fixed_models_background_is_embedded_once_per_process_and_stored_in_every_index(tmp_path):
+    model, background = FixedModel(f"test:fixed-{tmp_path.name}"), {text for _, text in passages()}
+    stored = []
+    for name in ("one", "two"):
+        settings = make_settings(tmp_path / name)
+        ingest_texts(settings, DOCS)
+        with Index(settings.index_path) as index:
+            assert embed_missing(index, model) == 3
+            stored.append(stored_background(index, model.name))
+    assert sorted(t for t in model.texts if t in background) == sorted(background)  # once, not twice
+    assert len([t for t in model.texts if t not in background]) == 6  # each index's own chunks
+    assert np.array_equal(stored[0].raw, stored[1].raw) and len(stored[0].raw) == len(background)

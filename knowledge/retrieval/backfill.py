@@ -13,9 +13,10 @@ background while the old vectors are simply not used.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import structlog
@@ -141,8 +142,34 @@ def _embed_first(
     return done
 
 
+@dataclass
+class _Embedded:
+    """Background passages already embedded in this process, by model: kept only for a model whose
+    vectors never change under its name (``has_fixed_dimension``: the bundled one), so each new index
+    of a process (a test session's, a daemon's after ``kb rm`` emptied one) skips seconds of CPU."""
+
+    made: dict[tuple[str, str], Background] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, embedder: Embedder, make: Callable[[Embedder], Background]) -> Background:
+        if not getattr(embedder, "has_fixed_dimension", False):
+            return make(embedder)
+        key = (embedder.name, background_passages.VERSION)
+        with self.lock:
+            if key not in self.made:
+                self.made[key] = make(embedder)
+            return self.made[key]
+
+
+_EMBEDDED = _Embedded()
+
+
 def embed_background(embedder: Embedder) -> Background:
     """The background passages embedded by this embedder (EmbedderError when it fails)."""
+    return _EMBEDDED.get(embedder, _embed_background)
+
+
+def _embed_background(embedder: Embedder) -> Background:
     found = background_passages.passages()
     vectors = embedder.embed([text for _, text in found], "passage")
     groups = np.array([group for group, _ in found], dtype=object)
