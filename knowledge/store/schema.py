@@ -195,8 +195,14 @@ def m005_notes(db: sqlite3.Connection) -> None:
     )
 
 
+def m006_source_url(db: sqlite3.Connection) -> None:
+    """Documents found by the URL they were imported from: a page imported again replaces its earlier
+    version (knowledge.ingest.pipeline)."""
+    db.execute("CREATE INDEX IF NOT EXISTS documents_source_url ON documents (source_url)")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
-    m001_tables, m002_vector_stamps, m003_use_vectors, m004_source_files, m005_notes,
+    m001_tables, m002_vector_stamps, m003_use_vectors, m004_source_files, m005_notes, m006_source_url,
 )  # fmt: skip
 
 
