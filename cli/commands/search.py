@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -116,18 +116,25 @@ def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
         answers = asyncio.run(
             _find_all(settings, index, queries, k=k, meaning=meaning, translate=translate, scope=scope)
         )
+        dates = index.dates_of(r.document_id for found, _ in answers for r in found.results)
     for query, (found, translations) in zip(queries, answers, strict=True):
         if args.batch is not None and args.json:
             line = {
                 "query": query,
-                "results": [result_json(r, found.verdict, translations, sources) for r in found.results],
+                "results": [
+                    result_json(r, found.verdict, translations, sources, dates.get(r.document_id))
+                    for r in found.results
+                ],
                 "answerable": found.verdict.answerable,
                 "verdict": found.verdict.to_json(),
                 "translations": [t.to_json() for t in translations],
             }
             print(json.dumps(line, ensure_ascii=False), file=out, flush=False)
         elif args.json:
-            results = [result_json(r, found.verdict, translations, sources) for r in found.results]
+            results = [
+                result_json(r, found.verdict, translations, sources, dates.get(r.document_id))
+                for r in found.results
+            ]
             print(json.dumps(results, ensure_ascii=False, indent=2), file=out)
         else:
             if args.batch is not None:
@@ -174,11 +181,13 @@ def result_json(
     verdict: Verdict,
     translations: Sequence[Translation] = (),
     sources: Sequence[Source] = (),
+    dates: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
     """One result as ``kb search --json`` prints it: the contract's fields, its relevance, the
     query's verdict (``answerable``: whether the documents answer it, the same on every result)
     and the translations of the query searched with it (the same on every result); a folder source's
-    passage has its ``source``, ``path`` and what opens it (``open``: an Obsidian link or the file)."""
+    passage has its ``source``, ``path`` and what opens it (``open``: an Obsidian link or the file); a
+    note's front-matter ``dates`` (``date``, ``created``, ``updated``, ISO 8601), when it gives any."""
     in_source = split_raw_path(result.raw_path)
     where = opening(sources, result.raw_path) if in_source else None
     return {
@@ -187,6 +196,7 @@ def result_json(
         "translations": [t.to_json() for t in translations],
         **({"source": in_source[0], "path": in_source[1]} if in_source else {}),
         **({"open": where.target} if where else {}),
+        **({"dates": dict(dates)} if dates else {}),
     }
 
 

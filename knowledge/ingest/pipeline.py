@@ -370,6 +370,7 @@ class Ingestor(RawSync):
             aliases=converted.aliases,
             description=converted.description or None,
             tags=converted.tags,
+            **dict(converted.dates),
         )
         text = rawfile.render(meta, converted.markdown)
         older = self.index.document_by_source_url(sidecar.source_url) if sidecar.source_url else None
