@@ -35,6 +35,7 @@ log = structlog.get_logger()
 
 WAITS = N_("After the current answer.")
 STOPPED = N_("(stopped)")
+UPDATED = N_("updated, {chunks} — {title} (its earlier version no longer answers)")
 WHICH = N_("Which one? Tap it, or write its id (web-1 … {last}).")
 IMPORTING, IMPORTED, FAILED = "⏳ ", "✓ ", "↻ "
 
@@ -288,7 +289,12 @@ async def run_import(
             return
     if result.status == "indexed":
         chunks = words.ntr("{n} chunk", "{n} chunks", result.chunks or 0)
-        await show(words.tr("indexed, {chunks} — {title}", chunks=chunks, title=result.title), IMPORTED)
+        said = (
+            words.tr(UPDATED, chunks=chunks, title=result.title)
+            if result.is_replacement
+            else words.tr("indexed, {chunks} — {title}", chunks=chunks, title=result.title)
+        )
+        await show(said, IMPORTED)
     elif result.status == "already":
         await show(words.tr("already imported — {title}", title=result.title), IMPORTED)
     elif result.status == "queued":

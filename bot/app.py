@@ -36,6 +36,7 @@ from bot.digest import on_digest
 from bot.feedback import CALLBACK_PREFIX as VOTE_PREFIX
 from bot.feedback import on_vote
 from bot.find import on_action, on_find
+from bot.folders import on_folders
 from bot.kept import CALLBACK_PREFIX as KEPT_PREFIX
 from bot.language import CALLBACK_PREFIX as LANG_PREFIX
 from bot.language import learn_language, on_lang, on_lang_button, register_commands
@@ -72,11 +73,14 @@ HELP = N_(
     "• /find words lists your documents that match: open one (its passage and the original file) or "
     "delete it (it stays in the trash for 30 days; Undo brings it back). Under an answer, "
     "“Sources” shows the passages it used.\n"
+    "• /folders lists the folders kb keeps in sync (a notes vault, Documents) with how many of their files "
+    "are indexed. In a question, in:NAME searches one folder only and #tag only the notes with that tag "
+    "(“in:vault #rent how much was the deposit?”).\n"
     "• /digest shows what you kept lately, each with a short summary, and the questions left open; "
     "“Summarise” (or “summarise it”) reads a whole document.\n"
     "• /lang chooses the language kb writes to you in.\n\n"
     "/new · /stop · /find words · /search question · /import web-N · /note text · /digest · /sources · "
-    "/status · /forget · /lang"
+    "/folders · /status · /forget · /lang"
 )
 
 
@@ -106,6 +110,7 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     app.add_handler(CommandHandler("sources", on_sources, filters=new))
     app.add_handler(CommandHandler("digest", on_digest, filters=new))
     app.add_handler(CommandHandler("find", on_find, filters=new))
+    app.add_handler(CommandHandler("folders", on_folders, filters=new))
     app.add_handler(CommandHandler("status", on_status, filters=new))
     app.add_handler(CommandHandler("forget", on_forget, filters=new))
     app.add_handler(CommandHandler("note", on_note, filters=new))

@@ -3,9 +3,10 @@
 ``/find words`` lists the matching documents (title, date, source, the line that matched) a page
 at a time, each with Open and Delete: those holding the words as written first, then, under a line
 saying so, those related to the words without them (a word in no document is said to be in none).
-Open sends the passage with its lines, then the original file (a web page: its address). Delete
-asks once more, then has the daemon move the document to the trash (kept 30 days); Undo brings it
-back. Under an answer, Sources shows the passages it used.
+Open sends the passage with its lines, then the original file (a web page: its address; a folder
+source's file: its Obsidian link or its path, then the file). Delete asks once more, then has the
+daemon move the document to the trash (kept 30 days); Undo brings it back. Under an answer, Sources
+shows the passages it used.
 The daemon stays the only writer: a delete or a restore is a request it carries out
 (knowledge.ingest.requests); when it is not running the reply says the request waits for it.
 """
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 import structlog
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
@@ -31,14 +34,17 @@ from bot.pages import neutral
 from bot.render import esc, italic, link
 from bot.send import edit, say, typing
 from bot.summarise import summarise_document
-from knowledge.errors import IndexMissing
+from knowledge.errors import ConfigError, IndexMissing
 from knowledge.ingest import raw as rawfile
 from knowledge.ingest.requests import Change, ask_daemon
 from knowledge.retrieval.documents import DocumentMatch, match_documents
+from knowledge.sources.opening import Opening, opening, read_only
+from knowledge.sources.registry import config_file, read_sources
 from knowledge.store.records import DocumentRecord
 from knowledge.text import gap, shorten
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import N_, Words
+from knowledge.words.sources import OPENING
 
 log = structlog.get_logger()
 
@@ -190,6 +196,21 @@ async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, mes
             context, chat_id, esc(label) + gap(label, doc.source_url) + link(doc.source_url, doc.source_url)
         )
         return
+    where = await asyncio.to_thread(_opening_of, deps, doc)
+    if where is not None:  # a folder source's file: where to open it, then the file itself
+        label = w.tr(OPENING["obsidian" if where.obsidian_url else "file"])
+        await say(
+            context, chat_id, esc(label) + gap(label, where.target) + f"<code>{esc(where.target)}</code>"
+        )
+        try:
+            fh = await asyncio.to_thread(read_only, where)
+        except OSError as exc:
+            log.warning("bot.open_failed", doc_id=doc.id, error=str(exc))
+            await say(context, chat_id, italic(w.tr(OPENING["gone"], error=exc.strerror or str(exc))))
+            return
+        with fh:
+            await _send_file(context, chat_id, doc.id, fh, PurePosixPath(where.path).name, w)
+        return
     original = original_file(deps, doc)
     if original is None:
         await say(
@@ -198,18 +219,36 @@ async def _open(context, deps: BotDeps, chat_id: int, action: Action, query, mes
             italic(w.tr("The original file is not kept (only its converted text).")),
         )
         return
-    if original.stat().st_size > MAX_SEND_BYTES:
-        text = w.tr("The original ({name}) is over 50 MB, too large to send.", name=original.name)
+    try:
+        with open(original, "rb") as fh:
+            await _send_file(context, chat_id, doc.id, fh, doc.source_name or original.name, w)
+    except OSError as exc:
+        log.warning("bot.open_failed", doc_id=doc.id, error=str(exc))
+        await say(context, chat_id, italic(w.tr("The original could not be sent: Telegram refused it.")))
+
+
+async def _send_file(context, chat_id: int, doc_id: str, fh: BinaryIO, name: str, w: Words) -> None:
+    """An original sent as a file, when a bot may send it (50 MB)."""
+    if os.fstat(fh.fileno()).st_size > MAX_SEND_BYTES:
+        text = w.tr("The original ({name}) is over 50 MB, too large to send.", name=name)
         await say(context, chat_id, f"<i>{esc(text)}</i>")
         return
     try:
-        with open(original, "rb") as fh:
-            await context.bot.send_document(chat_id, fh, filename=neutral(doc.source_name or original.name))
+        await context.bot.send_document(chat_id, fh, filename=neutral(name))
     except (TelegramError, OSError) as exc:
-        log.warning("bot.open_failed", doc_id=doc.id, error=str(exc))
+        log.warning("bot.open_failed", doc_id=doc_id, error=str(exc))
         await say(context, chat_id, italic(w.tr("The original could not be sent: Telegram refused it.")))
         return
-    log.info("bot.opened", doc_id=doc.id)
+    log.info("bot.opened", doc_id=doc_id)
+
+
+def _opening_of(deps: BotDeps, doc: DocumentRecord) -> Opening | None:
+    """Where a folder source's document is opened (None for any other, or a kb.toml kb cannot read)."""
+    try:
+        sources = read_sources(config_file(deps.settings.home))
+    except ConfigError:
+        return None
+    return opening(sources, doc.raw_path)
 
 
 @dataclass(frozen=True)
@@ -243,7 +282,8 @@ def _look_up(
             if doc is None or not passages:
                 found.append(None if doc is None else (doc, None))
                 continue
-            text = _read_raw(deps.settings.raw.parent / doc.raw_path)
+            is_raw = doc.raw_path.startswith("raw/")  # a folder source's passage is its chunk
+            text = _read_raw(deps.settings.raw.parent / doc.raw_path) if is_raw else None
             meta = rawfile.parse(text, fallback_name=doc.raw_path, sha256="").meta if text else None
             by = {"author": meta.author, "published": meta.published} if meta else {}
             cited = _raw_lines(text, lines, by) if lines and text else None

@@ -34,6 +34,7 @@ COMMANDS = [
     ("note", N_("keep a note: /note text, or reply /note to a message")),
     ("digest", N_("what you kept since the last digest, and questions left open")),
     ("sources", N_("the latest documents")),
+    ("folders", N_("your folders kept in sync, and their files indexed")),
     ("status", N_("documents, inbox, daemon and model server")),
     ("forget", N_("clear this chat's web candidates")),
     ("lang", N_("the language kb writes in")),

@@ -35,6 +35,8 @@ from knowledge.words.replies import plain
 HELP = N_(
     "Ask a question in any language; answers cite your documents as [n].\n"
     'Follow-ups are understood from the conversation ("and the second point?"); /new starts afresh.\n'
+    "In a question, in:NAME searches one folder source only and #tag only the notes with that tag\n"
+    '("in:vault #rent how much was the deposit?"; kb sources lists the sources).\n'
     "/new       forget this conversation and start a new one\n"
     "/search Q  search the web for Q even when the knowledge base has something\n"
     "/import web-N   import a web candidate (a pasted URL becomes web-1)\n"

@@ -181,7 +181,8 @@ class Kb:
             wait_s=self.settings.import_wait_s, clock=lambda: datetime.now(UTC),
         )  # fmt: skip
         message = {
-            "indexed": f"indexed as {result.doc_id} ({result.chunks} chunks)",
+            "indexed": f"indexed as {result.doc_id} ({result.chunks} chunks)"
+            + (", replacing the page's earlier version" if result.is_replacement else ""),
             "already": f"imported before as {result.doc_id}",
             "queued": f"in the inbox; the daemon will index it: {result.message}",
         }.get(result.status, f"{result.reason}: {result.message}")

@@ -41,6 +41,7 @@ async def test_commands_are_registered_and_start_explains(env):
         "note",
         "digest",
         "sources",
+        "folders",
         "status",
         "forget",
         "lang",

@@ -159,7 +159,7 @@ async def test_a_taiwanese_and_a_thai_owner_read_kb_in_their_language(tmp_path, 
             assert mixed == [], "\n---\n".join(mixed)
         assert env.telegram.my_commands(language_code=says["menu"])
         menu = [c["description"] for c in env.telegram.my_commands(language_code=says["menu"])]
-        assert all(not english_runs(d) for d in menu) and len(menu) == 13
+        assert all(not english_runs(d) for d in menu) and len(menu) == 14
         assert all("/" not in d or "web-2" in d or "/find" in d or "/note" in d for d in menu)
 
 

@@ -31,8 +31,28 @@ BODY = "# Lease\n\nThe deposit is two months of rent.\n"
         ("tags: '#home #rent'", FrontMatter(tags=("home", "rent"))),
         ("tags:\n  - 押金\n  - บ้าน\n  - 押金", FrontMatter(tags=("押金", "บ้าน"))),
         ("tags: [Rent, rent, RENT]", FrontMatter(tags=("Rent",))),  # one tag, however it is spelled
-        # what is not kept: dates, plugins' keys, a CSS class; the block is metadata all the same
-        ("created: 2024-03-01\ncssclasses: [wide]\nkanban-plugin: basic", FrontMatter()),
+        # what is not kept: plugins' keys, a CSS class; the block is metadata all the same
+        ("cssclasses: [wide]\nkanban-plugin: basic", FrontMatter()),
+        # dates are: as ISO 8601 text, a date or a date and time, 'modified' read as 'updated'
+        (
+            "created: 2024-03-01\ncssclasses: [wide]\nkanban-plugin: basic",
+            FrontMatter(dates=(("created", "2024-03-01"),)),
+        ),
+        (
+            "date: 2024-03-01\nupdated: 2024-03-05 18:20\ncreated: '2024-03-01T09:00:30+08:00'",
+            FrontMatter(
+                dates=(
+                    ("date", "2024-03-01"),
+                    ("created", "2024-03-01T09:00:30+08:00"),
+                    ("updated", "2024-03-05T18:20"),
+                )
+            ),
+        ),
+        ("modified: 2024-03-05T18:20:00Z", FrontMatter(dates=(("updated", "2024-03-05T18:20+00:00"),))),
+        (
+            "modified: 2024-03-05\nupdated: 2024-04-01",
+            FrontMatter(dates=(("updated", "2024-04-01"),)),
+        ),  # updated first
         ("", FrontMatter()),
     ],
 )
@@ -61,6 +81,10 @@ BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
         ("tags: 12\ndescription: [a, b]\ntitle: {a: 1}", ("tags-not-text", "title-not-text", "description-not-text"),
          FrontMatter()),
         ("tags: true", ("tags-not-text",), FrontMatter()),
+        # a date kb cannot read is that key's problem, never the whole block's
+        ("title: Kept\ncreated: 2024-13-01\nupdated: last Tuesday\ndate: [2024]",
+         ("created-not-a-date", "updated-not-a-date", "date-not-a-date"), FrontMatter(title="Kept")),
+        ("created: 20240301\nupdated: " + "2024-03-01" * 10, ("created-not-a-date", "updated-not-a-date"), FrontMatter()),
     ],
 )  # fmt: skip
 def test_a_hostile_block_is_ignored_with_its_reasons(block, problems, kept):
@@ -101,6 +125,7 @@ def test_a_note_gives_its_title_aliases_description_and_tags():
         ("home",),
     )
     assert got.markdown == BODY and got.front_matter_problems == ()
+    assert got.dates == (("created", "2024-03-01"),)
     no_title = text_to_markdown(b"---\ntags: [home]\n---\n" + BODY.encode(), markdown=True)
     assert no_title.title == "Lease"  # the heading, as before
     hostile = text_to_markdown(b"---\n- a list\n---\n" + BODY.encode(), markdown=True)

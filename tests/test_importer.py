@@ -122,9 +122,11 @@ async def test_import_through_the_daemon_then_again_is_already_imported(tmp_path
         )
     assert result.status == "indexed" and result.title == "Lake Quillan" and result.chunks == 1
     assert result.question == "How deep is Lake Quillan?"
-    assert again.status == "already" and again.doc_id == result.doc_id
-    assert fetched == ["https://lakes.example/quillan"]  # the second import fetched nothing
+    assert again.status == "already" and again.doc_id == result.doc_id and not again.is_replacement
+    # the page is fetched again to see whether it changed: the same bytes are the document already there
+    assert fetched == ["https://lakes.example/quillan"] * 2
     with Index(settings.index_path, readonly=True) as index:
+        assert index.document_count() == 1
         hit = search(index, "how deep is lake quillan", k=1)[0]
     assert hit.source_url == "https://lakes.example/quillan" and "317 metres" in hit.text
 

@@ -74,6 +74,28 @@ def test_links_read_as_their_text_and_tags_come_with_each_passage(run_kb, home):
     assert search(run_kb, home, "bicycle lock code")[0]["tags"] == []
 
 
+def test_a_notes_dates_come_with_its_passages(tmp_path, run_kb):
+    dated = {
+        "Trip.md": "---\ndate: 2025-07-14\ncreated: 2025-06-30 21:05\nmodified: 2025-07-20T08:00:00+02:00\n---\n\n"
+        "# Trip\n\nThe ferry to the island leaves at seven.\n",
+        "Typo.md": "---\ntitle: Typo\nupdated: 2025-02-30\ntags: [trip]\n---\n\nThe ferry back is at nine.\n",
+    }
+    home = kb_with(tmp_path, run_kb, {}, {"vault": {**VAULT, **dated}})
+    trip = search(run_kb, home, "ferry to the island")[0]
+    assert trip["path"] == "Trip.md"
+    assert trip["dates"] == {
+        "date": "2025-07-14",
+        "created": "2025-06-30T21:05",
+        "updated": "2025-07-20T08:00+02:00",
+    }
+    typo = search(run_kb, home, "ferry back nine")[0]
+    assert (
+        typo["title"] == "Typo" and typo["tags"] == ["trip"] and "dates" not in typo
+    )  # one bad date costs itself
+    assert "dates" not in search(run_kb, home, "bicycle lock code")[0]
+    assert all("2025" not in r["text"] for r in search(run_kb, home, "2025-07-14"))  # never text
+
+
 def test_hostile_front_matter_is_ignored_and_said_and_the_body_indexed(tmp_path):
     settings = make_settings(tmp_path / "kb")
     vault = write(tmp_path / "Vault", VAULT)
@@ -94,12 +116,13 @@ def test_a_note_from_the_inbox_keeps_its_aliases_and_tags_through_a_rebuild(tmp_
         outcome = Ingestor(settings, index, ApproxCounter()).ingest(settings.inbox / "lease.md")
     raw = (settings.home / "knowledge" / outcome.raw_path).read_text(encoding="utf-8")
     assert 'aliases: ["租屋契約", "Xinyi flat contract"]' in raw and 'tags: ["home", "rent"]' in raw
-    assert "cssclasses" not in raw and "created" not in raw
+    assert "cssclasses" not in raw and 'created: "2024-03-01"' in raw  # its dates are kept, its CSS is not
     for when in ("ingested", "rebuilt"):
         found = search(run_kb, settings.home, "Xinyi flat contract")
         assert found[0]["title"] == "Apartment lease", when
         assert found[0]["tags"] == ["home", "rent", "押金"], when
         assert "Mr Chen" in found[0]["text"] and "[[" not in found[0]["text"], when
+        assert found[0]["dates"] == {"created": "2024-03-01"}, when
         rebuilt = run_kb("--home", str(settings.home), "reindex")
         assert rebuilt.returncode == 0, rebuilt.stderr
 
@@ -140,7 +163,7 @@ def test_an_index_from_before_notes_reads_its_vault_notes_again(tmp_path, run_kb
         kb_with(tmp_path, run_kb, {}, {"vault": VAULT})
     with closing(sqlite3.connect(home / "knowledge" / "index" / "kb.sqlite3")) as conn:  # and its schema
         conn.executescript(
-            "DROP TABLE document_notes; DROP TABLE document_tags; DELETE FROM migrations WHERE n = 5"
+            "DROP TABLE document_notes; DROP TABLE document_tags; DELETE FROM migrations WHERE n >= 5"
         )
     old = search(run_kb, home, "pruning roses")  # a reader opens it as it is
     assert old[0]["path"] == "Garden.md" and old[0]["tags"] == []
@@ -151,4 +174,5 @@ def test_an_index_from_before_notes_reads_its_vault_notes_again(tmp_path, run_kb
     assert "vault: 4 indexed" in synced.stdout  # the notes were read again (a note without tags too)
     assert search(run_kb, home, "pruning roses")[0]["tags"] == ["garden", "บ้าน"]
     assert search(run_kb, home, "租屋契約")[0]["path"] == "Home/Apartment lease.md"
+    assert search(run_kb, home, "租屋契約")[0]["dates"] == {"created": "2024-03-01"}
     assert "The landlord is Mr Chen;" in search(run_kb, home, "landlord")[0]["text"]

@@ -6,20 +6,21 @@ import argparse
 import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from cli.commands import EXIT_OK, EXIT_USAGE, Command
 from knowledge.config import Settings
-from knowledge.errors import IndexMissing, SourceRefused
+from knowledge.errors import ConfigError, IndexMissing, SourceRefused
 from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find
 from knowledge.retrieval.sufficiency import Verdict
 from knowledge.retrieval.translate import Translation, search_translated
-from knowledge.sources.registry import scope_in, with_tag
+from knowledge.sources.opening import opening
+from knowledge.sources.registry import Source, config_file, read_sources, scope_in, with_tag
 from knowledge.sources.state import split_raw_path
 from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
@@ -109,23 +110,31 @@ def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     if isinstance(scope, int):
         return scope
     translate = settings.translate != "off" and not args.no_translate
+    sources = _sources_or_none(settings)
     with Index(settings.index_path, readonly=True) as index:
         meaning = search_meaning(settings, index, err=err)
         answers = asyncio.run(
             _find_all(settings, index, queries, k=k, meaning=meaning, translate=translate, scope=scope)
         )
+        dates = index.dates_of(r.document_id for found, _ in answers for r in found.results)
     for query, (found, translations) in zip(queries, answers, strict=True):
         if args.batch is not None and args.json:
             line = {
                 "query": query,
-                "results": [result_json(r, found.verdict, translations) for r in found.results],
+                "results": [
+                    result_json(r, found.verdict, translations, sources, dates.get(r.document_id))
+                    for r in found.results
+                ],
                 "answerable": found.verdict.answerable,
                 "verdict": found.verdict.to_json(),
                 "translations": [t.to_json() for t in translations],
             }
             print(json.dumps(line, ensure_ascii=False), file=out, flush=False)
         elif args.json:
-            results = [result_json(r, found.verdict, translations) for r in found.results]
+            results = [
+                result_json(r, found.verdict, translations, sources, dates.get(r.document_id))
+                for r in found.results
+            ]
             print(json.dumps(results, ensure_ascii=False, indent=2), file=out)
         else:
             if args.batch is not None:
@@ -168,18 +177,35 @@ async def _find_all(
 
 
 def result_json(
-    result: SearchResult, verdict: Verdict, translations: Sequence[Translation] = ()
+    result: SearchResult,
+    verdict: Verdict,
+    translations: Sequence[Translation] = (),
+    sources: Sequence[Source] = (),
+    dates: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
     """One result as ``kb search --json`` prints it: the contract's fields, its relevance, the
     query's verdict (``answerable``: whether the documents answer it, the same on every result)
-    and the translations of the query searched with it (the same on every result)."""
+    and the translations of the query searched with it (the same on every result); a folder source's
+    passage has its ``source``, ``path`` and what opens it (``open``: an Obsidian link or the file); a
+    note's front-matter ``dates`` (``date``, ``created``, ``updated``, ISO 8601), when it gives any."""
     in_source = split_raw_path(result.raw_path)
+    where = opening(sources, result.raw_path) if in_source else None
     return {
         **result.to_json(),
         "answerable": verdict.answerable,
         "translations": [t.to_json() for t in translations],
         **({"source": in_source[0], "path": in_source[1]} if in_source else {}),
+        **({"open": where.target} if where else {}),
+        **({"dates": dict(dates)} if dates else {}),
     }
+
+
+def _sources_or_none(settings: Settings) -> list[Source]:
+    """The registered sources (none when kb.toml cannot be read: search goes on without them)."""
+    try:
+        return read_sources(config_file(settings.home))
+    except ConfigError:
+        return []
 
 
 def search_meaning(settings: Settings, index: Index, *, err: TextIO) -> Meaning | None:

@@ -10,11 +10,11 @@ from typing import TextIO
 from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from cli.progress import Progress
 from knowledge.config import Settings
-from knowledge.errors import IndexError_, SourceRefused, WriterLockHeld
+from knowledge.errors import SourceRefused, WriterLockHeld
 from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.sources import registry
 from knowledge.sources.registry import Source
-from knowledge.sources.report import SourceReport, report
+from knowledge.sources.report import reports
 from knowledge.store.index import Index
 from knowledge.words.catalog import LABELLED, Words, terminal_words
 from knowledge.words.sources import REFUSALS, SAID, counts_line, forgot, left_out
@@ -186,20 +186,10 @@ def _writer(settings: Settings) -> _Writer | None:
     return _Writer(settings, lock)
 
 
-def reports(settings: Settings, sources: list[Source]) -> list[SourceReport]:
-    """Each source as it is now (read-only: the index is opened for reading, when there is one)."""
-    try:
-        index = Index(settings.index_path, readonly=True)
-    except IndexError_:
-        return [report(s, None) for s in sources]
-    with index:
-        return [report(s, index.conn) for s in sources]
-
-
 def _show(settings: Settings, name: str | None, words: Words, *, as_json: bool, out: TextIO) -> int:
     existing = _sources(settings)
     chosen = [registry.find(existing, name)] if name else existing
-    found = reports(settings, chosen)
+    found = reports(settings.index_path, chosen)
     if as_json:
         print(json.dumps([r.as_json() for r in found], ensure_ascii=False, indent=2), file=out)
         return EXIT_OK

@@ -114,8 +114,13 @@ def describe_import(result: object, words: Words = ENGLISH) -> str:
     r, w = result, words
     if r.status == "indexed":
         chunks = w.ntr("{n} chunk", "{n} chunks", r.chunks or 0)
-        return w.tr("indexed    {id} {url} → {title!r} ({chunks}, {doc})", id=r.source_id, url=r.url,
-                    title=r.title, chunks=chunks, doc=r.doc_id)  # fmt: skip
+        facts = dict(id=r.source_id, url=r.url, title=r.title, chunks=chunks, doc=r.doc_id)
+        if r.is_replacement:
+            return w.tr(
+                "updated    {id} {url} → {title!r} ({chunks}, {doc}): its earlier version is replaced",
+                **facts,
+            )
+        return w.tr("indexed    {id} {url} → {title!r} ({chunks}, {doc})", **facts)
     if r.status == "already":
         return w.tr("already    {id} {url} was imported before: {title!r} ({doc})", id=r.source_id, url=r.url,
                     title=r.title, doc=r.doc_id)  # fmt: skip

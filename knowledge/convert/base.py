@@ -28,8 +28,8 @@ class OcrFacts:
 class Converted:
     """A source turned into Markdown: the body (no front matter), its title and the converter's name;
     an article's author and publication date (YYYY-MM-DD) when its page names them; a note's aliases,
-    description and tags from its front matter, and what of its front matter was ignored and why
-    (problem codes, knowledge.convert.frontmatter)."""
+    description, tags and dates (``date``, ``created``, ``updated``: ISO 8601 text) from its front matter,
+    and what of its front matter was ignored and why (problem codes, knowledge.convert.frontmatter)."""
 
     title: str
     markdown: str
@@ -41,6 +41,7 @@ class Converted:
     aliases: tuple[str, ...] = ()
     description: str = ""
     tags: tuple[str, ...] = ()
+    dates: tuple[tuple[str, str], ...] = ()
     front_matter_problems: tuple[str, ...] = ()
 
 

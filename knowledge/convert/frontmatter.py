@@ -9,9 +9,11 @@ refuses deep nesting) and only these keys are kept, each only when it has the ex
 - ``aliases`` (or ``alias``): a list of texts, or one text with commas between names;
 - ``description``: text;
 - ``tags`` (or ``tag``): a list of tags, or one text of tags separated by commas or spaces, with or
-  without ``#``; a tag is letters, digits, ``_ - /`` of any script (knowledge.text.tag_name).
+  without ``#``; a tag is letters, digits, ``_ - /`` of any script (knowledge.text.tag_name);
+- ``date``, ``created`` and ``updated`` (or ``modified``): a date (``2024-05-01``) or a date and time
+  (``2024-05-01T10:30``, ``2024-05-01 10:30:00+08:00``), kept as ISO 8601 text (DATE_KEYS order).
 
-Every other key (dates, ``cssclasses``, a plugin's settings) stays out. A block over
+Every other key (``cssclasses``, a plugin's settings) stays out. A block over
 FRONT_MATTER_MAX_CHARS, one that is not YAML or not a mapping, and values of the wrong shape are
 ignored, each named by a problem code for the caller's log: the note's body is indexed all the same.
 """
@@ -27,7 +29,19 @@ import yaml
 
 from knowledge.text import distinct_tags, shorten, tag_name
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+
+class _Loader(_SafeLoader):  # type: ignore[misc,valid-type]
+    """The safe loader reading dates as text: a date kb cannot read (2024-13-01) is that key's problem,
+    never the whole block's."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
+        for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
+    }
+
 
 # The opening line, the block (possibly empty), the closing line: anchored, one pass over the text.
 FRONT_MATTER = re.compile(r"\A---\n(?:(.*?)\n)?(?:---|\.\.\.)\n", re.DOTALL)
@@ -38,6 +52,10 @@ DESCRIPTION_MAX_CHARS = 500
 TAGS_MAX = 100
 _TAG_SEPARATORS = re.compile(r"[,\s]+")
 _ALIAS_SEPARATOR = re.compile(",")
+DATE_KEYS = {"date": ("date",), "created": ("created",), "updated": ("updated", "modified")}
+DATE_MAX_CHARS = 40
+
+Dates = tuple[tuple[str, str], ...]  # (key, ISO 8601 text) in DATE_KEYS order, the keys given only
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,7 @@ class FrontMatter:
     description: str = ""
     tags: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
+    dates: Dates = ()
 
 
 def split_front_matter(text: str) -> tuple[FrontMatter | None, str]:
@@ -76,11 +95,15 @@ def read_front_matter(block: str) -> FrontMatter:
     description = _scalar(_first(data, "description"), "description", problems)
     aliases = _names(_first(data, "aliases", "alias"), problems)
     tags = _tags(_first(data, "tags", "tag"), problems)
+    dates = tuple(
+        (key, day) for key, names in DATE_KEYS.items() if (day := _date(_first(data, *names), key, problems))
+    )
     return FrontMatter(
         title=shorten(title, ALIAS_MAX_CHARS) if title else "",
         aliases=aliases,
         description=shorten(description, DESCRIPTION_MAX_CHARS) if description else "",
         tags=tags,
+        dates=dates,
         problems=tuple(dict.fromkeys(problems)),
     )
 
@@ -139,3 +162,21 @@ def _tags(value: Any, problems: list[str]) -> tuple[str, ...]:
             elif part:
                 problems.append("tag-invalid")
     return distinct_tags(found)[:TAGS_MAX]
+
+
+def _date(value: Any, key: str, problems: list[str]) -> str:
+    """A date or a date and time as ISO 8601 text ('' when absent; '' and a problem when it is none)."""
+    if value is None:
+        return ""
+    if isinstance(value, dt.datetime):
+        return value.isoformat(timespec="minutes" if value.second == value.microsecond == 0 else "seconds")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    text = value.strip() if isinstance(value, str) and len(value) <= DATE_MAX_CHARS else ""
+    for parse in (dt.date.fromisoformat, dt.datetime.fromisoformat):
+        try:
+            return _date(parse(text), key, problems)
+        except ValueError:
+            continue
+    problems.append(f"{key}-not-a-date")
+    return ""

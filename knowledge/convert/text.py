@@ -32,7 +32,7 @@ def heading_text(line: str) -> str:
 
 def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None) -> Converted:
     """Decode a text or Markdown file; a note's leading front matter block is cut from its text and gives
-    its title, aliases, description and tags (knowledge.convert.frontmatter)."""
+    its title, aliases, description, tags and dates (knowledge.convert.frontmatter)."""
     text, encoding = decode_bytes(data, declared=declared)
     text = normalize_newlines(text)
     front = None
@@ -58,5 +58,6 @@ def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None
         aliases=front.aliases if front else (),
         description=front.description if front else "",
         tags=front.tags if front else (),
+        dates=front.dates if front else (),
         front_matter_problems=front.problems if front else (),
     )

@@ -94,17 +94,20 @@ def _put_back(aside: Path, inbox_path: Path) -> None:
         os.link(aside, inbox_path.parent / unique_name(inbox_path.parent, inbox_path.name))
 
 
-def ingest_records(index_path: Path, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
-    """The latest ingest record of each (inbox path, sha256) that has one, with its document's title
-    and raw path; the index is opened once for all of them."""
+def ingest_records(
+    index_path: Path, wanted: Iterable[tuple[str, str]], *, after: int = 0
+) -> dict[tuple[str, str], dict]:
+    """The latest ingest record of each (inbox path, sha256) that has one (``after``: among the records
+    written after that one, see last_ingest), with its document's title and raw path; the index is
+    opened once for all of them."""
     found: dict[tuple[str, str], dict] = {}
     try:
         with Index(index_path, readonly=True) as index:
             for path, sha256 in wanted:
                 row = index.conn.execute(
                     "SELECT status, doc_id, chunks, error, stage, duplicate_of FROM ingests"
-                    " WHERE path = ? AND sha256 = ? ORDER BY id DESC LIMIT 1",
-                    (stored_path(path), sha256),  # as the pipeline wrote it
+                    " WHERE path = ? AND sha256 = ? AND id > ? ORDER BY id DESC LIMIT 1",
+                    (stored_path(path), sha256, after),  # as the pipeline wrote it
                 ).fetchone()
                 if row is None:
                     continue
@@ -127,9 +130,19 @@ def ingest_records(index_path: Path, wanted: Iterable[tuple[str, str]]) -> dict[
     return found
 
 
-def ingest_record(index_path: Path, path: str, sha256: str) -> dict | None:
+def ingest_record(index_path: Path, path: str, sha256: str, *, after: int = 0) -> dict | None:
     """The latest ingest record of these bytes at this inbox path (see ingest_records)."""
-    return ingest_records(index_path, [(path, sha256)]).get((path, sha256))
+    return ingest_records(index_path, [(path, sha256)], after=after).get((path, sha256))
+
+
+def last_ingest(index_path: Path) -> int:
+    """The number of the latest ingest record (0: none yet): a file handed over after it has its record
+    among the later ones, never an earlier file's of the same name and bytes."""
+    try:
+        with Index(index_path, readonly=True) as index:
+            return index.conn.execute("SELECT coalesce(max(id), 0) FROM ingests").fetchone()[0]
+    except IndexError_:
+        return 0
 
 
 def hand_over(

@@ -6,7 +6,8 @@ the original still in the inbox, or a raw file that is indexed again):
 1. check it is a regular file within the size limit, read it, hash it;
 2. the same bytes already indexed → record a duplicate, keep the original, stop;
 3. convert (with its ``NAME.source.json`` sidecar, when there is one);
-4. write ``raw/<slug>-<hash8>.md`` atomically;
+4. write ``raw/<slug>-<hash8>.md`` atomically (a page imported again from the same URL: over the raw
+   file of its earlier version, so the document stays one and its old text never answers again);
 5. keep the original (and sidecar) under ``processed/``;
 6. chunk the raw file and replace the document's rows in one transaction;
 7. record the ingest.
@@ -369,12 +370,20 @@ class Ingestor(RawSync):
             aliases=converted.aliases,
             description=converted.description or None,
             tags=converted.tags,
+            **dict(converted.dates),
         )
         text = rawfile.render(meta, converted.markdown)
+        older = self.index.document_by_source_url(sidecar.source_url) if sidecar.source_url else None
         try:
-            raw_rel = "raw/" + self._claim_raw(readable_name(path.name), sha, text.encode("utf-8"))
+            if older is not None:  # a page imported again: its new text replaces the old, same document
+                write_atomic(self.settings.raw / Path(older.raw_path).name, text.encode("utf-8"),
+                             staging=self.settings.staging)  # fmt: skip
+                raw_rel = older.raw_path
+                log.info("ingest.replaced", url=sidecar.source_url, doc_id=older.id, was=older.source_sha256)
+            else:
+                raw_rel = "raw/" + self._claim_raw(readable_name(path.name), sha, text.encode("utf-8"))
         except OSError as exc:
-            raw_rel = "raw/" + rawfile.raw_name(readable_name(path.name), sha)
+            raw_rel = older.raw_path if older else "raw/" + rawfile.raw_name(readable_name(path.name), sha)
             raise _Failure(
                 "store", "write-failed", f"cannot write {raw_rel}: {exc.strerror or exc}", exc
             ) from exc

@@ -22,7 +22,8 @@ pages with nothing legible) and ``ocr_unread_pages`` (scanned pages not read: th
 (``origin_type`` "channel", ``origin_name`` "Team News (@teamnews)", ``origin_date``) and the
 ``comment`` that came with it (a link's comment, a forwarded file's caption), from kb's sidecar. A
 Markdown note keeps what its own front matter said of it (knowledge.convert.frontmatter): ``aliases``,
-``description`` and ``tags`` (its inline #tags and links are read from the body again at every indexing).
+``description``, ``tags`` and its dates, ``date``, ``created`` and ``updated`` (its inline #tags and links
+are read from the body again at every indexing).
 Every key but the first four is optional.
 
 Values are JSON strings, or JSON lists of strings (valid YAML too). The same source bytes give the same raw bytes:
@@ -46,6 +47,9 @@ FRONT_MATTER_KEYS = (
     "aliases",
     "description",
     "tags",
+    "date",
+    "created",
+    "updated",
     "source_name",
     "source_snapshot",
     "source_url",
@@ -91,6 +95,14 @@ class RawMeta:
     aliases: tuple[str, ...] = ()  # a note's, from its own front matter
     description: str | None = None
     tags: tuple[str, ...] = ()
+    date: str | None = None  # a note's dates, from its own front matter (ISO 8601)
+    created: str | None = None
+    updated: str | None = None
+
+    @property
+    def dates(self) -> tuple[tuple[str, str], ...]:
+        """The note's dates given, as (key, ISO 8601 text)."""
+        return tuple((k, v) for k in ("date", "created", "updated") if (v := getattr(self, k)))
 
 
 _LIST_KEYS = frozenset({"aliases", "tags"})

@@ -164,6 +164,7 @@ def note_lines(
     aliases: tuple[str, ...] = (),
     description: str = "",
     tags: tuple[str, ...] = (),
+    dates: tuple[tuple[str, str], ...] = (),
 ) -> tuple[list[str], Note | None]:
     """A document's lines as its chunks read them, and its note: a Markdown note's links read as their
     visible text, its inline #tags joined to its front matter's (knowledge.convert.vault); any other
@@ -172,7 +173,7 @@ def note_lines(
         return lines, None
     read = read_note(lines)
     tags = distinct_tags((*tags, *read.tags))[:NOTE_TAGS_MAX]
-    return read.lines, Note(aliases, description, tags, read.links) or None
+    return read.lines, Note(aliases, description, tags, read.links, dates) or None
 
 
 def build_rows(
@@ -190,8 +191,9 @@ def build_rows(
     doc_id = rawfile.document_id(raw_rel)
     m = parsed.meta
     lines, note = note_lines(
-        parsed.body_lines, m.converter, aliases=m.aliases, description=m.description or "", tags=m.tags
-    )
+        parsed.body_lines, m.converter, aliases=m.aliases, description=m.description or "", tags=m.tags,
+        dates=m.dates,
+    )  # fmt: skip
     chunks = chunk_lines(
         lines,
         counter,

@@ -7,13 +7,17 @@ A walk (``lstat`` only) against the index's records: read-only, while the daemon
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
+from knowledge.errors import IndexError_
 from knowledge.sources import state
 from knowledge.sources.plan import plan
 from knowledge.sources.registry import Source
 from knowledge.sources.rules import Rules
 from knowledge.sources.scan import scan
+from knowledge.store.index import Index
 
 
 @dataclass(frozen=True)
@@ -80,3 +84,13 @@ def report(source: Source, conn: sqlite3.Connection | None) -> SourceReport:
         "failed": sum(1 for i in items if i.state == "failed"),
     }
     return SourceReport(**base, is_present=True, counts=counts, items=items)  # type: ignore[arg-type]
+
+
+def reports(index_path: Path, sources: Sequence[Source]) -> list[SourceReport]:
+    """Each source as it is now (read-only: the index is opened for reading, when there is one)."""
+    try:
+        index = Index(index_path, readonly=True)
+    except IndexError_:
+        return [report(s, None) for s in sources]
+    with index:
+        return [report(s, index.conn) for s in sources]

@@ -241,7 +241,7 @@ class SourceSync:
         settings = self.ingestor.settings
         lines, note = note_lines(
             markdown.rstrip("\n").split("\n"), converted.converter, aliases=converted.aliases,
-            description=converted.description, tags=converted.tags,
+            description=converted.description, tags=converted.tags, dates=converted.dates,
         )  # fmt: skip
         pieces = chunk_lines(
             lines,

@@ -251,6 +251,15 @@ class Index(VectorTable, UseVectorTable, SummaryTable, NoteTable):
         ).fetchone()
         return DocumentRecord(*row) if row else None
 
+    def document_by_source_url(self, url: str) -> DocumentRecord | None:
+        """The latest document of raw/ imported from this URL, if any (a folder source's has none)."""
+        row = self.conn.execute(
+            f"SELECT {DOC_COLUMNS} FROM documents WHERE source_url = ? AND raw_path LIKE 'raw/%'"
+            " ORDER BY indexed_at DESC, id LIMIT 1",
+            (url,),
+        ).fetchone()
+        return DocumentRecord(*row) if row else None
+
     def documents(self) -> list[DocumentRecord]:
         """All documents, by raw path."""
         rows = self.conn.execute(f"SELECT {DOC_COLUMNS} FROM documents ORDER BY raw_path")

@@ -1,4 +1,4 @@
-"""Notes' aliases, description, tags and links in the index (Index inherits NoteTable): written and
+"""Notes' aliases, description, tags, links and dates in the index (Index inherits NoteTable): written and
 deleted with their document, in its transaction; read by search (a result's tags, a search kept to a tag).
 
 ``document_notes`` holds one row a note (JSON lists), ``document_tags`` one row a tag of a note by its
@@ -27,8 +27,8 @@ def write_note(conn: sqlite3.Connection, doc: DocumentRecord) -> None:
     if not note:
         return
     conn.execute(
-        "INSERT INTO document_notes (document_id, aliases, description, tags, links, heading)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO document_notes (document_id, aliases, description, tags, links, heading, dates)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             doc.id,
             _json(note.aliases),
@@ -36,6 +36,7 @@ def write_note(conn: sqlite3.Connection, doc: DocumentRecord) -> None:
             _json(note.tags),
             _json(note.links),
             note.heading(doc.title),
+            json.dumps(dict(note.dates)),
         ),
     )
     conn.executemany(
@@ -61,6 +62,11 @@ def heading_of(conn: sqlite3.Connection, doc_id: str) -> str | None:
     return row[0] if row else None
 
 
+def has_dates(conn: sqlite3.Connection) -> bool:
+    """Whether the notes keep their dates (an index read before a writer brought it up to date may not)."""
+    return any(row[1] == "dates" for row in conn.execute("PRAGMA table_info(document_notes)"))
+
+
 def has_notes(conn: sqlite3.Connection) -> bool:
     """Whether the file holds the notes' tables (an older kb's, read as it is, does not)."""
     row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'document_tags'")
@@ -76,13 +82,30 @@ class NoteTable:
         """A document's note (None when it has none)."""
         if not has_notes(self.conn):
             return None
+        dates = "dates" if has_dates(self.conn) else "'{}'"
         row = self.conn.execute(
-            "SELECT aliases, description, tags, links FROM document_notes WHERE document_id = ?", (doc_id,)
+            f"SELECT aliases, description, tags, links, {dates} FROM document_notes WHERE document_id = ?",
+            (doc_id,),
         ).fetchone()
         if row is None:
             return None
-        aliases, description, tags, links = row
-        return Note(_tuple(aliases), description, _tuple(tags), _tuple(links))
+        aliases, description, tags, links, dated = row
+        return Note(_tuple(aliases), description, _tuple(tags), _tuple(links), _pairs(dated))
+
+    def dates_of(self, doc_ids: Iterable[str]) -> dict[str, dict[str, str]]:
+        """The front-matter dates of these documents (those that have any): date, created, updated."""
+        wanted = list(dict.fromkeys(doc_ids))
+        if not wanted or not has_notes(self.conn) or not has_dates(self.conn):
+            return {}
+        found: dict[str, dict[str, str]] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            rows = self.conn.execute(
+                f"SELECT document_id, dates FROM document_notes WHERE document_id IN ({','.join('?' * len(part))})",
+                part,
+            )
+            found.update({d: dict(pairs) for d, t in rows if (pairs := _pairs(t))})
+        return found
 
     def with_note(self, doc: DocumentRecord) -> DocumentRecord:
         """The document with its note read (to be written again as it is: a rebuild)."""
@@ -124,6 +147,17 @@ class NoteTable:
 
 def _json(values: tuple[str, ...]) -> str:
     return json.dumps(list(values), ensure_ascii=False)
+
+
+def _pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """A JSON object of texts as (key, text) pairs (anything else: none)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return ()
+    if not isinstance(value, dict):
+        return ()
+    return tuple((k, v) for k, v in value.items() if isinstance(k, str) and isinstance(v, str) and v)
 
 
 def _tuple(text: str) -> tuple[str, ...]:

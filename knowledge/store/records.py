@@ -12,15 +12,16 @@ import numpy as np
 class Note:
     """What a note says of itself besides its text (knowledge.convert.frontmatter, knowledge.convert.vault):
     its front matter's aliases, description and tags with its inline #tags (as written, without '#'),
-    and the targets of its links and embeds."""
+    its front matter's dates, and the targets of its links and embeds."""
 
     aliases: tuple[str, ...] = ()
     description: str = ""
     tags: tuple[str, ...] = ()
     links: tuple[str, ...] = ()
+    dates: tuple[tuple[str, str], ...] = ()  # date, created, updated as given (ISO 8601)
 
     def __bool__(self) -> bool:
-        return bool(self.aliases or self.description or self.tags or self.links)
+        return bool(self.aliases or self.description or self.tags or self.links or self.dates)
 
     def heading(self, title: str) -> str | None:
         """What a search by name reads beside the note's first passage (its words, and its vector's

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 
 from knowledge.store.migrations import Migration, statements
+from knowledge.store.notes import has_dates
 
 
 def m001_tables(db: sqlite3.Connection) -> None:
@@ -195,8 +196,31 @@ def m005_notes(db: sqlite3.Connection) -> None:
     )
 
 
+def m006_source_url(db: sqlite3.Connection) -> None:
+    """Documents found by the URL they were imported from: a page imported again replaces its earlier
+    version (knowledge.ingest.pipeline)."""
+    db.execute("CREATE INDEX IF NOT EXISTS documents_source_url ON documents (source_url)")
+
+
+def m007_note_dates(db: sqlite3.Connection) -> None:
+    """A note's front-matter dates (date, created, updated; a JSON object). The folder sources' notes are
+    read again at the next scan so the notes indexed before get theirs (their vectors are kept). A file that
+    holds the column already (its migrations' record lost) keeps it."""
+    if not has_dates(db):
+        db.execute("ALTER TABLE document_notes ADD COLUMN dates TEXT NOT NULL DEFAULT '{}'")
+    statements(
+        db,
+        """
+        UPDATE source_files SET sha256 = NULL, mtime_ns = -1 WHERE status = 'indexed' AND (
+            lower(path) LIKE '%.md' OR lower(path) LIKE '%.markdown' OR lower(path) LIKE '%.mdown'
+            OR lower(path) LIKE '%.mkd' OR lower(path) LIKE '%.mkdn')
+        """,
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
-    m001_tables, m002_vector_stamps, m003_use_vectors, m004_source_files, m005_notes,
+    m001_tables, m002_vector_stamps, m003_use_vectors, m004_source_files, m005_notes, m006_source_url,
+    m007_note_dates,
 )  # fmt: skip
 
 

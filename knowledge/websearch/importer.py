@@ -3,7 +3,9 @@
 The only input is a source id (``web-1`` … ``web-5``) and the chat it came from: the URL is
 looked up in that chat's latest search record, never taken from the model or the user. The
 bytes go to the inbox atomically with a ``NAME.source.json`` sidecar written first; the
-daemon converts and indexes them like any other file, and the caller waits for its record.
+daemon converts and indexes them like any other file, and the caller waits for its record. A page
+imported before is fetched again: the same bytes are "already" there; a changed page replaces the
+earlier version in the same document (knowledge.ingest.pipeline).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 from knowledge.config import Settings
 from knowledge.errors import IndexError_, Refused
-from knowledge.ingest.handoff import deliver, failure_reason, ingest_record
+from knowledge.ingest.handoff import deliver, failure_reason, ingest_record, last_ingest
 from knowledge.ingest.lock import holder
 from knowledge.ingest.raw import slugify
 from knowledge.store.index import Index
@@ -43,7 +45,8 @@ class ImportRefused(Refused):
 
 @dataclass(frozen=True)
 class ImportResult:
-    """What happened to an import: indexed, already (imported before), queued, or failed."""
+    """What happened to an import: indexed (``is_replacement``: over the page's earlier version, whose
+    text no longer answers), already (these very bytes were imported before), queued, or failed."""
 
     status: str
     source_id: str
@@ -56,6 +59,7 @@ class ImportResult:
     message: str | None = None
     kept_at: str | None = None
     sha256: str | None = None  # of the bytes put into the inbox (to follow a queued one)
+    is_replacement: bool = False  # indexed over the earlier version imported from the same URL
 
 
 def select(
@@ -108,28 +112,29 @@ def file_name(title: str, url: str, kind: str) -> str:
     return stem[:60] + EXTENSIONS.get(kind, ".html")
 
 
-def already_imported(index_path: Path, url: str) -> tuple[str, str] | None:
-    """(doc_id, title) of a document imported from this URL, if there is one."""
+def imported_before(index_path: Path, url: str) -> str | None:
+    """The id of the document imported from this URL before, if there is one (its page is fetched
+    again all the same: the daemon keeps the same bytes as they are and replaces a changed page)."""
     try:
         with Index(index_path, readonly=True) as index:
-            row = index.conn.execute(
-                "SELECT id, title FROM documents WHERE source_url = ? ORDER BY id LIMIT 1", (url,)
-            ).fetchone()
-    except IndexError_:  # unknown: import it anyway, the daemon finds a duplicate when it indexes it
+            doc = index.document_by_source_url(url)
+    except IndexError_:
         return None
-    return (row[0], row[1]) if row else None
+    return doc.id if doc is not None else None
 
 
 async def wait_for_ingest(
-    settings: Settings, path: Path, sha256: str, *, timeout_s: float, poll_s: float = 0.2
+    settings: Settings, path: Path, sha256: str, *, timeout_s: float, poll_s: float = 0.2, after: int = 0
 ) -> dict | None:
     """The daemon's ingest record for these bytes at path, or None when none came in time.
 
-    Matched by name and content hash: an earlier file of the same name has its own records.
+    Matched by name and content hash, among the records after ``after`` (knowledge.ingest.handoff.last_ingest
+    before the file was handed over): an earlier file of the same name, even with the same bytes (a page
+    imported again), has its own records.
     """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        record = await asyncio.to_thread(ingest_record, settings.index_path, str(path), sha256)
+        record = await asyncio.to_thread(ingest_record, settings.index_path, str(path), sha256, after=after)
         if record is not None:
             return record
         await asyncio.sleep(poll_s)
@@ -153,14 +158,11 @@ async def import_web_source(
     ``progress`` hears "downloading" and then "converting" (for a progress line in a chat).
     """
     record, candidate = select(store, chat_id, source_id, *extra, search_id=search_id)
-    done = already_imported(settings.index_path, candidate.url)
-    if done is not None:
-        return ImportResult(
-            "already", source_id, candidate.url, record.question, doc_id=done[0], title=done[1]
-        )
     if progress is not None:
         await progress("downloading")
     fetched = await fetch(candidate.url)
+    before = await asyncio.to_thread(imported_before, settings.index_path, fetched.final_url)
+    after = await asyncio.to_thread(last_ingest, settings.index_path)
     sidecar = {
         "source_url": fetched.final_url,
         "requested_url": candidate.url,
@@ -188,7 +190,7 @@ async def import_web_source(
             "queued", source_id, candidate.url, record.question, kept_at=str(path), sha256=fetched.sha256,
             message="the daemon is not running: the page waits in the inbox until it starts (kb daemon or kb run)",
         )  # fmt: skip
-    ingest = await wait_for_ingest(settings, path, fetched.sha256, timeout_s=wait_s)
+    ingest = await wait_for_ingest(settings, path, fetched.sha256, timeout_s=wait_s, after=after)
     if ingest is None:
         return ImportResult(
             "queued", source_id, candidate.url, record.question, kept_at=str(path), sha256=fetched.sha256,
@@ -198,6 +200,7 @@ async def import_web_source(
         return ImportResult(
             "indexed", source_id, candidate.url, record.question,
             doc_id=ingest["doc_id"], title=ingest["title"], chunks=ingest["chunks"],
+            is_replacement=before is not None and ingest["doc_id"] == before,
         )  # fmt: skip
     if ingest["status"] == "duplicate":
         return ImportResult(

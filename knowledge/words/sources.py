@@ -53,6 +53,13 @@ SAID = {
     "absent": N_("(not there now: its documents are kept)"),
 }
 
+# Where a source's document is opened (knowledge.sources.opening), before its link or path.
+OPENING = {
+    "obsidian": N_("Open it in Obsidian:"),
+    "file": N_("The file on your computer:"),
+    "gone": N_("The file could not be read there now ({error})."),
+}
+
 STATES = {
     "indexed": N_("indexed"),
     "waiting": N_("waiting"),
