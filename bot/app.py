@@ -104,19 +104,23 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
     app.add_handler(TypeHandler(Update, gatekeeper), group=-1)
     app.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, on_edited))
     app.add_handler(MessageHandler(new & (filters.FORWARDED | IN_ALBUM), on_forward))  # kept, not answered
-    app.add_handler(CommandHandler(["start", "help"], on_help, filters=new))
-    app.add_handler(CommandHandler("search", on_search, filters=new))
-    app.add_handler(CommandHandler("import", on_import, filters=new))
-    app.add_handler(CommandHandler("sources", on_sources, filters=new))
-    app.add_handler(CommandHandler("digest", on_digest, filters=new))
-    app.add_handler(CommandHandler("find", on_find, filters=new))
-    app.add_handler(CommandHandler("folders", on_folders, filters=new))
-    app.add_handler(CommandHandler("status", on_status, filters=new))
-    app.add_handler(CommandHandler("forget", on_forget, filters=new))
-    app.add_handler(CommandHandler("note", on_note, filters=new))
-    app.add_handler(CommandHandler("new", on_new, filters=new))
-    app.add_handler(CommandHandler("stop", on_stop, filters=new))
-    app.add_handler(CommandHandler("lang", on_lang, filters=new))
+    commands = {
+        ("start", "help"): on_help,
+        "search": on_search,
+        "import": on_import,
+        "sources": on_sources,
+        "digest": on_digest,
+        "find": on_find,
+        "folders": on_folders,
+        "status": on_status,
+        "forget": on_forget,
+        "note": on_note,
+        "new": on_new,
+        "stop": on_stop,
+        "lang": on_lang,
+    }
+    for names, handle in commands.items():
+        app.add_handler(CommandHandler(list(names) if isinstance(names, tuple) else names, handle, filters=new))
     app.add_handler(MessageHandler(new & filters.COMMAND, on_unknown))  # after every known command
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), on_voice))
     app.add_handler(MessageHandler(new & filters.PHOTO, on_photo))
