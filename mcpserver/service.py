@@ -95,7 +95,11 @@ class Kb:
         carrying it (SourceRefused naming the tags used most for a tag no document carries)."""
         query = check_query(query)
         await self.warmed()
-        scope = await asyncio.to_thread(scope_asked, self.settings.home, source, tag, self.engine.open_index)
+        scope = None
+        if source is not None or tag is not None:  # kb.toml and the index's tags are read off the loop
+            scope = await asyncio.to_thread(
+                scope_asked, self.settings.home, source, tag, self.engine.open_index
+            )
         k = min(max(limit, 1), MAX_LIMIT)
         meaning = self.engine.meaning
         translate = self.engine.translator if meaning is not None else None
