@@ -5,7 +5,8 @@ Figures printed (medians and p95; the machine is shared and noisy, so nothing he
 
 1. ``kb search --json QUERY`` as a process per query: median and p95 of ``--process-runs`` (5) runs;
 2. ``kb mcp`` over stdio, driven by the SDK's client: server start to first answer (initialize, list the
-   tools, one search), then ``--queries`` (50) warm searches: median, p95, and the ratio to (1);
+   tools, one search), then ``--queries`` (50) warm searches: median, p95, and the ratio to (1). Every query
+   is a different one (the first answer's too), so nothing kept between calls can answer one seen before;
 3. ``kb mcp --http`` on a free loopback port: the same, over Streamable HTTP;
 4. 8 HTTP clients at once, ``--queries`` searches each, while ``kb ingest`` writes ``--ingest-docs`` (100)
    new documents into the same index: median, p95 and how many calls failed (target: none).
@@ -16,7 +17,9 @@ Chinese and Thai (the sample bundled with the tests), ingested through the usual
 every chunk has a vector of the model's dimension; embedding 10,000 real chunks takes long here, so those
 stored vectors are SYNTHETIC random unit vectors: their cost is measured, not their ranking. ``--embed off``
 measures search by words alone. Targets (issue 37): a warm hybrid search median <= 30 ms at 10k chunks,
-start to first answer <= 2 s.
+start to first answer <= 2 s. The machine's load average is printed before and after: on a shared 2-core
+machine the figures follow it. kb's modules are byte-compiled once, as an installed kb's are, whatever the
+caller's PYTHONDONTWRITEBYTECODE says.
 
     python bench/mcp_search.py [--chunks 10000] [--queries 50] [--process-runs 5] [--embed local|off] [--keep DIR]
 """
@@ -87,8 +90,10 @@ def synthetic_doc(rng: random.Random, pool: dict[str, list[str]], n: int) -> str
 
 
 def env_for(embed: str, llm_port: int) -> dict[str, str]:
-    """No KB_ settings from the caller: no model server (a closed port), no translations, no hub."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    """No KB_ settings from the caller: no model server (a closed port), no translations, no hub. kb's
+    modules are byte-compiled once (their __pycache__, git-ignored), as an installed kb's are, even when the
+    caller says not to (PYTHONDONTWRITEBYTECODE): otherwise every process would compile them again."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KB_") and k != "PYTHONDONTWRITEBYTECODE"}
     return {
         **base, "KB_MODEL": "", "KB_TOKENIZER": "", "KB_EMBED": embed, "KB_TRANSLATE": "off", "KB_SUMMARIES": "off",
         "KB_LLM_URL": f"http://127.0.0.1:{llm_port}/v1", "HF_HUB_OFFLINE": "1", "KB_LOG_LEVEL": "warning",
@@ -133,13 +138,19 @@ def build(home: Path, env: dict[str, str], chunks: int) -> Settings:
 
 
 def queries(n: int) -> list[str]:
-    """Questions made of a few words of the sample's sentences, in the three languages in turn."""
+    """n distinct questions made of a few words of the sample's sentences, in the three languages in turn:
+    each is asked once, so nothing a server keeps between calls can answer one it has seen."""
     rng, pool = random.Random(11), sentences()
-    out = []
-    for i in range(n):
-        s = rng.choice(pool[LANGS[i % 3]])
-        out.append(" ".join(s.split()[:8]) if LANGS[i % 3] == "en" else s[:24])
-    return out
+    distinct = {}
+    for lang in LANGS:
+        firsts = [" ".join(s.split()[:8]) if lang == "en" else s[:24] for s in pool[lang]]
+        seconds = [" ".join(s.split()[8:16]) if lang == "en" else s[24:48] for s in pool[lang]]
+        rng.shuffle(firsts)
+        rng.shuffle(seconds)
+        distinct[lang] = list(dict.fromkeys(q for q in firsts + seconds if len(q) >= 12))
+    if n > 3 * min(len(d) for d in distinct.values()):
+        raise SystemExit(f"at most {3 * min(len(d) for d in distinct.values())} distinct queries")
+    return [distinct[LANGS[i % 3]][i // 3] for i in range(n)]
 
 
 def kb(home: Path, *args: str) -> list[str]:
@@ -176,13 +187,13 @@ async def timed_searches(c: Client, qs: list[str]) -> list[float]:
     return took
 
 
-async def bench_stdio(home: Path, env: dict[str, str], qs: list[str]) -> float:
+async def bench_stdio(home: Path, env: dict[str, str], first: str, qs: list[str]) -> float:
     params = StdioServerParameters(command=sys.executable, args=["-m", "cli.main", "--home", str(home), "mcp"],
                                    env=env, cwd=str(ROOT))  # fmt: skip
     t0 = time.perf_counter()
     async with Client(params) as c:
         await c.list_tools()
-        await c.call_tool("search", {"query": qs[0]})
+        await c.call_tool("search", {"query": first})
         print(f"{'stdio: start to first answer':<44} {time.perf_counter() - t0:8.2f} s", flush=True)
         return figures("MCP search over stdio (warm)", await timed_searches(c, qs))
 
@@ -199,7 +210,7 @@ async def wait_listening(port: int, proc: subprocess.Popen) -> None:
     raise SystemExit("kb mcp --http exited")
 
 
-async def bench_http(home: Path, env: dict[str, str], qs: list[str], ingest_docs: int) -> float:
+async def bench_http(home: Path, env: dict[str, str], first: str, qs: list[str], ingest_docs: int) -> float:
     port = free_port()
     t0 = time.perf_counter()
     proc = subprocess.Popen(kb(home, "mcp", "--http", "--port", str(port)), env=env, cwd=ROOT)
@@ -208,7 +219,7 @@ async def bench_http(home: Path, env: dict[str, str], qs: list[str], ingest_docs
         await wait_listening(port, proc)
         async with Client(url) as c:
             await c.list_tools()
-            await c.call_tool("search", {"query": qs[0]})
+            await c.call_tool("search", {"query": first})
             print(f"{'http: start to first answer':<44} {time.perf_counter() - t0:8.2f} s", flush=True)
             median = figures("MCP search over HTTP (warm)", await timed_searches(c, qs))
         await bench_concurrent(home, env, url, qs, ingest_docs)
@@ -265,13 +276,17 @@ def main() -> int:
     home = args.keep or Path(tempfile.mkdtemp(prefix="kb-mcp-bench-"))
     env = env_for(args.embed, free_port())
     build(home, env, args.chunks)
-    qs = queries(args.queries)
+    first, *qs = queries(args.queries + 1)  # the first answer's query is not timed again
+    print(
+        f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores", flush=True
+    )
     process = bench_processes(home, env, qs, args.process_runs)
-    stdio = asyncio.run(bench_stdio(home, env, qs))
-    http = asyncio.run(bench_http(home, env, qs, args.ingest_docs))
+    stdio = asyncio.run(bench_stdio(home, env, first, qs))
+    http = asyncio.run(bench_http(home, env, first, qs, args.ingest_docs))
     print(
         f"\nwarm MCP search vs a kb search process: stdio {process / stdio:.0f}x, http {process / http:.0f}x faster"
     )
+    print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     return 0
 
 

@@ -4,23 +4,34 @@ process that started it) or over loopback HTTP (any number of local clients) unt
 from __future__ import annotations
 
 import asyncio
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import structlog
 
+from knowledge.blas import limit_blas_threads
 from knowledge.config import Settings
-from mcpserver.app import build_server
 from mcpserver.http import http_app, loopback_sockets, marked, uvicorn_server
-from mcpserver.service import open_kb
+from mcpserver.service import Kb, open_kb
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = structlog.get_logger()
+
+
+def started(kb: Kb) -> MCPServer:
+    """The MCP server over the knowledge base (the SDK is imported here, while the knowledge base warms)."""
+    from mcpserver.app import build_server
+
+    return build_server(kb)
 
 
 async def serve_stdio(settings: Settings) -> None:
     """Serve one client on stdin/stdout (nothing else is written to stdout) until it closes them."""
     async with open_kb(settings) as kb:
+        server = started(kb)
         log.info("mcp.started", transport="stdio")
-        await build_server(kb).run_stdio_async()
+        await server.run_stdio_async()
 
 
 async def serve_http(settings: Settings, port: int, *, err: TextIO) -> None:
@@ -28,7 +39,7 @@ async def serve_http(settings: Settings, port: int, *, err: TextIO) -> None:
     sockets = loopback_sockets(port)  # bound first: a port in use fails before the model loads
     async with open_kb(settings) as kb:
         token = settings.mcp_token
-        server = uvicorn_server(http_app(build_server(kb), token=token))
+        server = uvicorn_server(http_app(started(kb), token=token))
         with marked(settings.runs, port=port, has_token=bool(token)):
             url = f"http://127.0.0.1:{port}/mcp"
             log.info("mcp.started", transport="http", url=url, token=bool(token))
@@ -39,4 +50,5 @@ async def serve_http(settings: Settings, port: int, *, err: TextIO) -> None:
 
 def run(settings: Settings, *, http: bool, port: int, err: TextIO) -> None:
     """Run the server until its client leaves (stdio) or it is interrupted (HTTP)."""
+    limit_blas_threads(1)  # short questions, one product at a time each: see knowledge.blas
     asyncio.run(serve_http(settings, port, err=err) if http else serve_stdio(settings))

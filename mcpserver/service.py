@@ -4,6 +4,7 @@ for the server's life, and one method per tool that returns its result shape."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from knowledge.retrieval.search import Found, find
 from knowledge.retrieval.sufficiency import judge
 from knowledge.retrieval.translate import search_translated
 from knowledge.sources.registry import scope_asked
+from knowledge.store.readers import Readers
 from knowledge.websearch.importer import ImportResult, import_web_source, select
 from knowledge.websearch.store import Candidate, CandidateStore
 from knowledge.words.catalog import Words, terminal_words
@@ -70,18 +72,19 @@ class Kb:
     fetch: Fetch
     words: Words
     counter: tuple[TokenCounter, str | None]
+    readers: Readers  # the index's read-only connections, kept between calls
+    warming: asyncio.Future[None] | None = None  # the start's warm-up (see open_kb), while it runs
 
     def _find(self, query: str, k: int, translations: Sequence[str], scope: Scope | None = None) -> Found:
         """kb search's ranking and verdict for one query (the same library call, the warm vectors)."""
         try:
-            index = self.engine.open_index()
+            with self.readers.borrowed() as index:
+                return find(
+                    index, query, k=k, meaning=self.engine.meaning, threshold=self.settings.min_relevance,
+                    translations=translations, scope=scope,
+                )  # fmt: skip
         except IndexMissing:
             return Found([], judge([], vectors=self.engine.meaning is not None))
-        with index:
-            return find(
-                index, query, k=k, meaning=self.engine.meaning, threshold=self.settings.min_relevance,
-                translations=translations, scope=scope,
-            )  # fmt: skip
 
     async def search(
         self, query: str, limit: int, source: str | None = None, tag: str | None = None
@@ -91,7 +94,12 @@ class Kb:
         documents (SourceRefused naming the sources for a name no source has); ``tag``: only the notes
         carrying it (SourceRefused naming the tags used most for a tag no document carries)."""
         query = check_query(query)
-        scope = await asyncio.to_thread(scope_asked, self.settings.home, source, tag, self.engine.open_index)
+        await self.warmed()
+        scope = None
+        if source is not None or tag is not None:  # kb.toml and the index's tags are read off the loop
+            scope = await asyncio.to_thread(
+                scope_asked, self.settings.home, source, tag, self.engine.open_index
+            )
         k = min(max(limit, 1), MAX_LIMIT)
         meaning = self.engine.meaning
         translate = self.engine.translator if meaning is not None else None
@@ -108,7 +116,7 @@ class Kb:
     def get(self, document_id: str, start_line: int | None, end_line: int | None) -> DocumentLines:
         """Lines of one document's text (all of it by default), within the line and size caps."""
         try:
-            with self.engine.open_index() as index:
+            with self.readers.borrowed() as index:
                 doc = index.document(document_id)
         except IndexMissing:
             doc = None
@@ -137,6 +145,7 @@ class Kb:
     async def ask(self, question: str, conversation: str | None) -> Answered:
         """kb's cited answer (or its degraded answer and why), in a named conversation when given one."""
         question = check_query(question, what="question")
+        await self.warmed()
         language = self.words.language
         if conversation:
             key = f"{CHAT}:{conversation}"
@@ -231,14 +240,26 @@ class Kb:
         )  # fmt: skip
 
     def warm(self) -> None:
-        """Load what the first search would: the vectors in memory, the embedder, the analyzer."""
-        self._find("kb", 1, ())
+        """Load what the first search would: the vectors in memory, the embedder, the analyzer. A failure
+        is logged: the first search meets it again and says it."""
+        started = time.perf_counter()
+        try:
+            self._find("kb", 1, ())
+        except Exception as exc:  # whatever it is, the server starts: each search reports its own
+            log.warning("mcp.warm_failed", reason=f"{type(exc).__name__}: {exc}"[:300])
+            return
+        log.info("mcp.warmed", ms=round((time.perf_counter() - started) * 1000, 1))
+
+    async def warmed(self) -> None:
+        """Return when the start's warm-up is done (at once when it already is)."""
+        if self.warming is not None:
+            await asyncio.shield(self.warming)
 
 
 @asynccontextmanager
 async def open_kb(settings: Settings, *, fetch: Fetch | None = None) -> AsyncIterator[Kb]:
-    """The warm knowledge base for the server's life (``fetch``: the guarded download; tests pass one
-    allowed to reach 127.0.0.1)."""
+    """The knowledge base for the server's life, warming (``search`` and ``ask`` wait for it); ``fetch``:
+    the guarded download (tests pass one allowed to reach 127.0.0.1)."""
     from knowledge.wiring import candidate_store, conversing, load_language, make_fetcher, open_engine
 
     language = load_language(settings)
@@ -246,6 +267,13 @@ async def open_kb(settings: Settings, *, fetch: Fetch | None = None) -> AsyncIte
         kb = Kb(
             settings, engine, conversing(settings, engine), candidate_store(settings),
             fetch or make_fetcher(settings).fetch, terminal_words(settings), (language[0], language[2]),
+            Readers(settings.index_path, engine.open_index),
         )  # fmt: skip
-        await asyncio.to_thread(kb.warm)
-        yield kb
+        # Warmed on a thread of its own from now on (run_in_executor starts it at once), while the caller
+        # goes on: the server's SDK is imported and its first requests answered meanwhile.
+        kb.warming = asyncio.get_running_loop().run_in_executor(None, kb.warm)
+        try:
+            yield kb
+        finally:
+            await asyncio.wait([kb.warming])
+            kb.readers.close()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
+import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -433,3 +435,55 @@ async def test_without_elicitation_the_owner_is_asked_in_telegram_and_the_tap_im
 def settings_inbox_has_files(settings: Settings) -> bool:
     """Whether anything (but folders) is in the inbox."""
     return settings.inbox.exists() and any(p.is_file() for p in settings.inbox.iterdir())
+
+
+async def test_a_damaged_index_does_not_stop_the_server_and_search_says_the_fix(tmp_path):
+    settings = make_settings(tmp_path / "kb", KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")
+    settings.index_path.parent.mkdir(parents=True)
+    settings.index_path.write_bytes(b"not an index at all, " * 200)
+    async with serving(settings) as url, client(url) as c:
+        tools = {t.name for t in (await c.list_tools()).tools}
+        found = await c.call_tool("search", {"query": "How deep is Lake Quillan?"})
+    assert "search" in tools
+    assert found.is_error and "damaged" in found.content[0].text and "kb reindex" in found.content[0].text
+
+
+async def test_each_http_answer_is_sent_at_once_not_held_for_an_acknowledgement():
+    """Nagle's algorithm is off on every connection kb mcp --http accepts (uvicorn serves its sockets through
+    asyncio's server, as here): a response's body never waits for the client to acknowledge its headers."""
+    sockets = loopback_sockets(0)
+    accepted: list[int] = []
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        accepted.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    servers = [await asyncio.start_server(on_connection, sock=s) for s in sockets]
+    try:
+        for s in sockets:
+            host, port = s.getsockname()[:2]
+            async with asyncio.timeout(10):
+                reader, writer = await asyncio.open_connection(host, port)
+                await reader.read()  # the server has closed it
+                writer.close()
+                await writer.wait_closed()
+    finally:
+        for server in servers:
+            server.close()
+    assert accepted and all(accepted)
+
+
+def test_kb_mcp_starts_without_the_converters_libraries_and_warms_before_the_sdk():
+    """What kb mcp imports before it serves: the converters' libraries are left to a conversion, and the SDK
+    is imported once the knowledge base has begun warming (mcpserver.main does not import it)."""
+    probe = (
+        "import sys, cli.main, mcpserver.main, mcpserver.service\n"
+        "before = sorted(m for m in ('mcp', 'trafilatura', 'pypdf', 'PIL', 'yaml') if m in sys.modules)\n"
+        "import mcpserver.app\n"
+        "print(before, sorted(m for m in ('trafilatura', 'pypdf', 'PIL', 'yaml') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env=subprocess_env(), cwd=str(Path(__file__).resolve().parents[1]))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] []"

@@ -21,26 +21,32 @@ from functools import partial
 from pathlib import PurePath
 
 from knowledge.convert.base import TITLE_MAX_CHARS, Converted, Limits, OcrFacts
-from knowledge.convert.html import convert_html_bytes
-from knowledge.convert.image import image_to_markdown
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.convert.obsidian import base_to_markdown, canvas_to_markdown
 from knowledge.convert.ocr import OcrSpec
 from knowledge.convert.pagestore import PageStore
-from knowledge.convert.pdf import pdf_to_markdown
 from knowledge.convert.sniff import sniff
-from knowledge.convert.svg import svg_to_markdown
-from knowledge.convert.text import text_to_markdown
 from knowledge.errors import ConversionError
 from knowledge.text import shorten
 
 __all__ = ["Converted", "Limits", "OcrFacts", "OcrSpec", "convert_source"]
 
-_DRAWINGS_AND_BOARDS: dict[str, Callable[..., Converted]] = {
-    "svg": svg_to_markdown,
-    "canvas": canvas_to_markdown,
-    "base": base_to_markdown,
-}
+# The converters are imported by the first conversion of their kind, not with the package: their
+# libraries (trafilatura, pypdf, Pillow, PyYAML…) cost a process that only reads the index (kb search,
+# kb mcp) a few hundred milliseconds of its start.
+
+
+def _drawing_or_board(kind: str) -> Callable[..., Converted]:
+    """The converter of an SVG drawing, an Obsidian canvas or an Obsidian base."""
+    if kind == "svg":
+        from knowledge.convert.svg import svg_to_markdown
+
+        return svg_to_markdown
+    from knowledge.convert.obsidian import base_to_markdown, canvas_to_markdown
+
+    return canvas_to_markdown if kind == "canvas" else base_to_markdown
+
+
+_DRAWINGS_AND_BOARDS = frozenset({"svg", "canvas", "base"})
 
 
 def convert_source(
@@ -73,6 +79,8 @@ def convert_source(
     total_s: float | None = None  # however often pages are reported, never longer than this
     convert: Callable[..., Converted]
     if kind == "pdf":
+        from knowledge.convert.pdf import pdf_to_markdown
+
         convert = partial(
             pdf_to_markdown,
             max_pages=limits.pdf_max_pages,
@@ -88,15 +96,21 @@ def convert_source(
         ocr_s = min(limits.ocr_turn_s, limits.ocr_budget_s) if pages is not None else limits.ocr_budget_s
         total_s = timeout_s + ocr_s + page_timeout_s  # a turn may end with one page begun in time
     elif kind == "image":
+        from knowledge.convert.image import image_to_markdown
+
         if ocr is None or not ocr.is_on:  # refused here: no worker needs to start for it
             return image_to_markdown(data, name=name, ocr=None)
         convert = partial(image_to_markdown, name=name, ocr=ocr)
         page_timeout_s = limits.ocr_page_timeout_s + 5.0
     elif kind == "html":
+        from knowledge.convert.html import convert_html_bytes
+
         convert = partial(convert_html_bytes, declared=declared_charset, base_url=source_url)
     elif kind in _DRAWINGS_AND_BOARDS:
-        convert = partial(_DRAWINGS_AND_BOARDS[kind], name=name)
+        convert = partial(_drawing_or_board(kind), name=name)
     else:
+        from knowledge.convert.text import text_to_markdown
+
         convert = partial(text_to_markdown, markdown=kind == "markdown", declared=declared_charset)
     if runner is not None:
         converted = runner.call(

@@ -64,6 +64,15 @@ def unreadable(path: Path, exc: BaseException, doing: str = "open") -> IndexUnre
     return IndexUnreadable(reason, message)
 
 
+class ReadAsIs(sqlite3.Connection):
+    """A connection that reads the file as it is on disk (``immutable``): it never sees a later write."""
+
+
+def is_read_as_is(conn: sqlite3.Connection) -> bool:
+    """Whether this connection reads the file as it was on disk when it was opened (see connect)."""
+    return isinstance(conn, ReadAsIs)
+
+
 def _read_only(path: Path, timeout_s: float, *, immutable: bool) -> sqlite3.Connection:
     return sqlite3.connect(
         f"file:{path}?mode=ro" + ("&immutable=1" if immutable else ""),
@@ -71,6 +80,7 @@ def _read_only(path: Path, timeout_s: float, *, immutable: bool) -> sqlite3.Conn
         timeout=timeout_s,
         isolation_level=None,
         check_same_thread=False,
+        factory=ReadAsIs if immutable else sqlite3.Connection,
     )
 
 
