@@ -1,24 +1,17 @@
-"""numpy's BLAS threads: kept to what kb mcp asks, and the products the same, bit for bit."""
+"""numpy's BLAS threads: kb mcp keeps them to one, and the products are the same, bit for bit."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
-from knowledge.blas import blas_threads, limit_blas_threads
+from threadpoolctl import threadpool_info, threadpool_limits
 
 
-@pytest.fixture
-def threads():
-    """numpy's BLAS thread count, put back after the test (skipped where it cannot be asked: not OpenBLAS)."""
-    before = blas_threads()
-    if before is None:
-        pytest.skip("numpy's BLAS here is not an OpenBLAS of its own")
-    yield before
-    limit_blas_threads(before)
+def blas_threads() -> list[int]:
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
 
 
-def test_one_thread_is_kept_to_and_gives_the_same_products(threads):
+def test_one_thread_is_kept_to_and_gives_the_same_products():
+    assert blas_threads()  # numpy's own OpenBLAS is there to be limited
     rng = np.random.default_rng(3)
     tokens, weights = (
         rng.standard_normal((24, 512), dtype=np.float32),
@@ -28,9 +21,9 @@ def test_one_thread_is_kept_to_and_gives_the_same_products(threads):
         rng.standard_normal((600, 512), dtype=np.float32),
         rng.standard_normal(512, dtype=np.float32),
     )
-    limit_blas_threads(2)
-    before = (tokens @ weights, rows @ vector)
-    assert limit_blas_threads(1) >= 1
-    assert blas_threads() == 1
-    after = (tokens @ weights, rows @ vector)
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = (tokens @ weights, rows @ vector)
+    with threadpool_limits(limits=1, user_api="blas"):  # as kb mcp runs
+        assert blas_threads() == [1] * len(blas_threads())
+        after = (tokens @ weights, rows @ vector)
     assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
