@@ -120,7 +120,9 @@ def test_database_copies_are_private_from_the_start_and_removed_when_stopped(sma
     watcher.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            backup(small, dest, pages=1, pause_s=0.05)
+            # Half a second a page: the copy stays there for many seconds, long enough for the watcher to
+            # see it on a machine too busy to run its thread for a while (the signal ends the wait at once).
+            backup(small, dest, pages=1, pause_s=0.5)
         assert signal.getsignal(signal.SIGTERM) is fallback  # kb put the handler it found back
     finally:
         watcher.join(WAIT_S)

@@ -5,13 +5,13 @@ import re
 import select
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests import pdfs
 from tests.conftest import subprocess_env
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer, free_port
+from tests.test_daemon import wait_for
 
 
 @pytest.fixture
@@ -162,12 +162,10 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path, run_kb):
         env=env,
     )
     try:
-        deadline = time.monotonic() + 20
-        while (
-            time.monotonic() < deadline
-            and json.loads(run_kb("--home", str(home), "status", "--json").stdout)["documents"] < 1
-        ):
-            time.sleep(0.1)
+        wait_for(
+            lambda: json.loads(run_kb("--home", str(home), "status", "--json").stdout)["documents"] >= 1,
+            what="the daemon to index the note",
+        )
         out, err = proc.communicate("when does the zebrafish sleep\n/quit\n", timeout=30)
     finally:
         proc.kill()

@@ -226,7 +226,7 @@ class Records:
                 return list(self._calls)
             return [c for c in self._calls if c.method.lower() == method.lower()]
 
-    async def wait_for(self, predicate: Callable[[Call], bool] | str, timeout_s: float = 5.0) -> Call:
+    async def wait_for(self, predicate: Callable[[Call], bool] | str, timeout_s: float = 60.0) -> Call:
         """The first recorded call (earlier ones included) that matches; waits up to ``timeout_s``.
 
         ``predicate`` is a function of a Call or a method name. To wait for a *new* call, compare
@@ -242,7 +242,7 @@ class Records:
                 raise TimeoutError(f"no matching Bot API call within {timeout_s}s; calls: {self._summary()}")
             await asyncio.sleep(0.005)
 
-    async def wait_until(self, condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
         """Waits until ``condition()`` (about the stand-in's state) is true. Raises TimeoutError."""
         deadline = time.monotonic() + timeout_s
         while not condition():
