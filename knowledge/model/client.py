@@ -32,15 +32,17 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from knowledge.config import DEFAULT_LLM_MODEL
 from knowledge.errors import ModelError
 from knowledge.model.reach import Reach
 from knowledge.model.untrusted import safe_messages
 from knowledge.text import has_surrogates, one_line
+
+if TYPE_CHECKING:  # aiohttp is imported where a request is made: a command that asks no model never loads it
+    import aiohttp
 
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
 TOKEN_CHARS = 32  # the most text one token says (a run of spaces, a long word): a stream's text cap
@@ -169,6 +171,8 @@ class ModelClient:
         max_concurrency: int = 1,
         enable_thinking: bool = False,
     ) -> None:
+        import aiohttp  # already loaded by whoever made the session
+
         self.session = session
         self.base_url = base_url.rstrip("/")
         self.model = model  # the name each request carries
@@ -235,6 +239,8 @@ class ModelClient:
             messages, model=self.model, max_tokens=max_tokens, temperature=temperature, stop=None,
             enable_thinking=self.enable_thinking, stream=True,
         )  # fmt: skip
+        import aiohttp
+
         async with self._slots:
             t0 = time.perf_counter()
             state = _Streamed(t0, *stream_caps(max_tokens))
@@ -320,6 +326,8 @@ class ModelClient:
         return Reach(models, health[0], models_error, said)
 
     async def _post_json(self, path: str, payload: dict[str, object], *, max_bytes: int) -> object:
+        import aiohttp
+
         url = self.base_url + path
         for attempt in (1, 2):
             try:
@@ -346,6 +354,8 @@ class ModelClient:
 
     async def _get(self, url: str) -> tuple[int, bytes]:
         """The HTTP status and body of a GET; ModelUnavailable when nothing answers."""
+        import aiohttp
+
         try:
             async with self.session.get(url, timeout=self.timeout) as resp:
                 return resp.status, await resp.read()

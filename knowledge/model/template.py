@@ -7,9 +7,9 @@ and counts with the same ``tokenizer.json``, so the figure it computes before se
 ``usage.prompt_tokens`` the server reports.
 
 A template comes from whoever published the model (or a mirror of it), so it is rendered under a
-budget: in Jinja's immutable sandbox, with the items of all its loops held to ``LOOP_ITEMS``, the
-clock to ``RENDER_S`` (looked at on every loop item, call and piece of text) and the text it makes,
-repetitions (``'x' * n``) and powers to a size. ``load_template`` renders it once on a short
+budget: in Jinja's immutable sandbox (``knowledge.model.sandbox``), with the items of all its loops
+held to ``LOOP_ITEMS``, the clock to ``RENDER_S`` (looked at on every loop item, call and piece of
+text) and the text it makes, repetitions (``'x' * n``) and powers to a size. ``load_template`` renders it once on a short
 conversation (``PROBE_MESSAGES``, within ``PROBE_S``); one that fails or goes past a budget there is
 not used: prompts are counted as ChatML, a warning is logged and ``ChatTemplate.note`` says why. One
 that goes past a budget later, on an answer's messages, is counted as ChatML from then on (the same
@@ -20,24 +20,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import structlog
-from jinja2 import Template, TemplateError, nodes, pass_context
-from jinja2.exceptions import SecurityError
-from jinja2.ext import loopcontrols
-from jinja2.runtime import Context
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from knowledge.errors import KbError
 from knowledge.model.tokenizer import HfCounter, TokenCounter
 from knowledge.text import one_line
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 # A ChatML template (the Qwen family's shape), for a tokenizer folder without a template.
 FALLBACK_TEMPLATE = (
@@ -51,10 +47,8 @@ log = structlog.get_logger()
 
 # What one render of a chat template may cost. Qwen3's takes a few loop items per message and about a
 # millisecond, and its text is the messages plus a few dozen characters each.
-LOOP_ITEMS = 100_000  # items all the loops of one render may take (and the longest range)
 RENDER_S = 2.0  # the wall time of one render
 OUTPUT_SLACK_CHARS = 65_536  # the text one render may make beyond four times its messages'
-POWER_BITS = 4_096  # the largest number ``**`` may make
 # The check at load: one render of a short conversation, within PROBE_S.
 PROBE_S = 0.5
 PROBE_MESSAGES = (
@@ -67,128 +61,6 @@ PROBE_MESSAGES = (
 
 class PromptError(KbError):
     """The chat template cannot be loaded or rendered."""
-
-
-class _OverBudget(SecurityError):
-    """A render went past one of its budgets; the message says which, as a clause ("it loops…")."""
-
-
-@dataclass
-class _Budget:
-    """What is left of one render's budget."""
-
-    items: int
-    chars: int
-    deadline: float
-    limit_s: float
-
-    def spend(self, items: int = 0) -> None:
-        """Charge loop items (or nothing, only the clock); _OverBudget when one runs out."""
-        self.items -= items
-        if self.items < 0:
-            raise _OverBudget(f"it loops more than {LOOP_ITEMS:,} times")
-        if time.perf_counter() > self.deadline:
-            raise _OverBudget(f"it takes more than {self.limit_s:g} s")
-
-    def size(self, chars: int) -> None:
-        """Refuse a text longer than a render may make."""
-        if chars > self.chars:
-            raise _OverBudget(f"it makes a text longer than {self.chars:,} characters")
-
-
-# The budget of the render running in this thread (Jinja calls the sandbox's hooks without it).
-_BUDGET: ContextVar[_Budget | None] = ContextVar("kb_chat_template_budget", default=None)
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """Jinja's immutable sandbox with repetition, powers and calls held to the render's budget (loops
-    are counted by ``_counted``, wrapped around each one when the template is compiled)."""
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        """``a * b`` and ``a ** b``, refused when the result would be too large."""
-        budget = _BUDGET.get()
-        if budget is not None:
-            budget.spend()
-            if operator == "*":
-                for seq, times in ((left, right), (right, left)):
-                    if isinstance(seq, str | list | tuple) and _is_int(times):
-                        budget.size(len(seq) * times)
-            elif (
-                _is_int(left)
-                and _is_int(right)
-                and abs(left) > 1
-                and right * abs(left).bit_length() > POWER_BITS
-            ):
-                raise _OverBudget(f"it computes a number of more than {POWER_BITS:,} bits")
-        return super().call_binop(context, operator, left, right)
-
-    def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """A call, refused when a text is asked to be padded past the budget (``'x'.ljust(10**10)``)."""
-        budget = _BUDGET.get()
-        if budget is not None:
-            budget.spend()
-            if isinstance(getattr(obj, "__self__", None), str) and getattr(obj, "__name__", "") in _PADS:
-                for value in (*args, *kwargs.values()):
-                    if _is_int(value):
-                        budget.size(abs(value))
-        return super().call(context, obj, *args, **kwargs)
-
-
-_PADS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs"})  # text methods whose int is a width
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _range(*args: int) -> range:
-    """``range`` for templates: at most LOOP_ITEMS numbers (Jinja's sandbox allows 100,000 per range,
-    and two of them nested never end)."""
-    numbers = range(*args)
-    try:
-        too_long = len(numbers) > LOOP_ITEMS
-    except OverflowError:  # more than sys.maxsize
-        too_long = True
-    if too_long:
-        raise _OverBudget(f"it asks for a range of more than {LOOP_ITEMS:,} numbers")
-    return numbers
-
-
-@pass_context  # never folded into a constant when the template is compiled: it counts each render
-def _counted(context: Context, iterable: Iterable[Any]) -> Iterable[Any]:
-    """A loop's items, each charged to the render's budget."""
-    budget = _BUDGET.get()
-    return iterable if budget is None else _charged(iterable, budget)
-
-
-def _charged(iterable: Iterable[Any], budget: _Budget) -> Iterator[Any]:
-    for item in iterable:
-        budget.spend(1)
-        yield item
-
-
-def _sandbox() -> _Sandbox:
-    """The environment Hugging Face's ``apply_chat_template`` renders in, with kb's budgets."""
-    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
-    env.filters["kb_counted"] = _counted
-    env.globals["raise_exception"] = _raise
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    env.globals["range"] = _range
-    return env
-
-
-def _compile(source: str) -> Template:
-    """The template with every ``for`` loop's items counted (``{% for x in xs %}`` read as
-    ``{% for x in xs|kb_counted %}``): the same text, a render that cannot loop forever."""
-    env = _sandbox()
-    tree = env.parse(source)
-    for loop in tree.find_all(nodes.For):
-        loop.iter = nodes.Filter(loop.iter, "kb_counted", [], [], None, None, lineno=loop.iter.lineno)
-    tree.set_environment(env)
-    return env.from_string(tree)
 
 
 @dataclass(frozen=True)
@@ -214,8 +86,12 @@ class ChatTemplate:
     @cached_property
     def _compiled(self) -> Template:
         """The template compiled once (compiling Qwen's takes tens of milliseconds; rendering, one)."""
+        from jinja2 import TemplateError
+
+        from knowledge.model.sandbox import compile_template
+
         try:
-            return _compile(self.source)
+            return compile_template(self.source)
         except (TemplateError, RecursionError) as exc:
             raise PromptError(f"the chat template failed: {one_line(str(exc))}") from exc
 
@@ -226,10 +102,12 @@ class ChatTemplate:
     def render(self, messages: Sequence[Mapping[str, str]], *, enable_thinking: bool = False) -> str:
         """The prompt text the server builds: messages plus the assistant's generation prompt (as
         ChatML, once this template has gone past its budget)."""
+        from knowledge.model.sandbox import OverBudget
+
         if not self._over:
             try:
                 return self._render(messages, enable_thinking=enable_thinking, limit_s=RENDER_S)
-            except _OverBudget as exc:
+            except OverBudget as exc:
                 self._over.append(str(exc))
                 log.warning(
                     "prompt.template_over_budget",
@@ -240,26 +118,30 @@ class ChatTemplate:
                 )
         try:  # ChatML itself never goes past a budget (one loop item per message), so no fallback of its own
             return self._chatml._render(messages, enable_thinking=enable_thinking, limit_s=RENDER_S)
-        except _OverBudget as exc:
+        except OverBudget as exc:
             raise PromptError(f"the chat template failed: {exc}") from exc
 
     def problem(self) -> str | None:
         """Why this template cannot be used: it does not compile, or fails or goes past a budget on
         PROBE_MESSAGES (within PROBE_S); None when it can."""
+        from knowledge.model.sandbox import OverBudget
+
         try:
             self._render(PROBE_MESSAGES, enable_thinking=False, limit_s=PROBE_S)
-        except _OverBudget as exc:
+        except OverBudget as exc:
             return f"{exc} on a {len(PROBE_MESSAGES)}-message test conversation"
         except PromptError as exc:
             return "it fails: " + one_line(str(exc).removeprefix("the chat template failed: "))
         return None
 
     def _render(self, messages: Sequence[Mapping[str, str]], *, enable_thinking: bool, limit_s: float) -> str:
+        from knowledge.model.sandbox import BUDGET, LOOP_ITEMS, Budget, OverBudget
+
         template = self._compiled
         given = sum(len(str(m.get("content", ""))) for m in messages)
         start = time.perf_counter()
-        budget = _Budget(LOOP_ITEMS, OUTPUT_SLACK_CHARS + 4 * given, start + limit_s, limit_s)
-        token = _BUDGET.set(budget)
+        budget = Budget(LOOP_ITEMS, OUTPUT_SLACK_CHARS + 4 * given, start + limit_s, limit_s)
+        token = BUDGET.set(budget)
         try:
             parts: list[str] = []
             size = 0
@@ -274,18 +156,14 @@ class ChatTemplate:
                 budget.spend()
                 parts.append(part)
             return "".join(parts)
-        except _OverBudget:
+        except OverBudget:
             raise
         except Exception as exc:  # the template is foreign code: whatever it raises is its failure
             raise PromptError(
                 f"the chat template failed: {one_line(str(exc)) or type(exc).__name__}"
             ) from exc
         finally:
-            _BUDGET.reset(token)
-
-
-def _raise(message: str) -> None:
-    raise TemplateError(message)
+            BUDGET.reset(token)
 
 
 def load_template(tokenizer_file: Path | None) -> ChatTemplate:
