@@ -253,6 +253,29 @@ def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """A folder ``build(folder)`` fills, made once per test run and shared by its xdist workers (each
+    would otherwise import MLX to build the same bytes): the first worker builds it under a lock, the
+    others wait for it and take it as it is. A run without workers builds it in its own temporary folder."""
+    import shutil
+
+    from knowledge.ingest.files import locked
+
+    base = factory.getbasetemp()
+    shared = (
+        base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    )  # one run's workers share the parent
+    folder = shared / f"built-{name}"
+    with locked(shared / f"built-{name}.lock"):
+        if not folder.is_dir():
+            part = shared / f"built-{name}.part"
+            shutil.rmtree(part, ignore_errors=True)
+            part.mkdir()
+            build(part)
+            part.rename(folder)
+    return folder
+
+
 def is_reaped(pid: int) -> bool:
     """True when no process (not even a zombie) has this id any more."""
     try:

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import built_once
 from tests.tiny_model import MlxServer, build_tiny_model, start_mlx_server
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path) -> Path:
-    """A folder ``mlx_lm`` loads: config.json, model.safetensors, tokenizer files (built once)."""
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen3"), tokenizer_json)
+    """A folder ``mlx_lm`` loads: config.json, model.safetensors, tokenizer files (built once per run)."""
+    return built_once(tmp_path_factory, "tiny-qwen3", lambda d: build_tiny_model(d, tokenizer_json))
 
 
 @pytest.fixture(scope="session")
