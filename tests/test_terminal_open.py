@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import subprocess_env
+from knowledge.ingest.pipeline import Ingestor
+from knowledge.model.tokenizer import ApproxCounter
+from knowledge.store.index import Index
+from tests.conftest import make_settings, subprocess_env
 from tests.fake_llm import free_port
 from tests.test_scope import kb_with
 from tests.test_terminal_session import chat, reply_after
+from tests.test_web_duplicates import import_page
 
 HERON = (
     "---\ncreated: 2024-03-01\n---\n\n# Heron notes\n\nSpring came late.\n\n"
@@ -25,12 +29,17 @@ SOURCES = {
     "docs": {"pond.md": "# Pond\n\nThe mill pond is cleaned when the heron has gone.\n"},
 }
 QUESTION = "when does the grey heron nest by the mill pond"
+URL = "https://birds.example/herons"
+PAGE = "Grey herons nest in colonies by a pond or a mill race from February."
 
 
 @pytest.fixture
 def home(tmp_path: Path, run_kb) -> Path:
     home = kb_with(tmp_path, run_kb, INBOX, SOURCES)
     (tmp_path / "vault" / ".obsidian").mkdir()  # the vault is an Obsidian vault
+    settings = make_settings(home)
+    with Index(settings.index_path) as index:  # a page imported from the web, as kb import-url leaves it
+        import_page(Ingestor(settings, index, ApproxCounter()), settings, "herons.html", PAGE, URL)
     return home
 
 
@@ -46,11 +55,11 @@ def env(**more: str) -> dict[str, str]:
 def test_open_n_shows_the_passage_and_where_its_file_is_opened(tmp_path, home):
     # First what the cited numbers are (the ranking decides them), then each opened in one chat.
     first = numbers(reply_after(chat(home, env(), QUESTION), QUESTION))
-    assert {"Heron notes", "Pond", "Geese"} <= set(first)
-    heron, pond, geese = first["Heron notes"], first["Pond"], first["Geese"]
+    assert {"Heron notes", "Pond", "Geese", "Lake Quillan"} <= set(first)  # the page has its own title
+    heron, pond, geese, web = first["Heron notes"], first["Pond"], first["Geese"], first["Lake Quillan"]
     missing = max(first.values()) + 1
     screen = chat(home, env(), "/open 9", QUESTION, f"/open {heron}", f"/open {pond}", f"/open {geese}",
-                  f"/open {missing}", "/open", "/help")  # fmt: skip
+                  f"/open {web}", f"/open {missing}", "/open", "/help")  # fmt: skip
     assert "There is no answer to open a source of yet: ask a question first, then /open N." in reply_after(
         screen, "kb> /open 9"
     )
@@ -70,6 +79,8 @@ def test_open_n_shows_the_passage_and_where_its_file_is_opened(tmp_path, home):
     inbox = reply_after(screen, f"kb> /open {geese}")
     assert "The geese rest by the mill pond in autumn." in inbox
     assert f"The original file: {home / 'knowledge' / 'inbox' / 'processed' / 'geese.md'}" in inbox
+    page = reply_after(screen, f"kb> /open {web}")
+    assert PAGE in page and f"Original: {URL}" in page and "The file on your computer" not in page
     said = reply_after(screen, f"kb> /open {missing}")
     assert f"The last answer has no source [{missing}]; its sources are [1]," in said
     assert "usage: /open N" in reply_after(screen, "kb> /open\n")
