@@ -182,8 +182,8 @@ class Kb:
         where = opening(sources, raw_path)
         if where is None:
             raise OSError(f"its source {raw_path.partition(':')[0]!r} is no longer registered (kb sources)")
-        with read_only(where) as fh:
-            return fh.read().decode("utf-8", errors="replace")
+        with read_only(where) as fh:  # no larger than a source file kb indexes (it may have grown since)
+            return fh.read(self.settings.max_source_bytes).decode("utf-8", errors="replace")
 
     async def ask(self, question: str, conversation: str | None) -> Answered:
         """kb's cited answer (or its degraded answer and why), in a named conversation when given one."""
