@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from knowledge.answer.assistant import Reply
+from cli.opening import pick
+from knowledge.answer.assistant import Citation, Reply
 from knowledge.conversation.session import Answered, Conversing
 from knowledge.conversation.store import ConversationError
 from knowledge.feedback.record import BAD, GOOD, Rated, rated
@@ -40,6 +41,7 @@ HELP = N_(
     "/new       forget this conversation and start a new one\n"
     "/search Q  search the web for Q even when the knowledge base has something\n"
     "/import web-N   import a web candidate (a pasted URL becomes web-1)\n"
+    "/open N    the passage the last answer cites as [N], and where to open its file\n"
     "/sources   the latest documents in the knowledge base\n"
     "/status    the knowledge base, model server, tokenizer, web search and inbox\n"
     "/good      the last answer helped; /bad: it did not (kb feedback lists the votes)\n"
@@ -180,10 +182,12 @@ async def chat_loop(
     pick: Callable[[str], tuple[Typed, list[str]] | None] | None = None,
     words: Words = ENGLISH,
     feedback: Feedback | None = None,
+    on_open: Callable[[Citation], Awaitable[str]] | None = None,
 ) -> None:
     """Read questions until /quit or end of input; answer each, in one conversation per run (``pick``:
     the typed choice a line makes among the web candidates on show, which ``on_import`` imports;
-    ``feedback``: where /good and /bad are kept, by default beside the conversation)."""
+    ``feedback``: where /good and /bad are kept, by default beside the conversation; ``on_open``: what
+    /open N shows of the last answer's source [N])."""
     _load_history(history_file)
     print(words.tr("Ask a question; /help for commands."), file=out)
     key = f"chat:{uuid.uuid4().hex[:12]}"
@@ -191,7 +195,7 @@ async def chat_loop(
         with _ended_by(signal.SIGHUP, signal.SIGTERM):  # a closed terminal, a stop: the chat ends here
             votes = feedback or Feedback(conversing.store)
             await _questions(
-                conversing, key, sources, status, read, out, on_import, on_url, pick, words, votes
+                conversing, key, sources, status, read, out, on_import, on_url, pick, words, votes, on_open
             )
     finally:  # also when Ctrl-C cancels the chat
         _save_history(history_file)
@@ -219,10 +223,11 @@ def _ended_by(*signals: signal.Signals) -> Iterator[None]:
 
 
 async def _questions(
-    conversing, key, sources, status, read, out, on_import, on_url, pick, words, feedback
+    conversing, key, sources, status, read, out, on_import, on_url, typed_pick, words, feedback, on_open
 ) -> None:
     engine = conversing.engine
     last: Last | None = None  # the last answer, for /good and /bad
+    cited: list[Citation] | None = None  # the sources of the last answer, for /open N
     while True:
         try:
             line = (await read_line(read, "kb> ")).strip()
@@ -257,13 +262,20 @@ async def _questions(
         elif command in ("/good", "/bad"):
             vote = GOOD if command == "/good" else BAD
             print(await rate(feedback, key, last, vote, words), file=out, flush=True)
+        elif command == "/open" and on_open is not None:
+            chosen = pick(cited, line[len(command) :].strip(), words)
+            print(chosen if isinstance(chosen, str) else await on_open(chosen), file=out, flush=True)
         elif command == "/sources":
             print(sources(), file=out)
         elif command == "/status":
             print(await status(), file=out)
         elif command.startswith("/"):
             print(words.tr("unknown command {command}; /help lists them", command=command), file=out)
-        elif on_import is not None and pick is not None and (picked := await asyncio.to_thread(pick, line)):
+        elif (
+            on_import is not None
+            and typed_pick is not None
+            and (picked := await asyncio.to_thread(typed_pick, line))
+        ):
             typed, ids = picked  # a typed choice among the candidates on show: imported, never searched
             if typed.source_id is None:
                 print(words.tr(WHICH, ids=", ".join(ids)), file=out, flush=True)
@@ -272,6 +284,7 @@ async def _questions(
         else:
             answered = await answer(conversing, key, line, out, words)
             last = await offer(feedback, key, line, answered) if answered is not None else None
+            cited = list(answered.reply.citations) if answered is not None else cited
 
 
 async def read_line(read: Callable[[str], str], prompt: str) -> str:

@@ -121,8 +121,11 @@ def build_server(kb: Kb) -> MCPServer:
         except (TooLong, KbError) as exc:
             raise _failing(exc) from exc
         rendered = "\n".join(p for p in (answered.text, answered.note) if p)
-        cites = "\n".join(f"[{c.number}] {c.title} — {c.url or c.path}:{c.start_line}-{c.end_line}"
-                          for c in answered.citations)  # fmt: skip
+        cites = "\n".join(
+            f"[{c.number}] {c.title} — {c.url or (f'{c.source}:{c.path}' if c.source else c.path)}:"
+            f"{c.start_line}-{c.end_line}"
+            for c in answered.citations
+        )
         return _result(answered, "\n\n".join(p for p in (rendered, cites) if p))
 
     @server.tool(

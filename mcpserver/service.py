@@ -15,14 +15,16 @@ import structlog
 from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
 from knowledge.conversation.session import Conversing
-from knowledge.errors import IndexMissing, KbError
+from knowledge.errors import ConfigError, IndexMissing, KbError
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.report.status import probe_model, status_report
 from knowledge.retrieval.scope import Scope
-from knowledge.retrieval.search import Found, find
+from knowledge.retrieval.search import Found, SearchResult, find
 from knowledge.retrieval.sufficiency import judge
 from knowledge.retrieval.translate import search_translated
-from knowledge.sources.registry import scope_asked
+from knowledge.sources.opening import opening, read_only
+from knowledge.sources.registry import Source, config_file, read_sources, scope_asked
+from knowledge.sources.state import split_raw_path
 from knowledge.store.readers import Readers
 from knowledge.websearch.importer import ImportResult, import_web_source, select
 from knowledge.websearch.store import Candidate, CandidateStore
@@ -36,11 +38,13 @@ from mcpserver.results import (
     Imported,
     Ingest,
     Offered,
+    Passage,
     Searched,
     Status,
     WebFound,
     host_of,
     passages_of,
+    where_of,
 )
 
 log = structlog.get_logger()
@@ -107,11 +111,31 @@ class Kb:
         found, translations = await search_translated(
             lambda texts: asyncio.to_thread(self._find, query, k, texts, scope), translate, query, groups
         )
-        passages, truncated = passages_of(found.results)
+        passages, truncated = (
+            await asyncio.to_thread(self._passages, found.results) if found.results else ([], None)
+        )
         return Searched(
             query=query, passages=passages, answerable=found.verdict.answerable, why=found.verdict.why,
             translations=[t.text for t in translations], truncated=truncated,
         )  # fmt: skip
+
+    def sources(self) -> list[Source]:
+        """The registered folder sources (none when kb.toml cannot be read: results go on without them)."""
+        try:
+            return read_sources(config_file(self.settings.home))
+        except ConfigError:
+            return []
+
+    def _passages(self, results: Sequence[SearchResult]) -> tuple[list[Passage], str | None]:
+        """The results as the tool gives them, with their notes' dates and, for a folder source's passage,
+        what opens its file (kb.toml read only then)."""
+        try:
+            with self.readers.borrowed() as index:
+                dates = index.dates_of(r.document_id for r in results)
+        except IndexMissing:
+            dates = {}
+        in_sources = any(split_raw_path(r.raw_path) for r in results)
+        return passages_of(results, sources=self.sources() if in_sources else (), dates=dates)
 
     def get(self, document_id: str, start_line: int | None, end_line: int | None) -> DocumentLines:
         """Lines of one document's text (all of it by default), within the line and size caps."""
@@ -122,9 +146,15 @@ class Kb:
             doc = None
         if doc is None:
             raise UnknownDocument(f"no document has the id {document_id!r}: ids come from search results")
-        path = self.settings.raw / doc.raw_path.removeprefix("raw/")
+        sources = self.sources() if split_raw_path(doc.raw_path) else []
+        where = where_of(doc.raw_path, sources)
+        if where.source is not None and doc.converter not in ("markdown", "text"):
+            raise UnknownDocument(
+                f"{document_id!r} is a {doc.converter} file of the source {where.source} ({where.path}): its "
+                f"text is not kept as lines; open it: {where.open or where.path}"
+            )
         try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = self._text_of(doc.raw_path, sources).splitlines()
         except OSError as exc:
             raise UnknownDocument(
                 f"the text of {document_id!r} ({doc.raw_path}) cannot be read: {exc}"
@@ -138,9 +168,22 @@ class Kb:
             truncated = f"capped at {got.last - got.first + 1} lines / {MAX_TEXT_CHARS:,} characters: "
             truncated += f"ask `get` for lines {got.next_line}–{got.end_line}"
         return DocumentLines(
-            document_id=doc.id, title=doc.title, path=doc.raw_path, url=doc.source_url, start_line=got.first,
+            document_id=doc.id, title=doc.title, source=where.source, path=where.path, open=where.open,
+            url=doc.source_url, start_line=got.first,
             end_line=got.last, total_lines=len(lines), text=got.text, truncated=truncated,
         )  # fmt: skip
+
+    def _text_of(self, raw_path: str, sources: Sequence[Source]) -> str:
+        """A document's text: its raw file, or a folder source's file itself, read-only (the lines its
+        passages cite are that file's)."""
+        if split_raw_path(raw_path) is None:
+            raw = self.settings.raw / raw_path.removeprefix("raw/")
+            return raw.read_text(encoding="utf-8", errors="replace")
+        where = opening(sources, raw_path)
+        if where is None:
+            raise OSError(f"its source {raw_path.partition(':')[0]!r} is no longer registered (kb sources)")
+        with read_only(where) as fh:  # no larger than a source file kb indexes (it may have grown since)
+            return fh.read(self.settings.max_source_bytes).decode("utf-8", errors="replace")
 
     async def ask(self, question: str, conversation: str | None) -> Answered:
         """kb's cited answer (or its degraded answer and why), in a named conversation when given one."""
@@ -155,11 +198,13 @@ class Kb:
         reply = answered.reply
         text, note = text_and_note(reply, self.words)
         kept = text[:MAX_TEXT_CHARS]
+        in_sources = any(split_raw_path(c.raw_path) for c in reply.citations)
+        sources = await asyncio.to_thread(self.sources) if in_sources else []
         return Answered(
             text=kept, mode=reply.mode, note=note, door=reply.route.door if reply.route else None,
             citations=[
-                Cited(number=c.number, title=c.title, path=c.raw_path, start_line=c.start_line,
-                      end_line=c.end_line, url=c.source_url, chunk_id=c.chunk_id)
+                Cited(number=c.number, title=c.title, **where_of(c.raw_path, sources).model_dump(),
+                      start_line=c.start_line, end_line=c.end_line, url=c.source_url, chunk_id=c.chunk_id)
                 for c in reply.citations
             ],
             candidates=[offered(c) for c in reply.candidates],

@@ -16,7 +16,7 @@ from tests.conftest import at_once, ingest_texts, make_settings
 
 RECORDED = [
     (1, "m001_tables"), (2, "m002_vector_stamps"), (3, "m003_use_vectors"), (4, "m004_source_files"), (5, "m005_notes"),
-    (6, "m006_source_url"), (7, "m007_note_dates"),
+    (6, "m006_source_url"), (7, "m007_note_dates"), (8, "m008_web_duplicates"),
 ]  # fmt: skip
 
 DOCS = {

@@ -198,7 +198,8 @@ async def test_mcp_search_takes_a_source_and_refuses_an_unknown_one(mcp_home):
     assert not inside.is_error
     titles = [p["title"] for p in inside.structured_content["passages"]]
     assert titles[0] == "Birds of the river" and "Herons" not in titles
-    assert all(p["path"].startswith("vault:") for p in inside.structured_content["passages"])
+    assert all(p["source"] == "vault" for p in inside.structured_content["passages"])
+    assert {p["path"] for p in inside.structured_content["passages"]} <= set(VAULT)  # relative to the source
     assert everywhere.structured_content["passages"][0]["title"] == "Herons"
     assert refused.is_error and "there is no source named vualt; the sources are: vault, docs" in (
         refused.content[0].text

@@ -87,6 +87,7 @@ def chat_until_done(settings: Settings, language: Language | None = None, *, out
 
 async def _chat(settings: Settings, language: Language | None = None, *, out: TextIO) -> int:
     from cli.chat import chat_loop
+    from cli.opening import opened
     from knowledge.errors import FetchRefused
     from knowledge.websearch.importer import ImportRefused
     from knowledge.wiring import candidate_store, conversing, load_language, open_engine
@@ -129,6 +130,7 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
             on_url=keep_url,
             pick=lambda line: typed_pick(settings, line),
             words=words,
+            on_open=lambda cited: asyncio.to_thread(opened, settings, engine.open_index, cited, words),
         )
     return EXIT_OK
 

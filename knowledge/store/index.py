@@ -43,6 +43,12 @@ from knowledge.store.summaries import SummaryTable
 from knowledge.store.use_vectors import UseVectorTable
 from knowledge.store.vectors import VectorTable, bump_vector_epoch, restore_vectors, save_vectors
 
+# The documents of raw/ imported from a URL, the latest first (the one a new import of it replaces).
+_BY_URL = (
+    f"SELECT {DOC_COLUMNS} FROM documents WHERE source_url = ? AND raw_path LIKE 'raw/%'"
+    " ORDER BY indexed_at DESC, id"
+)
+
 # More writes to make in a document's transaction (a folder source's record of its file).
 Also = Callable[[sqlite3.Connection], None]
 
@@ -106,6 +112,10 @@ class Index(VectorTable, UseVectorTable, SummaryTable, NoteTable):
     def set_meta(self, key: str, value: str) -> None:
         """Set a value in the meta table."""
         self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def drop_meta(self, key: str) -> None:
+        """Remove a value from the meta table."""
+        self.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
     def _set_meta_default(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, value))
@@ -253,12 +263,13 @@ class Index(VectorTable, UseVectorTable, SummaryTable, NoteTable):
 
     def document_by_source_url(self, url: str) -> DocumentRecord | None:
         """The latest document of raw/ imported from this URL, if any (a folder source's has none)."""
-        row = self.conn.execute(
-            f"SELECT {DOC_COLUMNS} FROM documents WHERE source_url = ? AND raw_path LIKE 'raw/%'"
-            " ORDER BY indexed_at DESC, id LIMIT 1",
-            (url,),
-        ).fetchone()
+        row = self.conn.execute(_BY_URL + " LIMIT 1", (url,)).fetchone()
         return DocumentRecord(*row) if row else None
+
+    def documents_by_url(self, url: str) -> list[DocumentRecord]:
+        """The documents of raw/ imported from this URL, in the order document_by_source_url picks them."""
+        rows = self.conn.execute(_BY_URL, (url,))
+        return [DocumentRecord(*r) for r in rows]
 
     def documents(self) -> list[DocumentRecord]:
         """All documents, by raw path."""

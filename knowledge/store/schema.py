@@ -218,9 +218,25 @@ def m007_note_dates(db: sqlite3.Connection) -> None:
     )
 
 
+# The meta key of a repair the writer owes the file: pages imported more than once before m006, each
+# import its own document (knowledge.ingest.duplicates keeps the newest, puts the others in the trash).
+WEB_DUPLICATES = "web_duplicates"
+DUPLICATE_URLS = (
+    "SELECT source_url FROM documents WHERE source_url IS NOT NULL AND raw_path LIKE 'raw/%'"
+    " GROUP BY source_url HAVING count(*) > 1"
+)
+
+
+def m008_web_duplicates(db: sqlite3.Connection) -> None:
+    """A page imported again before m006 was a second document: the file owes the writer a repair, done
+    once, outside this transaction (raw files move to the trash): noted in ``meta`` when there is any."""
+    if db.execute(DUPLICATE_URLS + " LIMIT 1").fetchone() is not None:
+        db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, 'to-merge')", (WEB_DUPLICATES,))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_tables, m002_vector_stamps, m003_use_vectors, m004_source_files, m005_notes, m006_source_url,
-    m007_note_dates,
+    m007_note_dates, m008_web_duplicates,
 )  # fmt: skip
 
 
