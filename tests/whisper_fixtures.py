@@ -21,27 +21,20 @@ HEARD_ZH_TRADITIONAL = "這個軟體的記憶體有多大"
 PHANTOM = "Thank you for watching!"
 
 
-@pytest.fixture(scope="session")
-def whisper_en(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_once(
-        tmp_path_factory, "whisper-en", lambda d: build_tiny_whisper(d, says=HEARD_EN, language="en")
-    )
+MODELS = {  # fixture name: what its model is built to say
+    "whisper_en": {"says": HEARD_EN, "language": "en"},
+    "whisper_zh": {"says": HEARD_ZH, "language": "zh"},
+    "whisper_phantom": {"says": PHANTOM, "language": "en"},
+    "whisper_random": {"text_ctx": 64},
+}
 
 
-@pytest.fixture(scope="session")
-def whisper_zh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_once(
-        tmp_path_factory, "whisper-zh", lambda d: build_tiny_whisper(d, says=HEARD_ZH, language="zh")
-    )
+def _model(name: str):
+    @pytest.fixture(scope="session", name=name)
+    def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return built_once(tmp_path_factory, name, lambda d: build_tiny_whisper(d, **MODELS[name]))
+
+    return folder
 
 
-@pytest.fixture(scope="session")
-def whisper_phantom(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_once(
-        tmp_path_factory, "whisper-phantom", lambda d: build_tiny_whisper(d, says=PHANTOM, language="en")
-    )
-
-
-@pytest.fixture(scope="session")
-def whisper_random(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return built_once(tmp_path_factory, "whisper-random", lambda d: build_tiny_whisper(d, text_ctx=64))
+whisper_en, whisper_zh, whisper_phantom, whisper_random = (_model(name) for name in MODELS)
