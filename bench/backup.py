@@ -157,7 +157,7 @@ def kb(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """A real kb process on the benchmark's knowledge base."""
     full = {**{k: v for k, v in os.environ.items() if not k.startswith("KB_")}, **env}
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "cli", *args],
         env=full,
         cwd=REPO,
         capture_output=True,

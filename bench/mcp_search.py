@@ -154,7 +154,7 @@ def queries(n: int) -> list[str]:
 
 
 def kb(home: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.main", "--home", str(home), *args]
+    return [sys.executable, "-m", "cli", "--home", str(home), *args]
 
 
 def figures(name: str, seconds: list[float]) -> float:
@@ -188,7 +188,7 @@ async def timed_searches(c: Client, qs: list[str]) -> list[float]:
 
 
 async def bench_stdio(home: Path, env: dict[str, str], first: str, qs: list[str]) -> float:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "cli.main", "--home", str(home), "mcp"],
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cli", "--home", str(home), "mcp"],
                                    env=env, cwd=str(ROOT))  # fmt: skip
     t0 = time.perf_counter()
     async with Client(params) as c:

@@ -115,7 +115,7 @@ def bench_flow(runs: int, model: Path, work: Path) -> None:
         for _ in range(runs):
             t0 = time.perf_counter()
             out = subprocess.run(
-                [sys.executable, "-m", "cli.main", "--home", str(settings.home), "ask", "--json", "--audio",
+                [sys.executable, "-m", "cli", "--home", str(settings.home), "ask", "--json", "--audio",
                  str(note)],
                 capture_output=True, text=True, env=env, timeout=600,
             )  # fmt: skip

@@ -61,7 +61,7 @@ class Terminal:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
 
-        command = command or [sys.executable, "-m", "cli.main", "--home", str(home), *args]
+        command = command or [sys.executable, "-m", "cli", "--home", str(home), *args]
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _TAKE_THE_TERMINAL, *command],
             stdin=slave,

@@ -288,7 +288,7 @@ def test_kb_bot_polls_and_stops_cleanly_on_sigterm(tmp_path):
         env = subprocess_env(KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER),
                              KB_TELEGRAM_API_URL=telegram.base_url, KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")  # fmt: skip
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "--home", str(tmp_path), "bot"],
+            [sys.executable, "-m", "cli", "--home", str(tmp_path), "bot"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
         try:

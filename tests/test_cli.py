@@ -154,7 +154,7 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path, run_kb):
     (inbox / "note.md").write_text("# Note\n\nThe zebrafish sleeps at noon.\n")
     env = subprocess_env(KB_SETTLE_S="0.1", KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "--home", str(home), "run"],
+        [sys.executable, "-m", "cli", "--home", str(home), "run"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -202,7 +202,7 @@ def test_logs_show_events_readably_and_follow(tmp_path, run_kb):
         [
             sys.executable,
             "-m",
-            "cli.main",
+            "cli",
             "--home",
             str(home),
             "logs",
@@ -548,7 +548,7 @@ def test_kb_in_process_logs_what_a_process_logs_and_leaves_logging_as_it_was(tmp
     assert logging.getLogger().handlers == handlers and structlog.get_config() == config
     again = run_kb("--home", str(tmp_path / "a2"), "ingest", str(note), str(locked))  # nothing carried over
     started = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(tmp_path / "b"), "ingest", str(note), str(locked)],
+        [sys.executable, "-m", "cli", "--home", str(tmp_path / "b"), "ingest", str(note), str(locked)],
         capture_output=True, text=True, env=subprocess_env(), timeout=120,
     )  # fmt: skip
 

@@ -135,7 +135,7 @@ def test_help_says_how_to_undo(tmp_path, run_kb):
 def test_rm_beside_a_running_daemon_is_done_by_the_daemon(library, run_kb):
     home, ids = library
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "--home", str(home), "daemon"],
+        [sys.executable, "-m", "cli", "--home", str(home), "daemon"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -295,7 +295,7 @@ def test_transient_errors(exc, transient):
 def start_daemon(home: Path, **env: str) -> subprocess.Popen:
     full = subprocess_env(KB_SETTLE_S=SETTLE, **env)
     return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "--home", str(home), "daemon"],
+        [sys.executable, "-m", "cli", "--home", str(home), "daemon"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -42,7 +42,7 @@ def limited(max_bytes: int):
 def kb(home, *args: str, max_bytes: int, **env: str) -> subprocess.CompletedProcess:
     """kb as a process that may write no file past ``max_bytes`` (a full disk)."""
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
+        [sys.executable, "-m", "cli", "--home", str(home), *args],
         capture_output=True, text=True, timeout=120, env=subprocess_env(**env),
         preexec_fn=limited(max_bytes),
     )  # fmt: skip
@@ -154,7 +154,7 @@ def test_the_writer_lock_holds_when_its_holder_line_cannot_be_written(tmp_path):
 
 def test_the_daemon_waits_for_room_instead_of_dying_and_stops_on_sigterm(home):
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "--home", str(home), "daemon"],
+        [sys.executable, "-m", "cli", "--home", str(home), "daemon"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=subprocess_env(KB_SETTLE_S="0.1"), preexec_fn=limited(16384),
     )  # fmt: skip

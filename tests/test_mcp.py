@@ -383,7 +383,7 @@ async def test_ask_answers_with_citations_and_says_why_when_the_model_is_down(kb
 
 async def test_kb_mcp_over_stdio_serves_its_client_and_writes_nothing_else_to_stdout(kb_home):
     env = subprocess_env(KB_HOME=str(kb_home.home), KB_LLM_URL=kb_home.llm_url, KB_LOG_LEVEL="debug")
-    params = StdioServerParameters(command=sys.executable, args=["-m", "cli.main", "mcp"], env=env,
+    params = StdioServerParameters(command=sys.executable, args=["-m", "cli", "mcp"], env=env,
                                    cwd=str(Path(__file__).resolve().parents[1]))  # fmt: skip
     unreadable: list[Exception] = []
 

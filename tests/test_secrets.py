@@ -23,7 +23,7 @@ def test_a_failing_bot_start_leaves_the_token_in_no_log_and_on_no_terminal(tmp_p
         env = subprocess_env(KB_TELEGRAM_TOKEN=WRONG, KB_TELEGRAM_ALLOWED_USERS="42", KB_BRAVE_API_KEY=BRAVE,
                              KB_TELEGRAM_API_URL=telegram.base_url, KB_LLM_URL="http://127.0.0.1:9/v1")  # fmt: skip
         done = subprocess.run(
-            [sys.executable, "-m", "cli.main", "--home", str(tmp_path), "bot"],
+            [sys.executable, "-m", "cli", "--home", str(tmp_path), "bot"],
             capture_output=True, text=True, env=env, timeout=60,
         )  # fmt: skip
     assert done.returncode != 0

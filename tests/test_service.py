@@ -114,7 +114,7 @@ def test_kb_service_on_linux_installs_and_removes_user_units_through_systemctl(t
     )
 
     def kb(*args):
-        return subprocess.run([sys.executable, "-m", "cli.main", "--home", str(home), "service", *args],
+        return subprocess.run([sys.executable, "-m", "cli", "--home", str(home), "service", *args],
                               capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
 
     installed = kb("install")

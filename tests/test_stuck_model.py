@@ -20,7 +20,7 @@ def test_sigterm_stops_a_bot_whose_answer_waits_on_a_model_that_only_sends_keep_
         env = subprocess_env(KB_TELEGRAM_TOKEN=TOKEN, KB_TELEGRAM_ALLOWED_USERS=str(OWNER),
                              KB_TELEGRAM_API_URL=telegram.base_url, KB_LLM_URL=llm.base_url,
                              KB_WEB_SEARCH="off", KB_SUMMARIES="off")  # fmt: skip
-        proc = subprocess.Popen([sys.executable, "-m", "cli.main", "--home", str(home), "bot"],
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "--home", str(home), "bot"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
         try:
             wait_for(lambda: telegram.calls("getUpdates"), timeout_s=30, what="the bot polling")

@@ -373,7 +373,7 @@ def test_kb_ingest_says_what_became_of_each_file_in_the_terminals_language(tmp_p
     (folder / "empty.txt").write_text("")
     env = subprocess_env(LANG=locale, LC_ALL="")
     done = subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(tmp_path / "kb"), "ingest", str(folder)],
+        [sys.executable, "-m", "cli", "--home", str(tmp_path / "kb"), "ingest", str(folder)],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     shown, lines = done.stdout.splitlines(), INGESTED[locale]

@@ -73,7 +73,7 @@ def kb_cli(home, *args, env):
     import sys
 
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
+        [sys.executable, "-m", "cli", "--home", str(home), *args],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
 

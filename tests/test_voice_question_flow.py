@@ -21,7 +21,7 @@ SPEC = "# 軟體規格\n\n這個軟體的記憶體有 16 GB，儲存空間有 51
 def kb(home, *args, **env):
     """kb as a process, for the tests that set the hub's environment (HF_*): the libraries read it from the process."""
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "--home", str(home), *args],
+        [sys.executable, "-m", "cli", "--home", str(home), *args],
         capture_output=True, text=True, env=subprocess_env(**env), timeout=180,
     )  # fmt: skip
 

@@ -18,14 +18,16 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-import aiohttp
 import structlog
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from knowledge.errors import SearchError
+
+if TYPE_CHECKING:  # imported by the request itself: a command that searches no web never loads it
+    import aiohttp
 
 log = structlog.get_logger()
 
@@ -277,6 +279,8 @@ _Answer = tuple[int, str, str | None]  # status, body, Retry-After
 
 async def _fetch(provider: DuckDuckGoLite | BraveSearch, method: str, **kw: Any) -> _Answer:
     """Status, body and Retry-After of one request to a provider; SearchError when nothing answers in time."""
+    import aiohttp
+
     timeout = aiohttp.ClientTimeout(total=provider.timeout_s)
     try:
         async with provider.session.request(method, provider.base_url, timeout=timeout, **kw) as resp:
