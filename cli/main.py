@@ -37,6 +37,7 @@ from knowledge.config import SETTINGS, Settings, load_settings
 from knowledge.errors import ConfigError, KbError
 from knowledge.logs import WarnOnce, configure_logging, kept_logging
 from knowledge.redact import redactor
+from knowledge.words.catalog import terminal_words
 
 log = structlog.get_logger()
 
@@ -152,7 +153,8 @@ def _run(args: argparse.Namespace, settings: Settings, out: SafeStream, err: Saf
         print(f"kb: {exc}", file=err)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("kb: interrupted", file=err)
+        said = terminal_words(settings).tr("interrupted")
+        print(f"kb: {said}", file=err)
         return 130
     except BrokenPipeError:  # `kb search … | head`: the reader left; not an error
         if err.raw_stream is sys.stderr:
