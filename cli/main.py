@@ -35,9 +35,9 @@ from cli.terminal import SafeStream, neutralise
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, load_settings
 from knowledge.errors import ConfigError, KbError
-from knowledge.logs import WarnOnce, configure_logging, kept_logging
+from knowledge.logs import Brief, WarnOnce, configure_logging, kept_logging
 from knowledge.redact import redactor
-from knowledge.words.catalog import terminal_words
+from knowledge.words.catalog import N_, Words, terminal_words
 
 log = structlog.get_logger()
 
@@ -140,9 +140,27 @@ def main(
                 console=err,
                 once=WarnOnce() if is_quiet else None,  # this run's memory of the warnings it has shown
                 secrets=secrets,
+                brief=brief_in(terminal_words(settings)),
             )
         # A context of its own: what the command binds to its log lines (the file being ingested) stays in it.
         return contextvars.copy_context().run(_run, args, settings, out, err)
+
+
+def brief_in(words: Words) -> Brief | None:
+    """The console's short line for a warning in the terminal's language (None: English, the default,
+    which says what went wrong): the event's name and subject, and where the details are."""
+    if words.language == "en":
+        return None
+
+    def said(level: str, event: str, subject: str) -> str:
+        message = BRIEF_WARNING if level == "warning" else BRIEF_ERROR
+        return words.tr(message, event=event + (f" {subject}" if subject else ""))
+
+    return said
+
+
+BRIEF_WARNING = N_("kb warning: {event} (kb logs says more)")
+BRIEF_ERROR = N_("kb error: {event} (kb logs says more)")
 
 
 def _run(args: argparse.Namespace, settings: Settings, out: SafeStream, err: SafeStream) -> int:
