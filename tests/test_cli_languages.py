@@ -1,7 +1,7 @@
 """The command line in Traditional Chinese and in Thai, as a Taiwanese owner (``LANG=zh_TW.UTF-8``) and a
 Thai owner (``KB_LANGUAGE=th``) use it: every line kb prints (kb doctor's checks with the model server down
 and up, kb rm and kb restore, kb backup, its check and kb restore-backup, their refusals, kb status, kb
-search and kb ls, usage errors kb raises itself, the progress bars on a terminal) holds no English word
+search and kb ls, usage errors kb raises itself, kb's own errors, the progress bars on a terminal) holds no English word
 outside the names, units, paths, URLs and commands that stay as they are (tests/english.py decides)."""
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ def test_a_taiwanese_and_a_thai_owner_read_the_command_line_in_their_language(
     folder.mkdir()
     (folder / "ups.md").write_text("# 不斷電系統\n\nUPS 電池 2026 年 3 月換過。\n", encoding="utf-8")
 
+    assert kb("search", "押金").returncode == 1  # nothing indexed yet
+    assert kb("status", KB_SEARCH_K="many").returncode == 2  # a setting kb cannot use
     ingested = kb("ingest", str(note))
     assert ingested.returncode == 0 and w.tr("indexed") in ingested.stdout
     assert kb("sources", "add", str(folder), "--name", "home-notes").returncode == 0
@@ -117,7 +119,7 @@ def test_a_taiwanese_and_a_thai_owner_read_the_command_line_in_their_language(
     assert kb("restore", "no-such-entry").returncode == 1
 
     assert kb.leaks() == {}
-    assert len(kb.said) == 23 and all(text.strip() for _, text in kb.said)  # every command said something
+    assert len(kb.said) == 25 and all(text.strip() for _, text in kb.said)  # every command said something
 
 
 def on_terminal(kb: Owner, *args: str) -> str:

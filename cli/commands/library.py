@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK, Command
 from cli.commands.ingest import load_tokenizer
+from cli.errors import Said
 from cli.progress import BACKUP, FILES, Progress
 from knowledge.config import Settings
-from knowledge.errors import KbError
 from knowledge.words.catalog import LABELLED, N_, Words, terminal_words
 
 if TYPE_CHECKING:
@@ -187,10 +187,6 @@ def backup_said(words: Words, path: Path) -> Iterator[None]:
         if exc.member:
             said = words.tr(LABELLED, name=said, what=exc.member)
         raise Said(said) from exc
-
-
-class Said(KbError):
-    """An error already said in the reader's words (kb's top level prints it as it is)."""
 
 
 # Why kb backup, kb backup --verify or kb restore-backup refused ({path}: DEST, the archive or DIR)
