@@ -41,7 +41,8 @@ KINDS = (
 OTHER = N_("kb could not do it ({what}): kb logs says why")
 # The objects a message names that read the same in every language: settings, URLs, paths, names of files
 _NAMED = re.compile(
-    r"\bKB_\w+|https?://\S+|(?:~|\.{0,2})/[\w./~-]+|\b[\w-]+\.(?:md|toml|json|env|tar\.gz|sqlite3)\b"
+    r"\bKB_\w+|https?://\S+|(?<![\w./~-])(?:~|\.{0,2})/[\w./~-]+"
+    r"|(?<![\w-])[\w-]{1,100}\.(?:md|toml|json|env|tar\.gz|sqlite3)\b"  # each try starts a name: linear
 )
 
 

@@ -46,8 +46,8 @@ def cmd_websearch(args: argparse.Namespace, settings: Settings, *, out: TextIO, 
     from knowledge.websearch.providers import SearchRateLimited
     from knowledge.wiring import http_session, model_client, web_searcher
 
-    question, words = " ".join(args.question), terminal_words(settings)
-    reader = NAMES[answer_language(question, words.language)]
+    question = " ".join(args.question)
+    reader = NAMES[answer_language(question, terminal_words(settings).language)]
 
     async def run() -> object:
         async with http_session() as session:
@@ -77,20 +77,19 @@ def cmd_websearch(args: argparse.Namespace, settings: Settings, *, out: TextIO, 
         print(json.dumps(payload, ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
     planned = "; ".join(
-        f"{q.query!r} ({q.language or '?'}, {q.freshness or words.tr('any time')})"
-        for q in found.plan.queries
+        f"{q.query!r} ({q.language or '?'}, {q.freshness or 'any time'})" for q in found.plan.queries
     )
-    print(words.tr("plan ({planner}): {queries}", planner=found.plan.planner, queries=planned), file=out)
-    for note in found.notes:  # a provider's failure or the filter's verdicts, as the search module says them
-        print(words.tr("note: {note}", note=note), file=out)
+    print(f"plan ({found.plan.planner}): {planned}", file=out)
+    for note in found.notes:
+        print(f"note: {note}", file=out)
     if not candidates:
-        print(words.tr("no candidates"), file=out)
+        print("no candidates", file=out)
     for c in candidates:
         print(f"{c.id}  {c.title}\n       {c.url}", file=out)
     if found.summary:
         print("\n" + "\n".join(found.summary), file=out)
     if args.explain and found.dropped:
-        print("\n" + words.tr("dropped:"), file=out)
+        print("\ndropped:", file=out)
         for d in found.dropped:
             print(f"  {d.reason[:48]:<48}  {d.hit.url}", file=out)
     return EXIT_OK
