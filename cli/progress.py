@@ -7,7 +7,7 @@ same terminal are written the same way while the bar is up. The caller prints it
 one-line summary when the job ends, bar or not.
 
 ```python
-with Progress(len(paths), label="ingest", unit="file", stream=sys.stderr) as bar:
+with Progress(len(paths), label=words.tr(INGEST), unit=words.tr(FILES), stream=sys.stderr, words=words) as bar:
     for path in paths:
         bar.describe(path.name)
         outcome = ingest(path)
@@ -25,12 +25,21 @@ from typing import TextIO
 from tqdm import tqdm
 
 from cli.terminal import neutralise
+from knowledge.words.catalog import ENGLISH, LABELLED, N_, Words
+
+# The bars' labels and units (a folder source's bar is labelled with the source's name)
+INGEST, EMBED, REINDEX, BACKUP = N_("ingest"), N_("embed"), N_("reindex"), N_("backup")
+FILES, CHUNKS, DOCUMENTS = N_("files"), N_("chunks"), N_("documents")
 
 
 class Progress:
     """A progress bar for ``total`` steps of one job; every method is a no-op when the bar is off."""
 
-    def __init__(self, total: int, *, label: str, unit: str = "it", stream: TextIO) -> None:
+    def __init__(
+        self, total: int, *, label: str, unit: str = "it", stream: TextIO, words: Words = ENGLISH
+    ) -> None:
+        """``label`` and ``unit`` are shown as they are (in ``words``' language: the caller's), the
+        label followed by a colon as that language writes it."""
         # The bar draws with carriage returns of its own: under a neutralising stream it writes
         # to the terminal beneath (item names shown in it are neutralised in describe()).
         stream = getattr(stream, "raw_stream", stream)
@@ -40,13 +49,13 @@ class Progress:
         if self.is_on:
             self._bar = tqdm(
                 total=total,
-                desc=label,
+                desc=words.tr(LABELLED, name=label, what=""),
                 unit=unit,
                 file=stream,
                 leave=False,  # the caller's summary line replaces the bar
                 dynamic_ncols=True,
                 mininterval=0.2,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}]"
+                bar_format="{desc}{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}]"
                 "{postfix}",
             )
             self._lifted = _lift_console_handlers(stream, self)

@@ -55,12 +55,14 @@ def configure_logging(
     console: TextIO | None = None,
     once: WarnOnce | None = None,
     secrets: Iterable[str] = (),
+    brief: Brief | None = None,
 ) -> None:
     """Route structlog to a JSON-lines file and, when ``console`` is a TTY, to readable lines.
 
     With ``once`` (an interactive session's memory of what it has shown), the console gets one short
     line per distinct event instead of full records; the file still gets every record in full.
-    ``secrets`` (the bot token, the Brave key) never reach either: every line is redacted.
+    ``secrets`` (the bot token, the Brave key) never reach either: every line is redacted. ``brief``
+    writes those short lines in the reader's words (by default: in English, with what went wrong).
     """
     redact = redactor(secrets)
     console = sys.stderr if console is None else console
@@ -88,7 +90,9 @@ def configure_logging(
     if console.isatty():
         console_handler = ConsoleHandler(console)
         console_handler.setLevel(console_level.upper())
-        renderer = structlog.dev.ConsoleRenderer(colors=False) if once is None else BriefRenderer(console)
+        renderer = (
+            structlog.dev.ConsoleRenderer(colors=False) if once is None else BriefRenderer(console, brief)
+        )
         console_handler.setFormatter(
             _RedactingFormatter(
                 redact=redact,
@@ -351,15 +355,24 @@ class WarnOnce(logging.Filter):
         return True
 
 
+# A console line for an event in the reader's words: (level, event name, its subject) → the line
+Brief = Callable[[str, str, str], str]
+
+
 class BriefRenderer:
     """structlog renderer: one line no wider than the terminal; the details are in the JSON log."""
 
-    def __init__(self, console: TextIO) -> None:
+    def __init__(self, console: TextIO, brief: Brief | None = None) -> None:
         self.console = console
+        self.brief = brief
 
     def __call__(self, logger: object, name: str, event: Mapping[str, object]) -> str:
         try:
             width = os.get_terminal_size(self.console.fileno()).columns or 100  # 0: size unknown
         except (OSError, ValueError, AttributeError):
             width = 100
+        if self.brief is not None:  # the event's name and subject; what went wrong (English) stays in the log
+            subject = " ".join(str(event[k]) for k in _SUBJECT_FIELDS if event.get(k))
+            said = self.brief(str(event.get("level", "warning")), str(event.get("event")), subject)
+            return one_line(said, max(width, 40))
         return brief_line(event, width=max(width, 40))

@@ -9,6 +9,7 @@ import pytest
 
 from knowledge.speech.transcribe import Transcript
 from knowledge.words.catalog import Words
+from tests import english
 from tests.bot_env import OWNER, ScriptedTranscriber, drop_note, running_bot, wait_indexed
 from tests.fake_llm import answer, web_step
 from tests.fake_search import Result, ddg_results
@@ -43,17 +44,9 @@ async def tap(env, message_id: int, data: str, predicate, timeout_s: float = 20.
 
 
 def english_runs(text: str) -> list[str]:
-    """Runs of three or more English words in kb's own words (titles and the documents' own text,
-    file names, URLs, code, commands and settings taken out first)."""
-    text = re.sub(r"<(code|pre)>.*?</\1>", " ", text, flags=re.DOTALL)
-    text = html.unescape(re.sub(r"<[^>]+>", " ", text))
-    text = re.sub(r"https?://\S+", " ", text)
-    for quoted in [*TITLES, *(line for line in HARBOR.splitlines() if line)]:  # the documents' words
-        text = text.replace(quoted, " ")
-    text = re.sub(
-        r"\S+\.(md|html|txt|pdf|jpg|json|exe|ogg)\b|/\w[\w/.-]*|\bKB_\w+(=\S+)?|\bkb \w+", " ", text
-    )
-    return re.findall(r"\b[A-Za-z][a-z'’]+(?: [A-Za-z][a-z'’]+){2,}\b", text)
+    """Runs of three or more English words in kb's own words (tests/english.py decides), the documents'
+    titles and text taken out first."""
+    return english.english_runs(text, quoted=[*TITLES, *(line for line in HARBOR.splitlines() if line)])
 
 
 def kb_words(env) -> list[str]:

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from cli.commands.ask import chat_until_done
-from cli.commands.ingest import load_tokenizer
+from cli.commands.ingest import OUTCOMES, load_tokenizer
 from knowledge.config import Settings, describe, read_dotenv
-from knowledge.report.status import probe_model, status_lines, status_report, summary_lines
+from knowledge.report.status import columns, probe_model, status_lines, status_report, summary_lines
 from knowledge.retrieval.second import Second
 from knowledge.words.catalog import ENGLISH, N_, terminal_words
 from knowledge.words.replies import plain
@@ -128,13 +128,25 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     """kb doctor"""
     from cli.diagnose import doctor
 
-    findings = asyncio.run(doctor(settings))
+    words = terminal_words(settings)
+    findings = asyncio.run(doctor(settings, words=words))
+    marks = {mark: words.tr(mark) for mark in MARKS}
+    width = max(columns(mark) for mark in marks.values())
     for f in findings:
-        mark = "ok  " if f.is_ok else ("warn" if f.is_warning else "FAIL")
-        print(f"{mark}  {f.name:<14} {f.detail}", file=out)
+        mark = marks[MARKS[0] if f.is_ok else (MARKS[1] if f.is_warning else MARKS[2])]
+        print(f"{padded(mark, width)}  {padded(f.name, 14)} {f.detail}", file=out)
         if f.fix:
-            print(f"      {'':<14} fix: {f.fix}", file=out)
+            fix = words.tr("fix: {fix}", fix=f.fix)
+            print(f"{'':<{width}}  {'':<14} {fix}", file=out)
     return EXIT_FAILED if any(not f.is_ok and not f.is_warning for f in findings) else EXIT_OK
+
+
+MARKS = (N_("ok"), N_("warn"), N_("FAIL"))  # kb doctor's first column: passed, a warning, failed
+
+
+def padded(text: str, width: int) -> str:
+    """``text`` and spaces to ``width`` columns (a Chinese letter takes two)."""
+    return text + " " * max(0, width - columns(text))
 
 
 def cmd_checkpoint(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -167,7 +179,7 @@ def cmd_logs(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: 
 
     path = settings.log_path
     if not path.exists() and not args.follow:
-        print(f"no log yet at {path}", file=out)
+        print(terminal_words(settings).tr("no log yet at {path}", path=path), file=out)
         return EXIT_OK
     wanted = args.event or ""
     lines = last_lines(path, args.n, event_prefix=wanted) if path.exists() else []
@@ -186,13 +198,17 @@ def cmd_status(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     if args.json:
         print(json.dumps(report, ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
-    print("\n".join(status_lines(report)), file=out)
+    words = terminal_words(settings)
+    print("\n".join(status_lines(report, words)), file=out)
     ingests = report["last_ingests"]
     if ingests:
-        print("last ingests", file=out)
+        print(words.tr("last ingests"), file=out)
         for rec in ingests:  # type: ignore[union-attr]
             detail = rec.get("doc_id") or rec.get("error", "")
-            print(f"  {rec['finished_at']}  {rec['status']:<9} {Path(rec['path']).name}  {detail}", file=out)
+            status = str(rec["status"])
+            if words.language != "en":  # the status in words; an error's English message left to kb logs
+                status, detail = words.tr(OUTCOMES.get(status, status)), rec.get("doc_id") or ""
+            print(f"  {rec['finished_at']}  {padded(status, 9)} {Path(rec['path']).name}  {detail}", file=out)
     return EXIT_OK
 
 

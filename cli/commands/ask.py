@@ -151,26 +151,30 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
     from knowledge.feedback.store import Feedback
     from knowledge.wiring import conversing, open_engine
 
-    words = terminal_words(settings)  # the reply's words; the rest of the command line stays English
+    words = terminal_words(settings)
     scope = scope_or_refusal(settings, args.source, args.tag, err=err)
     if isinstance(scope, int):
         return scope
     heard = None
     if args.audio is not None:
         if args.question:
-            print("kb: ask takes a QUESTION or --audio FILE, not both", file=err)
+            said = words.tr("ask takes a QUESTION or --audio FILE, not both")
+            print(f"kb: {said}", file=err)
             return EXIT_USAGE
         if not args.audio.is_file():
-            print(f"kb: no such file: {args.audio}", file=err)
+            said = words.tr("no such file: {path}", path=str(args.audio))
+            print(f"kb: {said}", file=err)
             return EXIT_USAGE
         heard = hear(args.audio, settings, err=err)
         if not args.json:
             print(words.tr("I heard: {text}", text=heard.text) + "\n", file=out, flush=True)
     elif not args.question:
-        print("kb: ask needs a QUESTION or --audio FILE", file=err)
+        said = words.tr("ask needs a QUESTION or --audio FILE")
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
     if args.new and not args.conversation:
-        print("kb: --new goes with --conversation NAME", file=err)
+        said = words.tr("--new goes with --conversation NAME")
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
     question = heard.text if heard is not None else " ".join(args.question)
     picked = typed_pick(settings, question) if args.conversation and not args.new else None
@@ -181,7 +185,7 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
         if typed.source_id is None:
             print(words.tr(WHICH, ids=", ".join(ids)), file=out)
             return EXIT_USAGE
-        return import_exit(import_and_answer(settings, typed.source_id), out=out, err=err)
+        return import_exit(import_and_answer(settings, typed.source_id), out=out, err=err, words=words)
     # a person at a terminal sees the answer as it is written; --json and pipes get it whole
     printer = Printer(out, words) if not args.json and out.isatty() else None
 

@@ -45,15 +45,18 @@ def cmd_feedback(args: argparse.Namespace, settings: Settings, *, out: TextIO, e
     from knowledge.conversation.store import Conversations
     from knowledge.feedback.store import Feedback
 
+    words = terminal_words(settings)
     if (args.vote is None) != (args.conversation is None):
-        print("kb: feedback good|bad goes with --conversation NAME (in kb chat: /good or /bad)", file=err)
+        said = words.tr("feedback good|bad goes with --conversation NAME (in kb chat: /good or /bad)")
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
     if args.vote is not None:
         return asyncio.run(
             vote_on_last(settings, args.conversation, GOOD if args.vote == "good" else BAD, out=out)
         )
     if args.limit is not None and args.limit < 0:
-        print("kb: --limit N needs N >= 0", file=err)
+        said = words.tr("--limit N needs N >= 0")
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
     limit = args.limit if args.limit is not None else (None if args.json else DEFAULT_ROWS)
     votes: list[Vote] = []
@@ -63,20 +66,15 @@ def cmd_feedback(args: argparse.Namespace, settings: Settings, *, out: TextIO, e
         print(json.dumps(regression_set(votes), ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
     if not votes:
-        print(
-            "no votes yet — tap 👍 or 👎 under an answer in Telegram, or type /good or /bad in kb chat",
-            file=out,
-        )
+        print(words.tr(NO_VOTES), file=out)
         return EXIT_OK
     print(f"{'when':<16}  {'vote':<4}  {'door':<5}  {'from':<8}  {'cited':>5}  question", file=out)
     for v in votes:
         print(table_row(v), file=out)
     good = sum(v.vote == 1 for v in votes)
-    print(
-        f"{len(votes)} vote{'s' if len(votes) != 1 else ''}: {good} good, {len(votes) - good} bad"
-        " (kb feedback --json exports them as a regression set)",
-        file=out,
-    )
+    counted = words.ntr("{n} vote", "{n} votes", len(votes))
+    print(words.tr("{votes}: {good} good, {bad} bad (kb feedback --json exports them as a regression set)",
+                   votes=counted, good=good, bad=len(votes) - good), file=out)  # fmt: skip
     return EXIT_OK
 
 
@@ -102,6 +100,9 @@ async def vote_on_last(settings: Settings, name: str, vote: int, *, out: TextIO)
         return EXIT_FAILED
     print(cast_text(cast, words, web_how=WEB_HOW), file=out)
     return EXIT_OK
+
+
+NO_VOTES = N_("no votes yet — tap 👍 or 👎 under an answer in Telegram, or type /good or /bad in kb chat")
 
 
 def table_row(v: Vote) -> str:

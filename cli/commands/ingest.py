@@ -12,7 +12,7 @@ from typing import TextIO
 import structlog
 
 from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
-from cli.progress import Progress
+from cli.progress import CHUNKS, DOCUMENTS, EMBED, FILES, INGEST, REINDEX, Progress
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
 from knowledge.errors import WriterLockHeld
@@ -47,8 +47,10 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     """kb ingest PATH..."""
     missing = [p for p in args.paths if not p.exists() and not p.is_symlink()]
     if missing:
+        words = terminal_words(settings)
         for p in missing:
-            print(f"kb: no such file or folder: {p}", file=err)
+            said = words.tr("no such file or folder: {path}", path=str(p))
+            print(f"kb: {said}", file=err)
         return EXIT_USAGE
     paths = list(iter_sources(args.paths, skip=[settings.processed, settings.failed]))
     paths, in_sources = outside_sources(settings, paths, err=err)
@@ -98,7 +100,9 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextI
         with (
             Index(settings.index_path) as index,
             IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,
-            Progress(len(paths), label="ingest", unit="files", stream=err) as bar,
+            Progress(
+                len(paths), label=words.tr(INGEST), unit=words.tr(FILES), stream=err, words=words
+            ) as bar,
         ):
             _warn_tokenizer_change(index, counter)
 
@@ -146,7 +150,7 @@ def hand_to_daemon(
             running=running,
         )
     print(handing, file=out, flush=True)
-    with Progress(len(paths), label="ingest", unit="files", stream=err) as bar:
+    with Progress(len(paths), label=words.tr(INGEST), unit=words.tr(FILES), stream=err, words=words) as bar:
         is_each_line_shown = not (bar.is_on and out.isatty())
 
         def shown(outcome: Outcome) -> None:
@@ -197,7 +201,7 @@ def embed_index(settings: Settings, index: Index, *, out: TextIO, err: TextIO) -
         done += n
         bar.advance(n)
 
-    with Progress(missing, label="embed", unit="chunks", stream=err) as bar:
+    with Progress(missing, label=words.tr(EMBED), unit=words.tr(CHUNKS), stream=err, words=words) as bar:
         try:
             embed_missing(index, embedder, batch=settings.embed_batch, progress=advance)
         except EmbedderError as exc:
@@ -318,17 +322,18 @@ def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
 
 def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb reindex"""
+    words = terminal_words(settings)
     counter = load_tokenizer(settings)
     t0 = time.perf_counter()
     total = len(list(settings.raw.glob("*.md"))) if settings.raw.is_dir() else 0
     with WriterLock(settings.lock_path, role="kb reindex") as _lock, Index(settings.index_path) as index:
         ingestor = Ingestor(settings, index, counter)
-        with Progress(total, label="reindex", unit="documents", stream=err) as bar:
+        label, unit = words.tr(REINDEX), words.tr(DOCUMENTS)
+        with Progress(total, label=label, unit=unit, stream=err, words=words) as bar:
             docs, chunks = ingestor.reindex(progress=lambda n, total: bar.advance())
-        print(
-            f"reindexed {docs} documents, {chunks} chunks with {counter.name} in {time.perf_counter() - t0:.1f} s",
-            file=out,
-        )
+        print(words.tr("reindexed {documents} documents, {chunks} chunks with {name} in {seconds} s",
+                       documents=docs, chunks=chunks, name=counter.name,
+                       seconds=f"{time.perf_counter() - t0:.1f}"), file=out)  # fmt: skip
         embed_index(settings, index, out=out, err=err)
     return EXIT_OK
 

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK, Command
 from cli.commands.ingest import load_tokenizer
-from cli.progress import Progress
+from cli.errors import Said
+from cli.progress import BACKUP, FILES, Progress
 from knowledge.config import Settings
-from knowledge.report.status import plural
+from knowledge.words.catalog import LABELLED, N_, Words, terminal_words
+
+if TYPE_CHECKING:
+    from knowledge.ingest.requests import Change
 
 
 def add_wait(p: argparse.ArgumentParser) -> None:
@@ -51,6 +57,7 @@ def cmd_rm(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: Te
     """kb rm DOC_ID..."""
     from knowledge.ingest.requests import change
 
+    words = terminal_words(settings)
     results = change(
         settings, "remove", args.doc_ids, make_counter=lambda: load_tokenizer(settings), wait_s=args.wait
     )
@@ -58,16 +65,45 @@ def cmd_rm(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: Te
     for doc_id, result in zip(args.doc_ids, results, strict=True):
         if result.status == "done" and result.trashed is not None:
             t = result.trashed
-            print(
-                f"removed  {t.doc_id}  {t.title!r} → trash {t.trash_id}; undo with: kb restore {t.trash_id}",
-                file=out,
-            )
+            print(words.tr("removed  {doc_id}  {title} → trash {trash_id}; undo with: kb restore {trash_id}",
+                           doc_id=t.doc_id, title=repr(t.title), trash_id=t.trash_id), file=out)  # fmt: skip
         elif result.status == "waiting":
-            print(f"waiting  {doc_id}: {result.message}", file=out)
+            print(
+                words.tr("waiting  {id}: {why}", id=doc_id, why=change_said(result, doc_id, words)), file=out
+            )
         else:
             failed += 1
-            print(f"kb: {result.message}", file=err)
+            print(f"kb: {change_said(result, doc_id, words)}", file=err)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def change_said(result: Change, target: str, words: Words) -> str:
+    """Why a removal or a restore failed or waits: English says the message itself, another language
+    what its reason means."""
+    if words.language == "en":
+        return result.message
+    return words.tr(CHANGE_REASONS.get(result.reason, CHANGE_REASONS["error"]), target=target)
+
+
+# Why a kb rm or kb restore of {target} failed or is waiting (knowledge.ingest.requests.Change.reason)
+CHANGE_REASONS = {
+    "no-document": N_("no document {target} in the knowledge base (kb ls lists them)"),
+    "no-entry": N_("no trash entry {target} (kb restore lists them)"),
+    "in-source": N_("{target} is a file of a folder source, which kb never moves or deletes: delete or move "
+                    "it in its folder"),
+    "already-indexed": N_("{target} was not restored: the same source is in the knowledge base again "
+                          "(remove that document first)"),
+    "raw-taken": N_("a file took {target}'s place while restoring; try kb restore {target} again"),
+    "tampered": N_("trash entry {target} is refused: it is not as kb left it (it is left in place)"),
+    "bad-request": N_("{target} is not a document or trash id (letters, digits, '-' and '_' only)"),
+    "unwritten": N_("cannot ask kb's daemon to change {target}: the disk is full or cannot be written"),
+    "daemon-off": N_("kb's daemon is not running: the change of {target} is saved and will be done when it "
+                     "starts (kb daemon, or kb service install)"),
+    "daemon-busy": N_("the daemon has not changed {target} yet (it may be busy with other files); it will "
+                      "be done in turn"),
+    "unreadable": N_("the daemon's answer about {target} could not be read (kb logs says why)"),
+    "error": N_("the change of {target} failed; nothing is lost, try again (kb logs says why)"),
+}  # fmt: skip
 
 
 def cmd_restore(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -75,31 +111,29 @@ def cmd_restore(args: argparse.Namespace, settings: Settings, *, out: TextIO, er
     from knowledge.ingest import trash
     from knowledge.ingest.requests import change
 
+    words = terminal_words(settings)
     if args.trash_id is None:
         entries = trash.trashed(settings)
         if not entries:
-            print("the trash is empty", file=out)
+            print(words.tr("the trash is empty"), file=out)
             return EXIT_OK
         for e in entries:
-            until = e.expires_at().strftime("%Y-%m-%d")
-            print(
-                f"{e.trash_id}  removed {e.removed_at[:16].replace('T', ' ')}  {e.title}  ({e.doc_id}, kept until {until})",
-                file=out,
-            )
-        print("restore one with: kb restore TRASH_ID", file=out)
+            print(words.tr("{trash_id}  removed {when}  {title}  ({doc_id}, kept until {until})",
+                           trash_id=e.trash_id, when=e.removed_at[:16].replace("T", " "), title=e.title,
+                           doc_id=e.doc_id, until=e.expires_at().strftime("%Y-%m-%d")), file=out)  # fmt: skip
+        print(words.tr("restore one with: kb restore TRASH_ID"), file=out)
         return EXIT_OK
     [result] = change(
         settings, "restore", [args.trash_id], make_counter=lambda: load_tokenizer(settings), wait_s=args.wait
     )
     if result.status == "failed":
-        print(f"kb: {result.message}", file=err)
+        print(f"kb: {change_said(result, args.trash_id, words)}", file=err)
         return EXIT_FAILED
-    print(
-        f"restored  {result.doc_id}  {result.title!r}"
-        if result.status == "done"
-        else f"waiting  {result.message}",
-        file=out,
-    )
+    if result.status == "done":
+        said = words.tr("restored  {doc_id}  {title}", doc_id=result.doc_id, title=repr(result.title))
+    else:
+        said = words.tr("waiting  {why}", why=change_said(result, args.trash_id, words))
+    print(said, file=out)
     return EXIT_OK
 
 
@@ -107,54 +141,105 @@ def cmd_backup(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     """kb backup DEST | kb backup --verify ARCHIVE"""
     from knowledge.backup import backup, verify
 
+    w = terminal_words(settings)
     if args.verify:
-        v = verify(args.dest)
-        print(
-            f"verified  {v.archive}: {v.files:,} files, {v.bytes / 1e6:.1f} MB, each as its manifest lists; index "
-            f"sound: {v.index.documents:,} documents, {v.index.chunks:,} chunks (made {v.created_at} by kb {v.kb_version})",
-            file=out,
-        )
+        with backup_said(w, args.dest):
+            v = verify(args.dest)
+        print(w.tr("verified  {archive}: {files} files, {mb} MB, each as its manifest lists; index sound: "
+                   "{documents} documents, {chunks} chunks (made {made} by kb {version})",
+                   archive=v.archive, files=w.number(v.files), mb=f"{v.bytes / 1e6:.1f}",
+                   documents=w.number(v.index.documents), chunks=w.number(v.index.chunks), made=v.created_at,
+                   version=v.kb_version), file=out)  # fmt: skip
         return EXIT_OK
-    bar = _BackupBar(err)
+    bar = _BackupBar(err, w)
     try:
-        done = backup(settings, args.dest, progress=bar)
+        with backup_said(w, args.dest):
+            done = backup(settings, args.dest, progress=bar)
     finally:
         bar.close()
-    dropped = _dropped_secrets(done.settings_dropped)
-    print(
-        f"backup  {done.dest}: {done.files:,} files, {done.bytes / 1e6:.1f} MB, index {done.index.documents:,} "
-        f"documents / {done.index.chunks:,} chunks, {done.seconds:.1f} s"
-        + (f"; left out: {dropped}" if dropped else ""),
-        file=out,
-    )
+    dropped = _dropped_secrets(done.settings_dropped, w)
+    line = w.tr("backup  {dest}: {files} files, {mb} MB, index {documents} documents / {chunks} chunks, {seconds} s",
+                dest=done.dest, files=w.number(done.files), mb=f"{done.bytes / 1e6:.1f}",
+                documents=w.number(done.index.documents), chunks=w.number(done.index.chunks),
+                seconds=f"{done.seconds:.1f}")  # fmt: skip
+    print(line + (w.tr("; left out: {secrets}", secrets=dropped) if dropped else ""), file=out)
     for name in done.secret_in:
-        print(
-            f"kb: warning: {name} holds a secret's value (kept as it is: it is one of your files)",
-            file=err,
+        said = w.tr(
+            "warning: {name} holds a secret's value (kept as it is: it is one of your files)", name=name
         )
+        print(f"kb: {said}", file=err)
     return EXIT_OK
 
 
-def _dropped_secrets(dropped: dict[str, list[str]]) -> str:
+@contextlib.contextmanager
+def backup_said(words: Words, path: Path) -> Iterator[None]:
+    """A refused or failed backup (BackupError) said in ``words``: English says the error itself (kb's
+    top level prints it), another language what its reason means, with the file it is about."""
+    from knowledge.backup.errors import BackupError
+
+    try:
+        yield
+    except BackupError as exc:
+        if words.language == "en":
+            raise
+        said = words.tr(BACKUP_REASONS.get(exc.reason, N_("{path}: the backup failed (kb logs says why)")),
+                        path=str(path))  # fmt: skip
+        if exc.member:
+            said = words.tr(LABELLED, name=said, what=exc.member)
+        raise Said(said) from exc
+
+
+# Why kb backup, kb backup --verify or kb restore-backup refused ({path}: DEST, the archive or DIR)
+BACKUP_REASONS = {
+    "dest-exists": N_("{path} already exists: kb never writes a backup over it"),
+    "dest-inside": N_("{path} is inside the knowledge base: write the backup somewhere else"),
+    "dest-busy": N_("another backup is being written to {path}"),
+    "dest-folder": N_("the folder to write {path} in does not exist"),
+    "part-not-ours": N_("something that is not kb's is in the way of {path} (its .part folder): move it away"),
+    "no-index": N_("there is no index to back up yet (add documents first); nothing was written to {path}"),
+    "unreadable": N_("a file of the knowledge base could not be read; nothing was written to {path}"),
+    "no-room": N_("the disk is full: {path} could not be written — free some space"),
+    "unwritable": N_("{path} could not be written"),
+    "index-damaged": N_("the copy of the index in {path} failed SQLite's checks"),
+    "not-a-backup": N_("{path} is not a kb backup (a .tar.gz file or a folder)"),
+    "truncated": N_("{path} is cut short: the archive is damaged"),
+    "changed": N_("{path} is damaged: a file's size or hash is not the one its manifest lists"),
+    "missing": N_("{path} is damaged: a file its manifest lists is missing"),
+    "extra": N_("{path} holds a file its manifest does not list"),
+    "unsafe": N_("{path} holds a link, a device or a sparse file: refused"),
+    "too-many": N_("{path} holds more files than kb reads"),
+    "too-large": N_("{path} needs more space than the disk has free"),
+    "bad-manifest": N_("{path} has a manifest (kb-backup.json) kb cannot read"),
+    "newer-format": N_("{path} was written by a newer kb: update kb to restore it"),
+    "home-not-empty": N_("{path} is not empty: restore a backup into a new or empty folder"),
+}  # fmt: skip
+
+
+def _dropped_secrets(dropped: dict[str, list[str]], words: Words) -> str:
     """'KB_TELEGRAM_TOKEN, HF_TOKEN and 1 other line holding a secret' from what each settings file lost."""
     found = [key for keys in dropped.values() for key in keys if isinstance(key, str)]
-    names = sorted({key for key in found if not key.startswith("line ")})
+    names = ", ".join(sorted({key for key in found if not key.startswith("line ")}))
     lines = len(found) - sum(1 for key in found if not key.startswith("line "))
-    other = f"{plural(lines, 'other line')} holding a secret" if lines else ""
-    return " and ".join(part for part in (", ".join(names), other) if part)
+    other = (
+        words.ntr("{n} other line holding a secret", "{n} other lines holding a secret", lines)
+        if lines
+        else ""
+    )
+    return words.tr("{names} and {others}", names=names, others=other) if names and other else names or other
 
 
 class _BackupBar:
     """kb backup's progress on a terminal: files copied of those found, and megabytes."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
+    def __init__(self, stream: TextIO, words: Words) -> None:
+        self.stream, self.words = stream, words
         self.bar: Progress | None = None
         self.shown = 0
 
     def __call__(self, files: int, expected: int, nbytes: int) -> None:
         if self.bar is None:
-            self.bar = Progress(expected, label="backup", unit="files", stream=self.stream)
+            w = self.words
+            self.bar = Progress(expected, label=w.tr(BACKUP), unit=w.tr(FILES), stream=self.stream, words=w)
         self.bar.advance(files - self.shown)
         self.bar.describe(f"{nbytes / 1e6:,.0f} MB")
         self.shown = files
@@ -168,30 +253,31 @@ def cmd_restore_backup(args: argparse.Namespace, settings: Settings, *, out: Tex
     """kb restore-backup ARCHIVE --home DIR"""
     from knowledge.backup import restore
 
-    done = restore(args.archive, args.restore_home)
-    v = done.verified
-    print(
-        f"restored  {v.archive} → {done.home}: {v.files:,} files, index "
-        f"{v.index.documents - len(done.settled.missing):,} documents / {v.index.chunks:,} chunks, {done.seconds:.1f} s",
-        file=out,
-    )
-    if done.settled.put_back:
-        print(
-            f"  put back {plural(len(done.settled.put_back), 'document')} removed while the backup ran",
-            file=out,
-        )
-    if done.settled.missing:
-        print(
-            f"  {plural(len(done.settled.missing), 'document')} of the index copy had no raw file in the archive: left out",
-            file=out,
-        )
-    dropped = _dropped_secrets(v.manifest.get("settings_dropped") or {})
+    w = terminal_words(settings)
+    with backup_said(w, args.archive):
+        done = restore(args.archive, args.restore_home)
+    v, settled = done.verified, done.settled
+    print(w.tr("restored  {archive} → {home}: {files} files, index {documents} documents / {chunks} chunks, "
+               "{seconds} s", archive=v.archive, home=done.home, files=w.number(v.files),
+               documents=w.number(v.index.documents - len(settled.missing)), chunks=w.number(v.index.chunks),
+               seconds=f"{done.seconds:.1f}"), file=out)  # fmt: skip
+    if settled.put_back:
+        back = w.ntr("put back {n} document removed while the backup ran",
+                     "put back {n} documents removed while the backup ran", len(settled.put_back))  # fmt: skip
+        print(f"  {back}", file=out)
+    if settled.missing:
+        missing = w.ntr("{n} document of the index copy had no raw file in the archive: left out",
+                        "{n} documents of the index copy had no raw file in the archive: left out",
+                        len(settled.missing))  # fmt: skip
+        print(f"  {missing}", file=out)
+    dropped = _dropped_secrets(v.manifest.get("settings_dropped") or {}, w)
     if dropped:
-        print(f"  not in the backup: {dropped} — set them again in {done.home / '.env'}", file=out)
-    print(
-        f"  next: kb --home {done.home} daemon (it indexes what the backup caught after its index copy)",
-        file=out,
-    )
+        again = w.tr("not in the backup: {secrets} — set them again in {path}", secrets=dropped,
+                     path=done.home / ".env")  # fmt: skip
+        print(f"  {again}", file=out)
+    nxt = w.tr("next: kb --home {home} daemon (it indexes what the backup caught after its index copy)",
+               home=done.home)  # fmt: skip
+    print(f"  {nxt}", file=out)
     return EXIT_OK
 
 

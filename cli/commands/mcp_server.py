@@ -8,6 +8,7 @@ from typing import TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from knowledge.config import Settings
+from knowledge.words.catalog import terminal_words
 
 
 def _mcp_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,18 +27,20 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
     from mcpserver.main import run
 
     port = settings.mcp_port if args.port is None else args.port
+    words = terminal_words(settings)
     if args.port is not None and not args.http:
-        print("kb: --port goes with --http", file=err)
+        said = words.tr("--port goes with --http")
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
     try:
         run(settings, http=args.http, port=port, err=err)
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
-        print(
-            f"kb: port {port} on 127.0.0.1 is in use: stop what uses it or choose another with --port",
-            file=err,
+        said = words.tr(
+            "port {port} on 127.0.0.1 is in use: stop what uses it or choose another with --port", port=port
         )
+        print(f"kb: {said}", file=err)
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_OK

@@ -24,6 +24,8 @@ from knowledge.sources.registry import Source, config_file, read_sources, scope_
 from knowledge.sources.state import split_raw_path
 from knowledge.store.index import Index
 from knowledge.store.records import DocumentRecord
+from knowledge.words.catalog import ENGLISH, N_, Words, terminal_words
+from knowledge.words.sources import REFUSALS
 
 
 def _search_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,18 +91,22 @@ def scope_or_refusal(
         except IndexMissing:
             return with_tag(scope, tag, None)
     except SourceRefused as exc:
-        print(f"kb: {exc}", file=err)
+        words = terminal_words(settings)
+        said = str(exc) if words.language == "en" else words.tr(REFUSALS[exc.reason], **exc.facts)
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb search [-k N] [--json] [--in NAME] [--tag TAG] QUERY  |  kb search --batch FILE --json"""
-    k = args.k or settings.search_k
+    k, words = args.k or settings.search_k, terminal_words(settings)
     if k < 1:
-        print("kb: -k must be at least 1", file=err)
+        said = words.tr("-k must be at least 1")
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
     if args.batch is None and not args.query:
-        print("kb: search needs a QUERY or --batch FILE", file=err)
+        said = words.tr("search needs a QUERY or --batch FILE")
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
     if args.batch is not None:
         queries = args.batch.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -139,7 +145,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
         else:
             if args.batch is not None:
                 print(f"## {query}", file=out)
-            print_results(found, out, translations)
+            print_results(found, out, translations, words)
     return EXIT_OK
 
 
@@ -210,43 +216,59 @@ def _sources_or_none(settings: Settings) -> list[Source]:
 
 def search_meaning(settings: Settings, index: Index, *, err: TextIO) -> Meaning | None:
     """Search by meaning for this index, saying on ``err`` when it is partial or unavailable."""
+    words = terminal_words(settings)
     try:
         meaning = Meaning.of(make_embedder(settings))
     except EmbedderError as exc:
-        print(f"kb: searching by words only: {exc}", file=err)
+        said = f"searching by words only: {exc}" if words.language == "en" else words.tr(BY_WORDS_ONLY)
+        print(f"kb: {said}", file=err)
         return None
     if meaning is not None:
         cov = coverage(index, meaning.embedder.name)
         if not cov.is_complete:
-            print(
-                f"kb: {cov.vectors} of {cov.chunks} passages have vectors yet; search by meaning is partial",
-                file=err,
-            )
+            print(f"kb: {words.tr(PARTIAL, vectors=cov.vectors, chunks=cov.chunks)}", file=err)
     return meaning
 
 
-def print_results(found: Found, out: TextIO, translations: Sequence[Translation] = ()) -> None:
+BY_WORDS_ONLY = N_("searching by words only: the embedder cannot be used (kb doctor says why)")
+PARTIAL = N_("{vectors} of {chunks} passages have vectors yet; search by meaning is partial")
+
+
+def print_results(
+    found: Found, out: TextIO, translations: Sequence[Translation] = (), words: Words = ENGLISH
+) -> None:
     """Readable results: rank, citation, relevance, a few lines of text; then the translations
-    searched too, and the verdict."""
+    searched too, and the verdict (in ``words``; English gives the verdict's reasoning, another
+    language its figures)."""
+    w = words
     if translations:
-        print("also searched as: " + " · ".join(f"{t.language}: {t.text}" for t in translations), file=out)
+        searched = " · ".join(f"{t.language}: {t.text}" for t in translations)
+        print(w.tr("also searched as: {translations}", translations=searched), file=out)
     if not found.results:
-        print("no matching passages", file=out)
+        print(w.tr("no matching passages"), file=out)
         return
     for r in found.results:
         tags = "".join(f" #{t}" for t in r.tags)
-        print(f"{r.rank}. {r.citation}  (relevance {r.relevance:.2f}, score {r.score:.3f}){tags}", file=out)
+        scores = w.tr(
+            "relevance {relevance}, score {score}", relevance=f"{r.relevance:.2f}", score=f"{r.score:.3f}"
+        )
+        print(f"{r.rank}. {r.citation}  ({scores}){tags}", file=out)
         if r.source_url:
             print(f"   {r.source_url}", file=out)
         snippet = " ".join(r.text.split())
         print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}", file=out)
     verdict = found.verdict
     answer = (
-        "the documents answer it"
+        w.tr("the documents answer it")
         if verdict.answerable
-        else "the documents do not answer it (kb ask would go to the web)"
+        else w.tr("the documents do not answer it (kb ask would go to the web)")
     )
-    print(f"verdict: {answer}: {verdict.why}", file=out)
+    if w.language == "en":
+        print(f"verdict: {answer}: {verdict.why}", file=out)
+        return
+    figures = w.tr("best relevance {relevance}, threshold {threshold}", relevance=f"{verdict.relevance:.2f}",
+                   threshold=f"{verdict.threshold:.2f}")  # fmt: skip
+    print(w.tr("verdict: {answer} ({figures})", answer=answer, figures=figures), file=out)
 
 
 def cmd_ls(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -259,9 +281,10 @@ def cmd_ls(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: Te
     if args.json:
         print(json.dumps([document_json(d) for d in shown], ensure_ascii=False, indent=2), file=out)
         return EXIT_OK
+    words = terminal_words(settings)
     if not docs:
         print(
-            "no documents match" if args.words else "no documents yet — add files with: kb ingest PATH",
+            words.tr("no documents match") if args.words else words.tr(NO_DOCUMENTS),
             file=out,
         )
         return EXIT_OK
@@ -271,8 +294,13 @@ def cmd_ls(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: Te
             file=out,
         )
     if len(shown) < len(docs):
-        print(f"… {len(docs) - len(shown)} more (--limit N shows more, --limit 0 all)", file=out)
+        print(
+            words.tr("… {n} more (--limit N shows more, --limit 0 all)", n=len(docs) - len(shown)), file=out
+        )
     return EXIT_OK
+
+
+NO_DOCUMENTS = N_("no documents yet — add files with: kb ingest PATH")
 
 
 def matching_documents(docs: Sequence[DocumentRecord], words: Sequence[str]) -> list[DocumentRecord]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
-from cli.progress import Progress
+from cli.progress import FILES, Progress
 from knowledge.config import Settings
 from knowledge.errors import SourceRefused, WriterLockHeld
 from knowledge.ingest.lock import WriterLock, daemon_holder
@@ -16,10 +16,11 @@ from knowledge.sources import registry
 from knowledge.sources.registry import Source
 from knowledge.sources.report import reports
 from knowledge.store.index import Index
-from knowledge.words.catalog import LABELLED, Words, terminal_words
+from knowledge.words.catalog import LABELLED, N_, Words, terminal_words
 from knowledge.words.sources import REFUSALS, SAID, counts_line, forgot, left_out
 
 ACTIONS = ("add", "rm", "rescan")
+USAGE = N_("usage: {usage}")  # a command line written wrong: how it is written
 RESCAN_PREFIX = "rescan."  # knowledge/requests/rescan.NAME: the running daemon walks NAME again
 
 
@@ -42,23 +43,22 @@ def cmd_sources(args: argparse.Namespace, settings: Settings, *, out: TextIO, er
     try:
         if action == "add":
             if len(rest) != 1 or not args.name:
-                print(
-                    "usage: kb sources add PATH --name NAME [--include GLOB]... [--exclude GLOB]...", file=err
-                )
+                usage = "kb sources add PATH --name NAME [--include GLOB]... [--exclude GLOB]..."
+                print(words.tr(USAGE, usage=usage), file=err)
                 return EXIT_USAGE
             return _add(settings, Path(rest[0]).expanduser().absolute(), args, words, out=out, err=err)
         if action == "rm":
             if len(rest) != 1:
-                print("usage: kb sources rm NAME", file=err)
+                print(words.tr(USAGE, usage="kb sources rm NAME"), file=err)
                 return EXIT_USAGE
             return _rm(settings, rest[0], words, out=out, err=err)
         if action == "rescan":
             if len(rest) > 1:
-                print("usage: kb sources rescan [NAME]", file=err)
+                print(words.tr(USAGE, usage="kb sources rescan [NAME]"), file=err)
                 return EXIT_USAGE
             return _rescan(settings, rest[0] if rest else None, words, out=out, err=err)
         if len(rest) > 1:
-            print("usage: kb sources [NAME] [--json]", file=err)
+            print(words.tr(USAGE, usage="kb sources [NAME] [--json]"), file=err)
             return EXIT_USAGE
         return _show(settings, rest[0] if rest else None, words, as_json=args.json, out=out)
     except SourceRefused as exc:
@@ -123,7 +123,9 @@ def _sync(settings: Settings, sources: list[Source], words: Words, *, out: TextI
 
                 def step(done: int, total: int, bars: list[Progress] = bars, name: str = s.name) -> None:
                     if not bars:
-                        bars.append(Progress(total, label=name, unit="files", stream=err))
+                        bars.append(
+                            Progress(total, label=name, unit=words.tr(FILES), stream=err, words=words)
+                        )
                     bars[0].advance()
 
                 try:

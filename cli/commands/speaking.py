@@ -17,9 +17,11 @@ from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from knowledge.config import Settings
 from knowledge.errors import IndexMissing, KbError
 from knowledge.store.index import Index
-from knowledge.words.catalog import terminal_words
+from knowledge.words.catalog import N_, terminal_words
 
 CLI_KEY = "cli"  # the command line's own "last digest", beside each chat's
+
+SINCE = N_("--since {period} is not a period: write it as 24h, 7d or 2w")
 
 
 def _summarize_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,7 +51,8 @@ def cmd_summarize(args: argparse.Namespace, settings: Settings, *, out: TextIO, 
     except IndexMissing:
         doc = None
     if doc is None:
-        print(f"kb: no document {args.doc_id!r} (kb ls lists them)", file=err)
+        said = words.tr("no document {id} (kb ls lists them)", id=repr(args.doc_id))
+        print(f"kb: {said}", file=err)
         return EXIT_FAILED
 
     def progress(n: int, total: int) -> None:
@@ -80,7 +83,10 @@ def cmd_summarize(args: argparse.Namespace, settings: Settings, *, out: TextIO, 
     else:
         print(f"{doc.title}\n\n{summary.text}", file=out)
         if summary.kind == "excerpt":
-            print(words.tr("(its opening lines: the model is not running)") + f" ({summary.why})", file=out)
+            why = (
+                f" ({summary.why})" if words.language == "en" else ""
+            )  # the model's error: English, technical
+            print(words.tr("(its opening lines: the model is not running)") + why, file=out)
         for c in summary.citations:
             print(f"[{c.number}] {c.raw_path}:{c.start_line}-{c.end_line}", file=out)
     return EXIT_OK if summary.kind == "model" else EXIT_FAILED
@@ -92,7 +98,7 @@ def cmd_digest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     from knowledge.report.digest import digest_of, parse_since, since_last
     from knowledge.words.digest import digest_plain
 
-    store = Conversations(settings.conversations_path)
+    store, words = Conversations(settings.conversations_path), terminal_words(settings)
     now = time.time()
     until = datetime.fromtimestamp(now, UTC)
     try:
@@ -100,7 +106,8 @@ def cmd_digest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
             until - parse_since(args.since) if args.since else since_last(store.last_digest(CLI_KEY), until)
         )
     except ValueError as exc:
-        print(f"kb: --since {exc}", file=err)
+        said = f"--since {exc}" if words.language == "en" else words.tr(SINCE, period=args.since)
+        print(f"kb: {said}", file=err)
         return EXIT_USAGE
     try:
         asked = store.unanswered(since.timestamp(), now, keys=f"{CLI_KEY}:*")  # the command line's own
@@ -117,7 +124,7 @@ def cmd_digest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
             "resurfaced_for": digest.resurfaced_for,
         }, ensure_ascii=False), file=out)  # fmt: skip
     else:
-        print(digest_plain(digest, terminal_words(settings)), file=out)
+        print(digest_plain(digest, words), file=out)
     if not args.since:
         store.digest_sent(CLI_KEY, now)
     return EXIT_OK

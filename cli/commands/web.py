@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK, Command
 from knowledge.config import Settings
-from knowledge.words.catalog import ENGLISH, Words, terminal_words
+from knowledge.words.catalog import ENGLISH, N_, Words, terminal_words
+from knowledge.words.reasons import not_read, refused
 from knowledge.words.replies import plain
 
 if TYPE_CHECKING:
@@ -124,10 +125,18 @@ def describe_import(result: object, words: Words = ENGLISH) -> str:
     if r.status == "already":
         return w.tr("already    {id} {url} was imported before: {title!r} ({doc})", id=r.source_id, url=r.url,
                     title=r.title, doc=r.doc_id)  # fmt: skip
+    is_english = w.language == "en"  # English says the importer's message; another language what it means
     if r.status == "queued":
-        return w.tr("queued     {id} {url}: {why}", id=r.source_id, url=r.url, why=r.message)
+        why = r.message if is_english else w.tr(QUEUED)
+        return w.tr("queued     {id} {url}: {why}", id=r.source_id, url=r.url, why=why)
+    if not is_english:
+        return w.tr("failed     {id} {url}: {why} (kept in {kept})", id=r.source_id, url=r.url,
+                    why=not_read(r.reason or "unreadable", w), kept=r.kept_at)  # fmt: skip
     return w.tr("failed     {id} {url}: {reason}: {why} (kept in {kept})", id=r.source_id, url=r.url,
                 reason=r.reason, why=r.message, kept=r.kept_at)  # fmt: skip
+
+
+QUEUED = N_("it waits in the inbox until the daemon indexes it (kb daemon or kb run)")
 
 
 async def import_and_answer(settings: Settings, source_id: str, *extra: str, chat_id: str = "cli") -> tuple:
@@ -150,25 +159,31 @@ async def import_and_answer(settings: Settings, source_id: str, *extra: str, cha
     return result, reply
 
 
-def import_exit(run: object, *, out: TextIO, err: TextIO) -> int:
-    """Run an import (and its answer), print its outcome; the exit status."""
+def import_exit(run: object, *, out: TextIO, err: TextIO, words: Words = ENGLISH) -> int:
+    """Run an import (and its answer), print its outcome (in ``words``); the exit status."""
     from knowledge.errors import FetchRefused
     from knowledge.websearch.importer import ImportRefused
 
     try:
         result, reply = asyncio.run(run)
     except (ImportRefused, FetchRefused) as exc:
-        print(f"kb: refused ({exc.reason}): {exc}", file=err)
+        why = (
+            f"refused ({exc.reason}): {exc}"
+            if words.language == "en"
+            else words.tr(REFUSED_, why=refused(exc.reason, words))
+        )
+        print(f"kb: {why}", file=err)
         return EXIT_REFUSED
-    print(describe_import(result), file=out)
+    print(describe_import(result, words), file=out)
     if reply is not None:
-        print("\n" + plain(reply, ENGLISH), file=out)
+        print("\n" + plain(reply, words), file=out)
     return EXIT_OK if result.status in ("indexed", "already", "queued") else EXIT_FAILED
 
 
 def cmd_import(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb import web-N"""
-    return import_exit(import_and_answer(settings, args.source_id, *args.extra), out=out, err=err)
+    run = import_and_answer(settings, args.source_id, *args.extra)
+    return import_exit(run, out=out, err=err, words=terminal_words(settings))
 
 
 def cmd_import_url(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
@@ -176,19 +191,35 @@ def cmd_import_url(args: argparse.Namespace, settings: Settings, *, out: TextIO,
     from knowledge.errors import FetchRefused
     from knowledge.wiring import candidate_store, make_fetcher
 
+    words = terminal_words(settings)
+    is_english = words.language == "en"
     if args.check:
         try:
             addresses = asyncio.run(make_fetcher(settings).check_only(args.url))
         except FetchRefused as exc:
-            print(f"refused ({exc.reason}): {exc}", file=out)
+            why = (
+                f"refused ({exc.reason}): {exc}"
+                if is_english
+                else words.tr(REFUSED_, why=refused(exc.reason, words))
+            )
+            print(why, file=out)
             return EXIT_REFUSED
-        print(f"allowed: {args.url} resolves to {', '.join(addresses)}", file=out)
+        print(words.tr("allowed: {url} resolves to {addresses}", url=args.url, addresses=", ".join(addresses)),
+              file=out)  # fmt: skip
         return EXIT_OK
     if not args.url.startswith(("http://", "https://")):
-        print(f"kb: refused (scheme): {args.url!r} is not an http(s) URL", file=err)
+        why = (
+            f"refused (scheme): {args.url!r} is not an http(s) URL"
+            if is_english
+            else refused("scheme", words)
+        )
+        print(f"kb: {why}", file=err)
         return EXIT_REFUSED
     candidate_store(settings).save_url("cli", args.url)
-    return import_exit(import_and_answer(settings, "web-1"), out=out, err=err)
+    return import_exit(import_and_answer(settings, "web-1"), out=out, err=err, words=words)
+
+
+REFUSED_ = N_("refused: {why}")
 
 
 COMMANDS = {

@@ -115,47 +115,77 @@ def resolve_kind(kind: str, platform: str = sys.platform) -> str:
     return kind
 
 
-def ocr_warnings(spec: OcrSpec, unknown: Sequence[str] = (), platform: str = sys.platform) -> list[str]:
-    """What the owner asked for that this machine's OCR cannot do, one sentence each."""
+def as_written(message: str, /, **facts: object) -> str:
+    """A message as written (English), its ``{placeholders}`` filled."""
+    return message.format(**facts) if facts else message
+
+
+def ocr_warnings(
+    spec: OcrSpec,
+    unknown: Sequence[str] = (),
+    platform: str = sys.platform,
+    tr: Callable[..., str] = as_written,
+) -> list[str]:
+    """What the owner asked for that this machine's OCR cannot do, one sentence each (``tr``: a message
+    in the reader's words, the catalog's ``Words.tr``; by default as written, in English)."""
     kind = resolve_kind(spec.kind, platform)
     notes = []
     if kind == "vision" and platform != "darwin":
-        notes.append("KB_OCR=vision needs macOS (Apple Vision); set KB_OCR=auto to use RapidOCR here")
+        notes.append(tr("KB_OCR=vision needs macOS (Apple Vision); set KB_OCR=auto to use RapidOCR here"))
     if kind == "rapidocr" and "th" in spec.langs:
         notes.append(
-            "Thai is not read here: RapidOCR has no bundled Thai model and kb does not download one; "
-            "Thai OCR needs Apple Vision on macOS (or drop th from KB_OCR_LANGS)"
+            tr(
+                "Thai is not read here: RapidOCR has no bundled Thai model and kb does not download one; "
+                "Thai OCR needs Apple Vision on macOS (or drop th from KB_OCR_LANGS)"
+            )
         )
+    known = ", ".join(LANGUAGES)
     if unknown:
         notes.append(
-            f"KB_OCR_LANGS has unknown languages {', '.join(unknown)} (ignored); known: {', '.join(LANGUAGES)}"
+            tr(
+                "KB_OCR_LANGS has unknown languages {unknown} (ignored); known: {known}",
+                unknown=", ".join(unknown),
+                known=known,
+            )
         )
     if kind != "off" and not spec.langs:
-        notes.append(f"KB_OCR_LANGS names no language kb knows; known: {', '.join(LANGUAGES)}")
+        notes.append(tr("KB_OCR_LANGS names no language kb knows; known: {known}", known=known))
     return notes
 
 
-def describe_ocr(settings: Settings, platform: str = sys.platform) -> str:
+def describe_ocr(
+    settings: Settings, platform: str = sys.platform, tr: Callable[..., str] = as_written
+) -> str:
     """One or two sentences for ``kb doctor``: which engine reads photos and scans, in which languages."""
     langs, unknown = parse_langs(settings.ocr_langs)
     spec = OcrSpec(kind=settings.ocr, langs=langs, dpi=settings.ocr_dpi)
     kind = resolve_kind(spec.kind, platform)
     if kind == "off":
-        return (
+        return tr(
             "off (KB_OCR=off): photos are refused and PDF pages without a text layer are skipped; "
             "set KB_OCR=auto to read them"
         )
     if kind == "vision":
         readable = list(langs)
-        what = f"Apple Vision reads {', '.join(readable) or 'nothing'}"
+        what = tr("Apple Vision reads {langs}", langs=", ".join(readable) or tr("nothing"))
     else:
         readable = [lang for lang in langs if lang in RAPIDOCR_LANGUAGES]
-        what = f"RapidOCR (PP-OCRv6, bundled models) reads {', '.join(readable) or 'nothing'}"
+        what = tr(
+            "RapidOCR (PP-OCRv6, bundled models) reads {langs}",
+            langs=", ".join(readable) or tr("nothing"),
+        )
         if "th" not in langs:  # said anyway: the owner keeps Thai documents
-            what += "; not Thai (photos of Thai text are refused as ocr-unreadable: read them on a Mac)"
-    text = f"{what}; scanned pages rendered at {spec.dpi} dpi, {settings.ocr_page_timeout_s:g} s per page"
-    notes = ocr_warnings(spec, unknown, platform)
-    return text + "".join(f". {note}" for note in notes)
+            what += tr("; not Thai (photos of Thai text are refused as ocr-unreadable: read them on a Mac)")
+    text = tr(
+        "{what}; scanned pages rendered at {dpi} dpi, {seconds} s per page",
+        what=what,
+        dpi=spec.dpi,
+        seconds=f"{settings.ocr_page_timeout_s:g}",
+    )
+    notes = ocr_warnings(spec, unknown, platform, tr)
+    for note in notes:
+        text = tr("{text}. {note}", text=text, note=note)
+    return text
 
 
 # -- engines ----------------------------------------------------------------------------------

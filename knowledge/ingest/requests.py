@@ -63,6 +63,9 @@ class Change:
     doc_id: str | None = None
     title: str | None = None
     disk_full: bool = False  # failed because the request could not be written: no room on the disk
+    # why, as a stable code: the trash's (no-document, no-entry, already-indexed, tampered…), bad-request,
+    # unwritten, daemon-off and daemon-busy (waiting), error (the disk or the database), unreadable
+    reason: str = ""
 
 
 # -- asking -------------------------------------------------------------------------------------
@@ -92,7 +95,8 @@ def change(
         lock.acquire(wait_s=settings.lock_wait_s)
     try:
         if op == "remove" and not settings.index_path.exists():  # nothing to remove: create nothing
-            return [Change("failed", f"no document {t!r}: the knowledge base is empty") for t in targets]
+            return [Change("failed", f"no document {t!r}: the knowledge base is empty", reason="no-document")
+                    for t in targets]  # fmt: skip
         with Index(settings.index_path) as index:
             # Removing and restoring convert nothing: no OCR engine, and no warnings about one.
             ingestor = Ingestor(settings, index, _LazyCounter(make_counter), ocr=OcrSpec(kind="off"))
@@ -116,7 +120,9 @@ class _LazyCounter:
 
 def _checked_perform(ingestor: Ingestor, op: str, target: str) -> Change:
     problem = check_request(op, target)
-    return Change("failed", problem) if problem is not None else perform(ingestor, op, target)
+    if problem is not None:
+        return Change("failed", problem, reason="bad-request")
+    return perform(ingestor, op, target)
 
 
 def ask_daemon(
@@ -130,7 +136,7 @@ def ask_daemon(
     """
     problem = check_request(op, target)
     if problem is not None:
-        return Change("failed", problem)
+        return Change("failed", problem, reason="bad-request")
     request_id = new_request_id()
     body = {"op": op, "target": target, "asked_at": datetime.now(UTC).isoformat(timespec="seconds")}
     try:
@@ -139,7 +145,8 @@ def ask_daemon(
         full = exc.errno in NO_ROOM
         log.warning("request.unwritten", op=op, target=target, error=str(exc))
         why = "the disk is full — free some space and try again" if full else "check the disk it is on"
-        return Change("failed", f"cannot ask kb's daemon to {op} {target} ({exc}): {why}", disk_full=full)
+        said = f"cannot ask kb's daemon to {op} {target} ({exc}): {why}"
+        return Change("failed", said, disk_full=full, reason="unwritten")
     if is_running is None:
         is_running = daemon_holder(settings.lock_path) is not None
     deadline = time.monotonic() + (wait_s if is_running else 0.0)
@@ -157,11 +164,13 @@ def ask_daemon(
             "waiting",
             f"kb's daemon is not running: the {op} of {target} is saved and will be done when it starts "
             "(kb daemon, or kb service install)",
+            reason="daemon-off",
         )
     return Change(
         "waiting",
         f"the daemon has not done the {op} of {target} yet (it may be busy with other files); "
         "it will be done in turn",
+        reason="daemon-busy",
     )
 
 
@@ -194,9 +203,12 @@ def read_result(path: Path) -> Change:
             trashed=trash.Trashed(**entry) if isinstance(entry, dict) else None,
             doc_id=found.get("doc_id"),
             title=found.get("title"),
+            reason=str(found.get("reason") or ""),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return Change("failed", f"the daemon's answer {path.name} could not be read: {exc}")
+        return Change(
+            "failed", f"the daemon's answer {path.name} could not be read: {exc}", reason="unreadable"
+        )
 
 
 # -- doing (the writer) -------------------------------------------------------------------------
@@ -220,10 +232,12 @@ def perform(ingestor: Ingestor, op: str, target: str) -> Change:
             )
         back = trash.restore(ingestor, target)
     except KbError as exc:
-        return Change("failed", str(exc))
+        return Change("failed", str(exc), reason=getattr(exc, "reason", "") or "error")
     except (OSError, sqlite3.Error) as exc:  # a full disk, a busy database: said, not a crash
         log.error("request.error", op=op, target=target, error=f"{type(exc).__name__}: {exc}")
-        return Change("failed", f"the {op} of {target} failed: {exc} (nothing is lost; try again)")
+        return Change(
+            "failed", f"the {op} of {target} failed: {exc} (nothing is lost; try again)", reason="error"
+        )
     return Change(
         "done",
         f"restored {back.doc_id} ({back.title!r}) from the trash as {back.raw_path}",
@@ -312,7 +326,7 @@ def clean_results(settings: Settings) -> int:
 
 def _refused_change(request_id: str, why: str) -> Change:
     _refuse(request_id, why)
-    return Change("failed", f"request refused: {why}")
+    return Change("failed", f"request refused: {why}", reason="bad-request")
 
 
 def _refuse(name: str, why: str) -> None:

@@ -10,6 +10,8 @@ that answers neither is not the model server kb wants.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from knowledge.config import DEFAULT_LLM_MODEL
@@ -37,20 +39,49 @@ class Reach:
     @property
     def problem(self) -> str:
         """What is wrong, in one line ('' when nothing is)."""
+        return self.problem_in(None)
+
+    def problem_in(self, tr: Callable[..., str] | None) -> str:
+        """What is wrong, in one line ('' when nothing is): in English (``tr`` None) with what the server
+        said; else in the reader's words (``tr``: the catalog's ``Words.tr``) with its HTTP status only
+        (the server's own words are English)."""
         if self.level == "ok":
             return ""
         if self.models is not None:
-            return f"/v1/models lists its models, but /health {self.health_error}"
+            if tr is None:
+                return f"/v1/models lists its models, but /health {self.health_error}"
+            return tr("/v1/models lists its models, but /health answered {status}", status=self.health or "-")
         if self.health == 200:
-            return f"/health answers, but /v1/models gave no list of models: {self.models_error}"
-        health = f"/health {self.health_error}" if self.health_error else "/health gave no answer"
-        return (
-            f"neither /v1/models nor /health answered as an OpenAI-compatible server does "
-            f"(/v1/models {self.models_error}; {health}): is KB_LLM_URL the server's /v1 address?"
+            if tr is None:
+                return f"/health answers, but /v1/models gave no list of models: {self.models_error}"
+            status = answered_status(self.models_error) or "-"
+            return tr(
+                "/health answers, but /v1/models gave no list of models (it answered {status})", status=status
+            )
+        if tr is None:
+            health = f"/health {self.health_error}" if self.health_error else "/health gave no answer"
+            return (
+                f"neither /v1/models nor /health answered as an OpenAI-compatible server does "
+                f"(/v1/models {self.models_error}; {health}): is KB_LLM_URL the server's /v1 address?"
+            )
+        return tr(
+            "neither /v1/models nor /health answered as an OpenAI-compatible server does: is KB_LLM_URL the "
+            "server's /v1 address?"
         )
 
 
-def name_problem(reach: Reach, model: str) -> str:
+def answered_status(said: str) -> int | None:
+    """The HTTP status in what the client said of an answer (``answered 404: not found``), if any."""
+    found = re.match(r"answered (\d{3})\b", said)
+    return int(found.group(1)) if found else None
+
+
+def as_written(message: str, /, **facts: object) -> str:
+    """A message as written (English), its ``{placeholders}`` filled."""
+    return message.format(**facts) if facts else message
+
+
+def name_problem(reach: Reach, model: str, tr: Callable[..., str] = as_written) -> str:
     """Whether the server serves the model each request names (KB_LLM_MODEL), in one line ('' when it
     does, or when that cannot be told): ``default_model`` is mlx_lm.server's name for the model it was
     started with (llama-server takes any name), but a server without ``/health`` (Ollama) has no such
@@ -61,5 +92,11 @@ def name_problem(reach: Reach, model: str) -> str:
     if model == DEFAULT_LLM_MODEL:
         if reach.health != HEALTH_ABSENT:
             return ""
-        return f"the server has no {DEFAULT_LLM_MODEL} (it has no /health, as Ollama): it serves {listed}"
-    return f"KB_LLM_MODEL={model} is not among the models the server lists ({listed})"
+        return tr(
+            "the server has no {default} (it has no /health, as Ollama): it serves {listed}",
+            default=DEFAULT_LLM_MODEL,
+            listed=listed,
+        )
+    return tr(
+        "KB_LLM_MODEL={model} is not among the models the server lists ({listed})", model=model, listed=listed
+    )
