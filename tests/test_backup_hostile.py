@@ -115,6 +115,9 @@ def test_database_copies_are_private_from_the_start_and_removed_when_stopped(sma
         unhandled.append(1)
 
     previous = signal.signal(signal.SIGTERM, fallback)
+    # Ctrl-C as a terminal delivers it: a test worker may have been started with SIGINT ignored, and kb
+    # rightly leaves a signal its process was told to ignore ignored.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     umask = os.umask(0o022)
     watcher = threading.Thread(target=watch)
     watcher.start()
@@ -128,6 +131,7 @@ def test_database_copies_are_private_from_the_start_and_removed_when_stopped(sma
         watcher.join(WAIT_S)
         os.umask(umask)
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     assert seen and not unhandled
     for path, (mode, folder_mode) in seen.items():
         assert mode & 0o077 == 0, f"{path} was {oct(mode)}: readable by others"
