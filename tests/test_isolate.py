@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import signal
 import threading
 from collections.abc import Iterator
@@ -119,8 +120,12 @@ def test_os_exit_is_reported_as_crash_and_the_next_call_works(runner):
 
 def test_worker_killed_while_idle_is_replaced(runner):
     pid = runner.call(targets.worker_pid, timeout_s=10)
-    os.kill(pid, signal.SIGKILL)
-    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # until it is dead (left for the runner to reap)
+    death = os.pidfd_open(pid)  # readable once the worker is dead (its parent is the fork server)
+    try:
+        os.kill(pid, signal.SIGKILL)
+        select.select([death], [], [])
+    finally:
+        os.close(death)
     assert runner.call(targets.worker_pid, timeout_s=10) not in {pid, os.getpid()}
 
 

@@ -1,10 +1,13 @@
 """Run a converter in a reusable worker process with a wall-clock timeout and a memory cap.
 
 pypdf's limits are per stream: one hostile page can still loop, exhaust memory or crash the
-interpreter. The worker takes that hit instead of the daemon. It is spawned (never forked: the parent
-has threads and SQLite connections), caps its own address space, and is reused across calls because a
-fresh interpreter costs ~150 ms per file (and an OCR model, loaded once per worker, far more). After a
-timeout or crash it is killed and replaced lazily.
+interpreter. The worker takes that hit instead of the daemon. It is never forked from the caller (which
+has threads and SQLite connections): workers are forked from multiprocessing's fork server, a process
+started once that holds neither and has the converters' libraries imported already, so a new worker
+costs a fork instead of a fresh interpreter importing pypdf and trafilatura (about a second of CPU). The
+worker takes the caller's environment and folder as they are when it starts, caps its own address space,
+and is reused across calls (an OCR model is loaded once per worker). After a timeout or crash it is
+killed and replaced lazily.
 
 A long job can report progress: the function is handed ``progress(done, total)``, each report travels
 back through the pipe, reaches the caller's ``on_progress`` and moves the deadline to at least
@@ -40,6 +43,9 @@ MIB = 1024 * 1024
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
 _CLOSE_GRACE_S = 2.0
 _POLL_S = 0.1
+# Imported once by the fork server, so every worker starts with them (numpy and Pillow stay out: numpy's
+# BLAS would start threads there, and the image converter's worker is the rarer one)
+PRELOAD = ("knowledge.convert.pdf", "knowledge.convert.html", "knowledge.convert.text")
 
 
 class InternalError(ConversionError):
@@ -61,7 +67,8 @@ class IsolatedRunner:
     ) -> None:
         self._memory_bytes = memory_bytes
         self._clock = clock  # reads the deadlines; the pipe is still waited on in real time
-        self._context = multiprocessing.get_context("spawn")
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(list(PRELOAD))  # read when the fork server starts, once
         self._lock = threading.Lock()
         self._process: BaseProcess | None = None
         self._conn: Connection | None = None
@@ -188,13 +195,19 @@ class IsolatedRunner:
 
     def _worker(self) -> Connection:
         """The live worker's pipe end, starting a worker if there is none or it died while idle."""
-        if self._process is not None and not self._process.is_alive():
+        # An idle worker never writes: its end of the pipe readable means it is gone (the fork server, its
+        # parent, may not have reaped it yet, so is_alive() can still say yes).
+        process, conn = self._process, self._conn
+        if process is not None and (not process.is_alive() or conn is None or conn.poll()):
             self._stop(kill=True)
         if self._process is None or self._conn is None:
             parent_end, child_end = self._context.Pipe()
             # daemon=True: if the owner never calls close(), interpreter exit still reaps the worker.
             process = self._context.Process(
-                target=_serve, args=(child_end, self._memory_bytes), name="kb-converter", daemon=True
+                target=_serve,
+                args=(child_end, self._memory_bytes, dict(os.environ), _folder()),
+                name="kb-converter",
+                daemon=True,
             )
             process.start()
             child_end.close()  # only the worker holds it, so the worker's death reads as EOF here
@@ -253,10 +266,24 @@ def _unwrap(reply: tuple[Any, ...], memory_bytes: int) -> Any:
     )
 
 
-def _serve(conn: Connection, memory_bytes: int) -> None:
-    """Worker loop: cap memory, then answer (fn, args, kwargs) requests until None or EOF."""
+def _folder() -> str | None:
+    """The caller's working folder, None when it has been removed."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _serve(conn: Connection, memory_bytes: int, environ: dict[str, str], folder: str | None) -> None:
+    """Worker loop: take the caller's environment and folder, cap memory, then answer (fn, args, kwargs)
+    requests until None or EOF."""
     # Ctrl-C reaches the whole process group; the parent decides when the worker stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.clear()  # the fork server's is the caller's as it was when the server started
+    os.environ.update(environ)
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            os.chdir(folder)
     _spend_less_address_space()
     _limit_address_space(memory_bytes)
     while True:
