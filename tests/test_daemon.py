@@ -303,13 +303,21 @@ def start_daemon(home: Path, **env: str) -> subprocess.Popen:
     )
 
 
-def has_conversion_worker(pid: int) -> bool:
-    """True once process ``pid`` runs a conversion worker: it starts one for its first conversion."""
+def _children(pid: int) -> list[int]:
+    found = []
     for children in Path(f"/proc/{pid}/task").glob("*/children"):
-        for child in children.read_text().split():
-            with contextlib.suppress(OSError):
-                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    return True
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in children.read_text().split()]
+    return found
+
+
+def has_conversion_worker(pid: int) -> bool:
+    """True once process ``pid`` runs a conversion worker: its fork server forks one for its first
+    conversion."""
+    for child in _children(pid):
+        with contextlib.suppress(OSError):
+            if b"forkserver" in Path(f"/proc/{child}/cmdline").read_bytes() and _children(child):
+                return True
     return False
 
 
