@@ -1,8 +1,8 @@
 """``python -m cli`` and the ``kb`` console script.
 
-Kept light on purpose: a worker process kb starts (a converter, a transcriber: spawned, never forked)
-imports the main module of its parent again, and this one imports nothing until it runs, so a worker
-loads only what its job needs rather than the whole command line.
+Kept light on purpose: it imports nothing until it runs, so a command loads only what it needs, and
+a process started as Python's spawn starts one (which imports its parent's main module again) does not
+pull in the whole command line.
 """
 
 from __future__ import annotations

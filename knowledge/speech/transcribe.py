@@ -11,8 +11,9 @@ It finds the model (``KB_WHISPER_MODEL``: a local folder, or a Hugging Face hub 
 own ``runs/models/`` and the hub cache, and otherwise downloaded on first use by kb itself into
 ``runs/models/`` unless ``HF_HUB_OFFLINE`` is set: streamed, size-capped, each file checked before
 it is put in place, no path taken from the answer; see knowledge/model/hub.py), then runs decoding and
-transcription in the runner's worker process: spawned, memory-capped, killed when it takes longer
-than ``KB_TRANSCRIBE_TIMEOUT_S``. Hostile audio or a stuck model costs the worker, never the caller.
+transcription in the runner's worker process: forked from a fork server, memory-capped, killed when it
+takes longer than ``KB_TRANSCRIBE_TIMEOUT_S``. Hostile audio or a stuck model costs the worker, never
+the caller.
 The worker keeps the model loaded between calls (mlx-whisper's own per-process ``ModelHolder``).
 
 Every failure is a :class:`~knowledge.errors.SpeechError` whose message is a sentence for the owner:
