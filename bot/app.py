@@ -120,7 +120,9 @@ def build_application(deps: BotDeps, *, token: str, base_url: str, base_file_url
         "lang": on_lang,
     }
     for names, handle in commands.items():
-        app.add_handler(CommandHandler(list(names) if isinstance(names, tuple) else names, handle, filters=new))
+        app.add_handler(
+            CommandHandler(list(names) if isinstance(names, tuple) else names, handle, filters=new)
+        )
     app.add_handler(MessageHandler(new & filters.COMMAND, on_unknown))  # after every known command
     app.add_handler(MessageHandler(new & (filters.VOICE | filters.AUDIO | filters.Document.AUDIO), on_voice))
     app.add_handler(MessageHandler(new & filters.PHOTO, on_photo))

@@ -27,6 +27,7 @@ def test_one_thread_is_kept_to_and_gives_the_same_products():
     with threadpool_limits(limits=1, user_api="blas"):  # as kb mcp runs
         assert blas_threads() == [1] * len(blas_threads())
         after = (tokens @ weights, rows @ vector)
-    assert np.allclose(before[0], after[0], rtol=1e-5, atol=1e-4)  # entries of size ~22: 1e-4 is float32's last bits
+    # entries of size ~22: 1e-4 is float32's last bits
+    assert np.allclose(before[0], after[0], rtol=1e-5, atol=1e-4)
     assert np.allclose(before[1], after[1], rtol=1e-5, atol=1e-4)
     assert list(np.argsort(-before[1])) == list(np.argsort(-after[1]))  # the passages come in the same order
