@@ -304,6 +304,7 @@ def start_daemon(home: Path, **env: str) -> subprocess.Popen:
 
 
 def _children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s children, as /proc lists them per thread."""
     found = []
     for children in Path(f"/proc/{pid}/task").glob("*/children"):
         with contextlib.suppress(OSError):

@@ -195,10 +195,9 @@ class IsolatedRunner:
 
     def _worker(self) -> Connection:
         """The live worker's pipe end, starting a worker if there is none or it died while idle."""
-        # An idle worker never writes: its end of the pipe readable means it is gone (the fork server, its
-        # parent, may not have reaped it yet, so is_alive() can still say yes).
-        process, conn = self._process, self._conn
-        if process is not None and (not process.is_alive() or conn is None or conn.poll()):
+        # An idle worker never writes: its end of the pipe readable means it has died (is_alive() could
+        # still say yes: its parent, the fork server, may not have reaped it yet).
+        if self._conn is not None and self._conn.poll():
             self._stop(kill=True)
         if self._process is None or self._conn is None:
             parent_end, child_end = self._context.Pipe()
