@@ -50,6 +50,7 @@ class BotDeps:
     actions: Actions = field(default_factory=Actions)  # what the document buttons do (bot.find)
     locks: defaultdict[int, asyncio.Lock] = field(default_factory=lambda: defaultdict(asyncio.Lock))
     taps: set[tuple[str, str]] = field(default_factory=set)  # candidates being imported
+    digesting: asyncio.Lock = field(default_factory=asyncio.Lock)  # one digest at a time: sent, remembered
     # per chat: the answer being written (/stop); where drafts were refused (answers stream by edits);
     # the language it is written to; the /lang choice (None: none)
     answering: dict[int, asyncio.Future] = field(default_factory=dict)

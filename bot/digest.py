@@ -40,8 +40,14 @@ async def on_digest(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def send_digest(context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> None:
-    """The digest for a chat since the last one sent to it, sent, and remembered as sent."""
+    """The digest for a chat since the last one sent to it, sent, and remembered as sent (before the next
+    one starts: two /digest in a row must not both show what came in)."""
     deps = deps_of(context)
+    async with deps.digesting:
+        await _send_digest(deps, context, chat_id)
+
+
+async def _send_digest(deps: BotDeps, context: ContextTypes.DEFAULT_TYPE, chat_id: int) -> None:
     store = deps.conversing.store if deps.conversing is not None else None
     now = time.time()
     until = datetime.fromtimestamp(now, UTC)
