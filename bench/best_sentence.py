@@ -38,10 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.crossing import pair_label  # noqa: E402
-from bench.retrieval import DEFAULT_CACHE, DEFAULT_DATA, LANGS, build, hit_rank, load_xquad, recall, setup  # noqa: E402
+from bench.retrieval import DEFAULT_CACHE, DEFAULT_DATA, LANGS, hit_rank, load_xquad, recall, rotations, setup  # noqa: E402
 from bench.sufficiency import halves  # noqa: E402
 from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
-from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
 from knowledge.retrieval.backfill import embed_background, embed_missing, embed_second_missing  # noqa: E402
@@ -231,12 +230,9 @@ def main() -> int:
 
     search_module._lexical = lexical
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
-        for rotation in range(3):
-            lang_of = {key: LANGS[(n + rotation) % 3] for n, key in enumerate(keys)}
-            home = Path(tmp) / f"best{rotation}"
-            settings = load_settings(env, home=home)
-            subset = {(lang, key): text for (lang, key), text in docs.items() if lang_of[key] == lang}
-            doc_ids = build(home, subset, settings, counter)
+        for rotation, lang_of, settings, doc_ids in rotations(
+            Path(tmp), docs, keys, env, counter, name="best"
+        ):
             with Index(settings.index_path) as index:
                 embed_background(embedder)  # not a chunk: out of the timing
                 before = embedder.computed, embedder.seconds

@@ -35,15 +35,14 @@ from bench.retrieval import (  # noqa: E402
     DEFAULT_CACHE,
     DEFAULT_DATA,
     LANGS,
-    build,
     hit_rank,
     load_xquad,
     recall,
+    rotations,
     setup,
 )
 from bench.sufficiency import halves  # noqa: E402
 from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
-from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
 from knowledge.retrieval.backfill import embed_missing, embed_second_missing  # noqa: E402
@@ -88,12 +87,9 @@ def main() -> int:
     e5_s = use_s = 0.0
     e5_n = use_n = 0
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
-        for rotation in range(3):
-            lang_of = {key: LANGS[(n + rotation) % 3] for n, key in enumerate(keys)}
-            home = Path(tmp) / f"cross{rotation}"
-            settings = load_settings(env, home=home)
-            subset = {(lang, key): text for (lang, key), text in docs.items() if lang_of[key] == lang}
-            doc_ids = build(home, subset, settings, counter)
+        for rotation, lang_of, settings, doc_ids in rotations(
+            Path(tmp), docs, keys, env, counter, name="cross"
+        ):
             with Index(settings.index_path) as index:
                 before = embedder.computed, embedder.seconds
                 embed_missing(index, embedder, batch=settings.embed_batch, second=False)

@@ -32,7 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -186,6 +186,33 @@ def build(
             if progress:
                 progress(len(doc_of), len(docs))
     return doc_of
+
+
+class Rotation(NamedTuple):
+    """One of three knowledge bases in which each article stands in one language only."""
+
+    number: int
+    lang_of: dict[str, str]  # article → the language it is kept in
+    settings: Settings
+    doc_ids: dict[tuple[str, str], str]
+
+
+def rotations(
+    tmp: Path,
+    docs: dict[tuple[str, str], str],
+    keys: Sequence[str],
+    env: dict[str, str],
+    counter: TokenCounter,
+    *,
+    name: str,
+) -> Iterator[Rotation]:
+    """Three knowledge bases under tmp: in each, article n is kept in LANGS[(n + rotation) % 3] only."""
+    for number in range(3):
+        lang_of = {key: LANGS[(n + number) % 3] for n, key in enumerate(keys)}
+        home = tmp / f"{name}{number}"
+        settings = load_settings(env, home=home)
+        subset = {(lang, key): text for (lang, key), text in docs.items() if lang_of[key] == lang}
+        yield Rotation(number, lang_of, settings, build(home, subset, settings, counter))
 
 
 def build_said(

@@ -38,7 +38,7 @@ from knowledge.speech.transcribe import find_model, speech_runner, transcribe_au
 from tests.audio_fixtures import encode, noise, tone  # noqa: E402
 from tests.conftest import ingest_texts, make_settings, subprocess_env  # noqa: E402
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer  # noqa: E402
-from tests.tiny_whisper import build_tiny_whisper  # noqa: E402
+from tests.tiny_whisper import N_STATE, build_tiny_whisper  # noqa: E402
 
 QUESTION = "How deep is Lake Quillan?"
 
@@ -141,7 +141,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kb-bench-voice-") as tmp:
         work = Path(tmp)
         tiny = build_tiny_whisper(work / "tiny-whisper", says=QUESTION)
-        print("2. transcription in the worker, tiny Whisper model (1 layer, 64 wide, v3 vocabulary)")
+        print(f"2. transcription in the worker, tiny Whisper model (1 layer, {N_STATE} wide, v3 vocabulary)")
         bench_transcribe("tiny", str(tiny), args.runs, work / "kb")
         spec = args.model or load_settings({}, home=work).whisper_model
         try:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -303,6 +304,17 @@ def start_daemon(home: Path, **env: str) -> subprocess.Popen:
     )
 
 
+@contextlib.contextmanager
+def running_daemon(home: Path, **env: str) -> Iterator[subprocess.Popen]:
+    """A daemon for the ``with`` block; killed (if still running) at its end."""
+    proc = start_daemon(home, **env)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.stderr.close()
+
+
 def _children(pid: int) -> list[int]:
     """The process ids of ``pid``'s children, as /proc lists them per thread."""
     found = []
@@ -329,17 +341,13 @@ def log_events(home: Path) -> list[str]:
 
 def test_sigterm_stops_cleanly_and_a_second_daemon_is_refused(tmp_path):
     home = tmp_path / "kb"
-    first = start_daemon(home)
-    try:
+    with running_daemon(home) as first:
         wait_for(lambda: "daemon.start" in log_events(home), what="the daemon to start")
         second = start_daemon(home)
         _, err = second.communicate(timeout=30)
         assert second.returncode == 1 and "another kb process is writing" in err and "kb daemon" in err
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=10)
-    finally:
-        first.kill()
-        first.stderr.close()
     assert first.returncode == 0
     assert log_events(home)[-1] == "daemon.stop"
 
@@ -377,8 +385,7 @@ def test_a_burst_of_files_and_a_sigkill_lose_nothing(tmp_path, count):
     inbox = home / "knowledge" / "inbox"
     inbox.mkdir(parents=True)
     files = mixed_files(count)
-    first = start_daemon(home)
-    try:
+    with running_daemon(home) as first:
         wait_for(lambda: "daemon.start" in log_events(home), what="the daemon to start")
 
         def writer() -> None:
@@ -404,11 +411,7 @@ def test_a_burst_of_files_and_a_sigkill_lose_nothing(tmp_path, count):
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
         thread.join()
-    finally:
-        first.kill()
-        first.stderr.close()
-    second = start_daemon(home)
-    try:
+    with running_daemon(home) as second:
         valid = {n for n, d in files.items() if d is not None and not n.startswith(("bad", "empty"))}
         invalid = {n for n, d in files.items() if d is not None and n.startswith(("bad", "empty"))}
         wait_for(
@@ -421,9 +424,6 @@ def test_a_burst_of_files_and_a_sigkill_lose_nothing(tmp_path, count):
         )
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=30)
-    finally:
-        second.kill()
-        second.stderr.close()
     processed = {p.name for p in settings.processed.iterdir()}
     failed = {p.name for p in settings.failed.iterdir()}
     assert processed == valid, "every valid original is kept once under processed/"
@@ -485,9 +485,8 @@ def test_names_of_82_thai_or_chinese_characters_are_indexed_or_failed_once(kb):
 
 def test_sigterm_during_a_long_conversion_stops_at_once_and_keeps_the_file(tmp_path):
     home = tmp_path / "kb"
-    first = start_daemon(home, KB_CONVERT_TIMEOUT_S="300")
     inbox = home / "knowledge" / "inbox"
-    try:
+    with running_daemon(home, KB_CONVERT_TIMEOUT_S="300") as first:
         wait_for(lambda: "daemon.start" in log_events(home), what="the daemon to start")
         # 1,500 pages of text: about ten seconds of conversion on this machine.
         book = pdfs.text_pdf(
@@ -500,9 +499,6 @@ def test_sigterm_during_a_long_conversion_stops_at_once_and_keeps_the_file(tmp_p
         first.send_signal(signal.SIGTERM)
         # A safety net: the log below says the conversion was interrupted, not finished.
         first.wait(timeout=120)
-    finally:
-        first.kill()
-        first.stderr.close()
     assert first.returncode == 0
     assert (inbox / "book.pdf").is_file()  # not failed, not processed: taken again on the next start
     assert not list((inbox / "failed").glob("book*"))

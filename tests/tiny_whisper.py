@@ -24,19 +24,19 @@ import json
 from pathlib import Path
 
 N_VOCAB_V3 = 51866  # multilingual, 100 languages (large-v3 and large-v3-turbo)
-N_STATE = 64
+N_STATE = 32
 SEED = 0
 
 DIMENSIONS = {
     "n_mels": 128,  # large-v3's mel bins
     "n_audio_ctx": 1500,  # fixed by Whisper's 30 s window (3000 mel frames, stride 2)
     "n_audio_state": N_STATE,
-    "n_audio_head": 2,
+    "n_audio_head": 1,
     "n_audio_layer": 1,
     "n_vocab": N_VOCAB_V3,
     "n_text_ctx": 448,
     "n_text_state": N_STATE,
-    "n_text_head": 2,
+    "n_text_head": 1,
     "n_text_layer": 1,
 }
 
@@ -59,6 +59,10 @@ def build_tiny_whisper(
     import mlx.core as mx
     import numpy as np
     from mlx.utils import tree_flatten
+
+    from knowledge.speech.transcribe import skip_word_timing
+
+    skip_word_timing()  # as kb's transcriber does: scipy and numba are not needed here either
     from mlx_whisper import whisper
 
     folder = Path(folder)

@@ -26,8 +26,10 @@ the CPU elsewhere) in production, any picklable object with the same method in a
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
+import types
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -99,6 +101,23 @@ class Transcriber(Protocol):
         ...
 
 
+def skip_word_timing() -> None:
+    """Keep mlx-whisper from importing its word-timing module in this process.
+
+    ``mlx_whisper`` imports ``mlx_whisper.timing`` (scipy.signal and numba: about 4 CPU-seconds, paid by
+    every new transcriber worker before the first voice note is heard) whether or not word timestamps
+    are asked for. kb never asks for them, so a module whose one function refuses stands in for it."""
+    if "mlx_whisper.timing" in sys.modules:
+        return
+    timing = types.ModuleType("mlx_whisper.timing", "word timestamps: not used by kb (see skip_word_timing)")
+
+    def add_word_timestamps(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("kb transcribes without word timestamps")
+
+    timing.add_word_timestamps = add_word_timestamps  # type: ignore[attr-defined]
+    sys.modules["mlx_whisper.timing"] = timing
+
+
 @dataclass(frozen=True)
 class WhisperTranscriber:
     """mlx-whisper on a model folder (``config.json`` + ``weights.safetensors`` or ``weights.npz``)."""
@@ -109,6 +128,8 @@ class WhisperTranscriber:
     def transcribe(self, samples: np.ndarray) -> Transcript:
         """Detect the language among zh/en/th, transcribe, convert Chinese to Traditional, drop phantoms."""
         import mlx.core as mx
+
+        skip_word_timing()
         import mlx_whisper
         from mlx_whisper.audio import N_FRAMES, N_SAMPLES, log_mel_spectrogram, pad_or_trim
         from mlx_whisper.transcribe import ModelHolder
