@@ -59,18 +59,16 @@ def test_a_spoken_question_is_heard_and_answered_from_the_knowledge_base(tmp_pat
     assert HEARD_EN in request["messages"][-1]["content"]  # the model was asked what was heard
 
 
-def test_a_chinese_voice_note_is_echoed_in_traditional_characters_then_answered(tmp_path, note, whisper_zh):
+def test_a_chinese_voice_note_is_echoed_in_traditional_characters_then_answered(
+    tmp_path, note, whisper_zh, run_kb
+):
     settings = knowledge_base(tmp_path, "spec.md", SPEC)
     fake = FakeLLM(script=[answer("這個軟體的記憶體有 16 GB [1]。")])
     with ThreadedFakeLLM(fake):
-        out = kb(
-            settings.home,
-            "ask",
-            "--audio",
-            str(note),
-            KB_LLM_URL=fake.base_url,
-            KB_WHISPER_MODEL=str(whisper_zh),
-        )
+        out = run_kb(
+            "--home", str(settings.home), "ask", "--audio", str(note),
+            env={"KB_LLM_URL": fake.base_url, "KB_WHISPER_MODEL": str(whisper_zh)},
+        )  # fmt: skip
     assert out.returncode == 0, out.stderr
     heard, _, rest = out.stdout.partition("\n\n")
     assert heard == f"I heard: {HEARD_ZH_TRADITIONAL}"
@@ -78,12 +76,14 @@ def test_a_chinese_voice_note_is_echoed_in_traditional_characters_then_answered(
     assert HEARD_ZH_TRADITIONAL in fake.requests[0]["messages"][-1]["content"]
 
 
-def test_a_voice_note_with_no_words_is_answered_with_a_sentence_and_exit_1(tmp_path, note, whisper_phantom):
+def test_a_voice_note_with_no_words_is_answered_with_a_sentence_and_exit_1(
+    tmp_path, note, whisper_phantom, run_kb
+):
     fake = FakeLLM()
     with ThreadedFakeLLM(fake):
-        out = kb(
-            tmp_path / "kb", "ask", "--json", "--audio", str(note),
-            KB_LLM_URL=fake.base_url, KB_WHISPER_MODEL=str(whisper_phantom),
+        out = run_kb(
+            "--home", str(tmp_path / "kb"), "ask", "--json", "--audio", str(note),
+            env={"KB_LLM_URL": fake.base_url, "KB_WHISPER_MODEL": str(whisper_phantom)},
         )  # fmt: skip
     assert out.returncode == 1
     assert out.stdout == ""
