@@ -50,6 +50,21 @@ def test_a_voice_note_is_heard(tmp_path, runner, whisper_en):
     assert runner.pid is not None and runner.pid != os.getpid()  # it ran in the worker, which stays up
 
 
+def loaded_modules() -> set[str]:
+    """The modules a process has imported (called in the worker)."""
+    import sys
+
+    return set(sys.modules)
+
+
+def test_the_worker_hears_without_importing_scipy_or_numba(tmp_path, runner, whisper_en):
+    # Word timing (scipy.signal, numba: seconds of imports before the first voice note) is never used.
+    assert transcribe_audio(voice_note(2.0), settings=settings_for(tmp_path, whisper_en), runner=runner).text
+    loaded = runner.call(loaded_modules, timeout_s=60)
+    assert "mlx_whisper.transcribe" in loaded
+    assert not {name for name in loaded if name.split(".")[0] in ("scipy", "numba")}
+
+
 def test_chinese_is_heard_in_traditional_characters(tmp_path, runner, whisper_zh):
     transcript = transcribe_audio(voice_note(3.0), settings=settings_for(tmp_path, whisper_zh), runner=runner)
     assert transcript.text == HEARD_ZH_TRADITIONAL  # the model wrote Simplified; kb keeps Traditional
