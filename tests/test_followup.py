@@ -106,6 +106,46 @@ def test_the_plan_of_a_first_message_a_rewrite_and_no_model():
     assert own.also.queries == ((joined_too, search.JOINED_WEIGHT),) and own.carried == FIRST.cited
 
 
+HOUSEHOLD = {
+    "water-heater.md": "# 熱水器\n\n陽台的林內瓦斯熱水器 2021 年裝的，型號 RUA-C1620。建議每年檢查一次排氣管，"
+    "使用年限大約十年。故障時打林內客服 0800-021-128。\n",
+    "passport.md": "# 護照\n\n我的護照 2029 年 8 月到期。換發要準備兩吋照片、身分證和舊護照，規費 1,300 元，"
+    "外交部領事局大約 4 個工作天可以領。\n",
+    "gym.md": "# 健身房會員\n\nWorld Gym 信義店，月費 1,688 元，信用卡自動扣款。合約到 2027 年 2 月，"
+    "暫停會籍一年最多三個月，要到櫃台填表。\n",
+}
+
+
+def test_a_chinese_follow_up_rewritten_with_its_subject_finds_the_subjects_note_first(tmp_path):
+    from knowledge.retrieval.search import find
+    from knowledge.store.index import Index
+    from tests.conftest import ingest_texts, make_settings
+
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, HOUSEHOLD)
+    with Index(settings.index_path) as index:
+        [heater] = [r for r in find(index, "熱水器是哪一年裝的？", k=3).results if r.title == "熱水器"]
+        first = Turn(
+            1,
+            "熱水器是哪一年裝的？",
+            "熱水器是哪一年裝的？",
+            "2021 年裝的 [1]。",
+            (heater.chunk_id,),
+            0.0,
+            ("熱水器",),
+        )
+        # The owner leaves the subject out; the model puts it back in front of the words as written.
+        followed = plan("可以用多久？", (first,), "熱水器可以用多久？")
+        assert followed.also.queries == ()  # the words as written are searched once, inside the rewrite
+        found = find(index, followed.standalone, k=3, also=followed.also).results
+    assert found[0].title == "熱水器"  # not 護照 ("…可以領"), which shares the follow-up's own words
+
+
+def test_an_english_rewrite_that_keeps_the_message_still_searches_it_as_written():
+    rewritten = plan("what are the fees?", TURNS, "what are the fees? of the harbor release checklist")
+    assert rewritten.also.queries == (("what are the fees?", search.WRITTEN_WEIGHT),)
+
+
 def test_the_rewrite_prompt_names_the_language_the_date_and_holds_the_conversation_as_data():
     sent = messages("那上週的呢？", TURNS, titles=["Harbor release checklist"], today=date(2026, 12, 2))
     system, user = sent[0]["content"], sent[1]["content"]
