@@ -25,8 +25,6 @@ the chunk's cosine and by the best sentence's (standout from the question's typi
 
 from __future__ import annotations
 
-import argparse
-import io
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -37,11 +35,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.crossing import pair_label  # noqa: E402
-from bench.retrieval import DEFAULT_CACHE, DEFAULT_DATA, LANGS, hit_rank, load_xquad, recall, rotations, setup  # noqa: E402
+from bench.crossing import cross_parser, cross_setup, pair_label  # noqa: E402
+from bench.retrieval import LANGS, hit_rank, recall, rotations  # noqa: E402
 from bench.sufficiency import halves  # noqa: E402
-from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
-from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
 from knowledge.retrieval.backfill import embed_background, embed_missing, embed_second_missing  # noqa: E402
 from knowledge.retrieval.centring import centred, shift_index  # noqa: E402
@@ -184,21 +180,10 @@ def auc(pos: Sequence[float], neg: Sequence[float]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="e5 vector cache file")
-    parser.add_argument("--use-cache", type=Path, default=USE_CACHE, help="USE vector cache file")
-    parser.add_argument("--every", type=int, default=2, help="ask every n-th question only")
-    parser.add_argument("--k", type=int, default=5)
+    parser = cross_parser(__doc__, every=2)
     parser.add_argument("--articles", type=int, default=0, help="the first n articles only (a smoke test)")
     args = parser.parse_args()
-    configure_logging(None, console=io.StringIO())
-    docs, questions = load_xquad(args.data, titles=False)
-    env, counter, _, _, embedder, _ = setup("", "local", "160/24", args.cache)
-    assert embedder is not None
-    use = CachedUse(args.use_cache)
+    docs, questions, env, counter, embedder, use = cross_setup(args)
     second = RecordingSecond(use)
     keys = sorted({key for _, key in docs})
     if args.articles:

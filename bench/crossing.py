@@ -44,8 +44,10 @@ from bench.retrieval import (  # noqa: E402
 from bench.sufficiency import halves  # noqa: E402
 from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
+from knowledge.model.tokenizer import TokenCounter  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
 from knowledge.retrieval.backfill import embed_missing, embed_second_missing  # noqa: E402
+from knowledge.retrieval.embed import Embedder  # noqa: E402
 from knowledge.retrieval.search import Meaning, find, search  # noqa: E402
 from knowledge.retrieval.second import Second, UseEncoder  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
@@ -55,23 +57,34 @@ def pair_label(ql: str, dl: str) -> str:
     return f"{ql}→{dl}" if ql != dl else f"{ql} (same)"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def cross_parser(doc: str | None, *, every: int) -> argparse.ArgumentParser:
+    """The options of the cross-language benches: the data, both vector caches, k and every."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with xquad.{en,zh,th}.json")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="e5 vector cache file")
     parser.add_argument("--use-cache", type=Path, default=USE_CACHE, help="USE vector cache file")
-    parser.add_argument("--shares", default="0.3,0.5,0.7", help="SECOND_SHARE values to compare")
     parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--every", type=int, default=1, help="ask every n-th question only (a quicker run)")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--every", type=int, default=every, help="ask every n-th question only (a quicker run)"
+    )
+    return parser
+
+
+def cross_setup(args: argparse.Namespace) -> tuple[dict, list, dict, TokenCounter, Embedder, CachedUse]:
+    """XQuAD's documents and questions, kb's settings, the Qwen3 counter, e5 and USE (both cached)."""
     configure_logging(None, console=io.StringIO())
-    shares = [float(x) for x in args.shares.split(",")]
     docs, questions = load_xquad(args.data, titles=False)
     env, counter, _, _, embedder, _ = setup("", "local", "160/24", args.cache)
     assert embedder is not None
-    use = CachedUse(args.use_cache)
+    return docs, questions, env, counter, embedder, CachedUse(args.use_cache)
+
+
+def main() -> int:
+    parser = cross_parser(__doc__, every=1)
+    parser.add_argument("--shares", default="0.3,0.5,0.7", help="SECOND_SHARE values to compare")
+    args = parser.parse_args()
+    shares = [float(x) for x in args.shares.split(",")]
+    docs, questions, env, counter, embedder, use = cross_setup(args)
     second = Second(use)
     keys = sorted({key for _, key in docs})
     tuning, _ = halves(keys)
