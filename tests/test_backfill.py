@@ -16,7 +16,7 @@ from knowledge.store.index import Index
 from tests.conftest import make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
-from tests.test_daemon import start_daemon, wait_for
+from tests.test_daemon import running_daemon, start_daemon, wait_for
 
 NOTES = {
     f"note-{n}.md": f"# Note {n}\n\nField note {n}: the heron count at pond {n} was {n * 7} birds.\n"
@@ -66,27 +66,19 @@ def test_kill_during_embedding_loses_nothing_and_a_new_model_is_embedded_again(t
     with threaded(fake):
         env = {"KB_EMBED": "url", "KB_EMBED_URL": fake.base_url, "KB_EMBED_BATCH": "1"}
         drop(settings, NOTES)
-        first = start_daemon(home, KB_EMBED_MODEL="model-a", **env)
-        try:
+        with running_daemon(home, KB_EMBED_MODEL="model-a", **env) as first:
             wait_for(lambda: vectors_of(settings, "url:model-a")[0] >= 2, timeout_s=60, what="some vectors")
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
-        finally:
-            first.kill()
-            first.stderr.close()
         done, total = vectors_of(settings, "url:model-a")
         assert total == len(NOTES) and done < total  # killed half-way through the backfill
         fake.delay_s = 0.0
         for model in ("model-a", "model-b"):  # a restart finishes; a new model re-embeds everything
-            again = start_daemon(home, KB_EMBED_MODEL=model, **env)
-            try:
+            with running_daemon(home, KB_EMBED_MODEL=model, **env) as again:
                 wait_for(lambda m=model: vectors_of(settings, f"url:{m}") == (total, total), timeout_s=60,
                          what=f"full coverage with {model}")  # fmt: skip
                 again.send_signal(signal.SIGTERM)
                 assert again.wait(timeout=30) == 0
-            finally:
-                again.kill()
-                again.stderr.close()
     with Index(settings.index_path) as index:
         assert index.integrity_errors() == []
         models = {m for (m,) in index.conn.execute("SELECT model FROM chunk_vectors")}

@@ -18,7 +18,7 @@ from knowledge.sources.registry import Source, config_file, write_sources
 from knowledge.store.index import Index
 from tests.conftest import make_settings
 from tests.sources_vault import make_vault, snapshot
-from tests.test_daemon import start_daemon, wait_for
+from tests.test_daemon import running_daemon, wait_for
 
 ENV = {"KB_SETTLE_S": "0.2", "KB_RESCAN_S": "3600"}  # events alone keep it in sync: no rescan in a test
 
@@ -168,23 +168,15 @@ def test_a_kill_during_the_first_scan_then_a_restart_indexes_every_note_once(tmp
         except (IndexError_, sqlite3.Error):
             return 0
 
-    first = start_daemon(settings.home, KB_RESCAN_S="3600")
-    try:
+    with running_daemon(settings.home, KB_RESCAN_S="3600") as first:
         wait_for(lambda: indexed() > 100, timeout_s=60, what="the first scan under way")
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
-    finally:
-        first.kill()
-        first.stderr.close()
     assert 0 < indexed() < 600
-    second = start_daemon(settings.home, KB_RESCAN_S="3600")
-    try:
+    with running_daemon(settings.home, KB_RESCAN_S="3600") as second:
         wait_for(lambda: indexed() == 600, timeout_s=120, what="every note indexed")
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=30)
-    finally:
-        second.kill()
-        second.stderr.close()
     with Index(settings.index_path) as index:  # the daemon has stopped; FTS5's check writes
         docs = index.documents()
         assert len(docs) == 600 and {d.raw_path for d in docs} == {
