@@ -21,6 +21,33 @@ from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.test_daemon import wait_for
 
 LEASE = "# Lease\n\nThe monthly rent is 1,200 dollars. Rent is due on the fifth day of each month, paid by bank transfer.\n"
+FULL_LEASE = """# Residential Lease Agreement
+
+This lease is made between Greenfield Property Management ("Landlord") and the Tenant for the apartment at 42
+Harbour Street, Unit 7B.
+
+## Term
+
+The lease begins on March 1 and runs for twelve months. Either party may end it with sixty days' written
+notice.
+
+## Rent
+
+The monthly rent is 1,200 dollars. Rent is due on the fifth day of each month and is paid by bank transfer to
+the Landlord's account. A late fee of 50 dollars applies when rent is more than five days late.
+
+## Deposit
+
+The Tenant pays a security deposit of one month's rent. The deposit is returned within 30 days after the
+Tenant moves out, less the cost of any damage.
+
+## Utilities
+
+The Tenant pays electricity and internet. Water and rubbish collection are included in the rent.
+
+## Pets
+
+Pets are allowed with the Landlord's written permission. A pet deposit of 300 dollars applies."""
 DOCS = {
     "lease.md": LEASE,
     "museum.md": "# Museum\n\nThe museum is open Tuesday to Sunday from ten to six. Children under twelve enter free.\n",
@@ -102,6 +129,26 @@ def test_a_chinese_question_finds_the_english_lease_and_the_second_opinion_lifts
     # passages in the question's own script are not asked about: the Chinese note scores as before
     tea = [[r.score for r in f.results if r.title == "烏龍茶"] for f in (alone, helped)]
     assert tea[0] == tea[1]
+
+
+def test_in_a_knowledge_base_of_one_english_page_the_gate_still_hears_the_second_opinion(tmp_path, use):
+    """A newcomer's first document: too few passages for the second opinion's statistics, but its
+    cosine alone keeps a Chinese or Thai question about the lease local (e5 alone sent the Chinese one
+    to the web) and sends an unrelated one to the web; the ranking stays e5's."""
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, {"lease.md": FULL_LEASE})
+    e5 = LocalEmbedder()
+    with Index(settings.index_path) as index:
+        embed_missing(index, e5, second=Second(use))
+        assert index.chunk_count() == 2
+        helped, alone = Meaning.of(e5, second=Second(use)), Meaning.of(e5, second=False)
+        rent = "房租多少錢，幾號要繳？"
+        before, after = (find(index, rent, k=3, meaning=m) for m in (alone, helped))
+        assert not before.verdict.answerable and after.verdict.answerable
+        assert [r.chunk_id for r in after.results] == [r.chunk_id for r in before.results]
+        assert find(index, "ค่าเช่าเดือนละเท่าไร จ่ายวันไหน", k=3, meaning=helped).verdict.answerable
+        for question in ("台北101有多高？", "今天天氣如何？", "ราคาทองวันนี้เท่าไร"):
+            assert not find(index, question, k=3, meaning=helped).verdict.answerable, question
 
 
 def test_a_vietnamese_question_never_wakes_the_encoder_and_a_broken_one_warns_once(lease_index):

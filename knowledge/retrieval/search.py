@@ -383,7 +383,7 @@ def fuse(
     words = LEXICAL_WEIGHT * lexical * min(1.0, coverage / LEXICAL_FULL_COVERAGE)
     if cosine is None:
         return words
-    if opinion is not None:
+    if opinion is not None and opinion.z is not None:
         cosine = (1.0 - SECOND_SHARE) * cosine + SECOND_SHARE * (opinion.mean + opinion.spread * opinion.z)
     return words + VECTOR_WEIGHT * max(cosine - typical, 0.0) / max(top_cosine - typical, 1e-6)
 

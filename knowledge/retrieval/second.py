@@ -156,12 +156,14 @@ class UseEncoder:
 @dataclass(frozen=True)
 class Opinion:
     """The second embedder's opinion of one cross-script candidate for one question: its cosine
-    (calibrated: unrelated text near 0), how many spreads that stands above the question's other
-    cross-script candidates (``z``), and the first embedder's mean and spread over the same ones
-    (so that knowledge.retrieval.search.fuse can put the z-score into e5's units)."""
+    (calibrated: unrelated text near 0, so it is evidence for the relevance gate on its own), how many
+    spreads that stands above the question's other cross-script candidates (``z``; None when there are
+    too few of them to tell, as in a knowledge base of a document or two), and the first embedder's
+    mean and spread over the same ones (so that knowledge.retrieval.search.fuse can put the z-score
+    into e5's units)."""
 
     cosine: float
-    z: float
+    z: float | None
     mean: float
     spread: float
 
@@ -190,15 +192,18 @@ class Second:
         self, text: str, cosines: Mapping[int, float], rows: Mapping[int, tuple[str, np.ndarray]]
     ) -> dict[int, Opinion]:
         """Its opinion of each cross-script candidate of ``text`` that has both vectors (``cosines``: the
-        first embedder's, centred), or none at all when fewer than MIN_CROSSING are (see crosses)."""
+        first embedder's, centred; see crosses). With fewer than MIN_CROSSING of them, only their
+        cosines: no z-score, so the ranking stays the first embedder's while the gate still hears it."""
         question = script_of(text)
         crossing = [r for r, (script, _) in rows.items() if r in cosines and crosses(question, script)]
-        if len(crossing) < MIN_CROSSING:
+        if not crossing:
             return {}
         vector = self.encoder.encode([text])
         if vector is None:
             return {}
         own = np.stack([rows[r][1] for r in crossing]) @ vector[0]
+        if len(crossing) < MIN_CROSSING:
+            return {r: Opinion(float(c), None, 0.0, 0.0) for r, c in zip(crossing, own, strict=True)}
         first = np.array([cosines[r] for r in crossing], dtype=np.float32)
         z = (own - own.mean()) / max(float(own.std()), 1e-6)
         mean, spread = float(first.mean()), float(first.std())

@@ -20,7 +20,8 @@ search found is judged by what discriminates, as an :class:`Evidence`:
   own language is expected to share its words when it answers it; one in another language is
   not, so it is judged by meaning alone.
 * ``agreement`` — for a passage in another script, the second embedder's cosine with the question
-  (knowledge.retrieval.second: calibrated, unrelated text near 0), counted from AGREEMENT_CENTRE;
+  (knowledge.retrieval.second: calibrated, unrelated text near 0), counted from AGREEMENT_CENTRE,
+  also in a knowledge base too small for the second embedder's z-scores (one short document);
   absent (Vietnamese, the package missing) it counts as that centre: neither for nor against.
 
 A logistic function of these gives ``relevance`` (0-1); the question is answerable when its
