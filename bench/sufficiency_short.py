@@ -10,7 +10,10 @@ scripts for its statistics (knowledge.retrieval.second.MIN_CROSSING) and speaks 
 cosine alone. kb's own code decides, over indexes built through kb's pipeline (bench/sufficiency.py's
 set-up: the real Qwen3 tokenizer, vectors cached by text).
 
-    python bench/sufficiency_short.py [--threshold P] [--articles N]
+Also the ranking in knowledge bases of three short documents, one in each language (about six chunks):
+r@1 and r@3 of the passage holding the answer, by question language and document language.
+
+    python bench/sufficiency_short.py [--data DIR] [--threshold P] [--articles N]
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from bench.sufficiency import Asked, ask_all, embed, table  # noqa: E402
 from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
+from knowledge.retrieval.search import rank  # noqa: E402
 from knowledge.retrieval.sufficiency import DEFAULT_THRESHOLD  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
 
@@ -52,9 +56,11 @@ def short_articles(data: Path) -> tuple[dict[tuple[str, str], str], dict[tuple[s
     return docs, questions
 
 
-def short_documents(tmp: Path, env: dict[str, str], counter, embedder, articles: int) -> list[Asked]:
+def short_documents(
+    tmp: Path, data: Path, env: dict[str, str], counter, embedder, articles: int
+) -> list[Asked]:
     """One knowledge base per article (every second one, up to ``articles``), as the module says."""
-    docs, questions = short_articles(DEFAULT_DATA)
+    docs, questions = short_articles(data)
     keys = sorted({key for _, key in docs})
     out: list[Asked] = []
     for n, key in enumerate(keys[::2][:articles]):
@@ -78,10 +84,55 @@ def short_documents(tmp: Path, env: dict[str, str], counter, embedder, articles:
     return out
 
 
+def small_rankings(
+    tmp: Path, data: Path, env: dict[str, str], counter, embedder
+) -> dict[tuple[str, str], list[int]]:
+    """Knowledge bases of three short documents (three articles' first paragraphs, one in each language:
+    about six chunks, so fewer than MIN_CROSSING in any other script): for every question about them, in
+    every language, the rank of the first passage of its document holding the answer (0: none of the
+    first 8), by (question's language, document's language)."""
+    docs, questions = short_articles(data)
+    keys = sorted({key for _, key in docs})
+    out: dict[tuple[str, str], list[int]] = {}
+    for n in range(len(keys) // 3):
+        chosen = {(LANGS[(n + i) % 3], keys[3 * n + i]) for i in range(3)}
+        home = tmp / f"small{n}"
+        settings = load_settings(env, home=home)
+        doc_ids = build(home, {k: docs[k] for k in chosen}, settings, counter)
+        with Index(settings.index_path) as index:
+            meaning = embed(index, embedder, settings)
+            for lang, key in sorted(chosen):
+                own = questions[(lang, key)]
+                for asked_in in LANGS:
+                    for number, q in enumerate(questions[(asked_in, key)]):
+                        ranked = rank(index, q[2], k=8, meaning=meaning)
+                        chunks = index.chunks_by_rowid(r.rowid for r in ranked)
+                        hits = [
+                            i + 1
+                            for i, r in enumerate(ranked)
+                            if chunks[r.rowid][1].id == doc_ids[(lang, key)]
+                            and any(a in chunks[r.rowid][0].text for a in own[number][3])
+                        ]
+                        out.setdefault((asked_in, lang), []).append(hits[0] if hits else 0)
+    return out
+
+
+def ranking_table(found: dict[tuple[str, str], list[int]]) -> None:
+    print("\nsmall knowledge bases (three short documents, one a language): r@1 / r@3 by question → document")
+    for (asked, kept), ranks in sorted(found.items()):
+        r1 = sum(r == 1 for r in ranks) / len(ranks)
+        r3 = sum(1 <= r <= 3 for r in ranks) / len(ranks)
+        print(f"  {asked} → {kept}   {r1:.3f} / {r3:.3f}   n {len(ranks)}")
+    across = [r for (a, k), ranks in found.items() if a != k for r in ranks]
+    print(f"  across languages   {sum(r == 1 for r in across) / len(across):.3f} / "
+          f"{sum(1 <= r <= 3 for r in across) / len(across):.3f}   n {len(across)}")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="XQuAD's folder (xquad.en.json ...)")
     parser.add_argument("--threshold", type=float, default=None, help="KB_MIN_RELEVANCE (default: kb's)")
     parser.add_argument(
         "--articles", type=int, default=24, help="knowledge bases (one article each), up to 24"
@@ -92,8 +143,9 @@ def main() -> int:
     env, counter, _, _, embedder, _ = setup("", "local", "160/24", DEFAULT_CACHE)
     threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
     with tempfile.TemporaryDirectory(prefix="kb-short-") as tmp:
-        asked = short_documents(Path(tmp), env, counter, embedder, args.articles)
+        asked = short_documents(Path(tmp), args.data, env, counter, embedder, args.articles)
         table("short documents (two XQuAD paragraphs)", asked, threshold, LANGS)
+        ranking_table(small_rankings(Path(tmp), args.data, env, counter, embedder))
         embedder.save()
         sufficiency.SECOND.encoder.save()
     return 0
