@@ -86,7 +86,7 @@ def _load_use(threads: int) -> object:
 
     The pieces come from sentencepiece itself, the library the model was trained with, rather than
     the package's pure-Python port of it: it reads the 128,000-piece vocabulary in 0.2 s instead of
-    0.9 s (all of it holding the interpreter), and cuts text into pieces about 37 times as fast. The
+    about 1 s (all of it holding the interpreter), and cuts text into pieces 30 to 45 times as fast. The
     two agree but for runs of characters outside the vocabulary, which sentencepiece counts as one
     unknown piece and the port as one each (14 of XQuAD's 4,290 en/zh/th texts; vectors at cosine
     >= .9994). bench/use_tokenizer.py measures both."""
