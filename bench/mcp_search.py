@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
@@ -271,7 +272,11 @@ def main() -> int:
     parser.add_argument(
         "--embed", choices=("local", "off"), default="local", help="hybrid (local) or words only"
     )
-    parser.add_argument("--keep", type=Path, help="build (or reuse) the index in this folder")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="build (or reuse) the index in this folder (the ingest during the 8 clients writes into a copy)",
+    )
     args = parser.parse_args()
     home = args.keep or Path(tempfile.mkdtemp(prefix="kb-mcp-bench-"))
     env = env_for(args.embed, free_port())
@@ -282,7 +287,10 @@ def main() -> int:
     )
     process = bench_processes(home, env, qs, args.process_runs)
     stdio = asyncio.run(bench_stdio(home, env, first, qs))
-    http = asyncio.run(bench_http(home, env, first, qs, args.ingest_docs))
+    # The HTTP part ingests --ingest-docs more documents: into a copy, so a kept index stays as built
+    with tempfile.TemporaryDirectory(prefix="kb-mcp-bench-http-") as scratch:
+        written = home if args.keep is None else Path(shutil.copytree(home, Path(scratch) / "home"))
+        http = asyncio.run(bench_http(written, env, first, qs, args.ingest_docs))
     print(
         f"\nwarm MCP search vs a kb search process: stdio {process / stdio:.0f}x, http {process / http:.0f}x faster"
     )
