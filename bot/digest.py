@@ -139,6 +139,8 @@ async def _missed(context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     due = last_due(schedule, datetime.now(context.job.data))
     last = await asyncio.to_thread(deps.conversing.store.last_digest, key_of(context.job.chat_id))
-    if last is not None and last < due.timestamp():  # never sent: the schedule starts from now
+    missed = last is not None and last < due.timestamp()  # never sent: the schedule starts from now
+    if missed:
         log.info("bot.digest_missed", due=due.isoformat(timespec="minutes"))
         await send_digest(context, context.job.chat_id)
+    log.info("bot.digest_checked", due=due.isoformat(timespec="minutes"), sent=missed)

@@ -1,10 +1,10 @@
 """kb speaks first, end to end: /digest through the Bot API stand-in, and the scheduled digest that
 fell due while the bot was down, sent once at start and never twice."""
 
-import asyncio
 import time
 
 import pytest
+import structlog
 
 from tests.bot_env import OWNER, ScriptedTranscriber, running_bot, valid_html, wait_indexed, web_offer
 from tests.conftest import make_settings
@@ -74,7 +74,10 @@ async def test_a_scheduled_digest_missed_while_down_is_sent_once_at_start(tmp_pa
         ) as bot:
             env, _ = bot
             env.telegram.add_chat(OWNER)  # the owner's chat with the bot, as Telegram knows it
-            await asyncio.sleep(4)  # past the start-up check (3 s)
+            with structlog.testing.capture_logs() as logs:  # the start-up check, 3 s after the start
+                await env.telegram.wait_until(lambda: any(e["event"] == "bot.digest_checked" for e in logs))
+            [checked] = [e for e in logs if e["event"] == "bot.digest_checked"]
+            assert checked["sent"] is (start == "after three days down"), start
             sent = [
                 c
                 for c in env.telegram.calls("sendMessage")
