@@ -235,6 +235,7 @@ class Daemon:
                     self._scan()
                     self.source_watch.walk_all()
                     next_scan = self.clock() + self.settings.rescan_s
+                    log.debug("daemon.rescanned", inbox=str(self.inbox), next_s=self.settings.rescan_s)
                 elif self.watch_limited and self.clock() >= next_inbox_scan:
                     self._scan_inbox()  # a watch without sub-folders: the inbox is walked often, raw/ is not
                 else:

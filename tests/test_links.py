@@ -1,8 +1,9 @@
 """Symbolic links in the inbox and in raw/: no file outside the knowledge base is ever read through one."""
 
 import os
-import time
 from pathlib import Path
+
+import structlog
 
 from daemon.main import background
 from knowledge.ingest.pipeline import Ingestor
@@ -63,7 +64,8 @@ def test_the_daemon_never_walks_through_a_folder_link_at_any_depth(tmp_path):
         os.rename(pkg, settings.inbox / "pkg")  # moved in whole, links and all
         (settings.inbox / "top").symlink_to(keys, target_is_directory=True)
         wait_for(lambda: documents(settings), what="the package readme")
-        time.sleep(2.5)  # two periodic rescans walk the inbox again
+        with structlog.testing.capture_logs() as logs:  # two periodic rescans walk the inbox again
+            wait_for(lambda: sum(e["event"] == "daemon.rescanned" for e in logs) >= 2, what="two rescans")
         idle(daemon)
     assert [d.source_name for d in documents(settings)] == ["readme.md"]
     assert_nothing_leaked(settings, keys)
