@@ -2,8 +2,9 @@
 comment, duplicates, Undo and "Ask about it" — the real bot against the Bot API stand-in, the daemon
 with real OCR on a real inbox, the scripted model and a scripted transcriber."""
 
-import asyncio
 from zoneinfo import ZoneInfo
+
+import structlog
 
 from daemon.main import background
 from knowledge.ingest.raw import parse
@@ -221,10 +222,13 @@ async def test_ask_about_it_answers_from_the_saved_document(env):
 
 async def test_a_forward_from_a_bot_is_still_refused(env):
     env, _ = env
-    env.telegram.push_message(OWNER, OWNER, "bot words to keep", forward_from_bot=True)
-    await env.say("/help")
-    await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
-    await asyncio.sleep(2.0)  # longer than the collector's quiet period (the bot runs on this loop)
+    with structlog.testing.capture_logs() as logs:
+        env.telegram.push_message(OWNER, OWNER, "bot words to keep", forward_from_bot=True)
+        await env.say("/help")
+        await env.bot_said(lambda c: "answers from your own documents" in c.params["text"])
+        await env.telegram.wait_until(lambda: any(e["event"] == "bot.refused" for e in logs))
+    # stopped before every handler: the forward collector never saw it, so nothing is saved later either
+    assert [e["reason"] for e in logs if e["event"] == "bot.refused"] == ["forwarded from a bot"]
     assert inbox_notes(env) == [] and not any(
         c.params["text"].startswith("Saved") for c in env.telegram.calls("sendMessage")
     )
