@@ -238,6 +238,7 @@ class Daemon:
                     log.debug("daemon.rescanned", inbox=str(self.inbox), next_s=self.settings.rescan_s)
                 elif self.watch_limited and self.clock() >= next_inbox_scan:
                     self._scan_inbox()  # a watch without sub-folders: the inbox is walked often, raw/ is not
+                    log.debug("daemon.inbox_rescanned", inbox=str(self.inbox), next_s=LIMITED_RESCAN_S)
                 else:
                     scanned = False
                 if scanned:

@@ -7,9 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+import structlog
 
 from daemon.main import open_daemon
-from daemon.service import LIMITED_RESCAN_S, PROBE_S, _Events
+from daemon.service import PROBE_S, _Events
 from knowledge.model.tokenizer import ApproxCounter
 from tests.conftest import make_settings
 from tests.test_daemon import SETTLE, found, log_events, remove_tree, start_daemon, wait_for
@@ -74,7 +75,8 @@ def test_a_tree_a_thousand_levels_deep_moved_in_does_not_blind_the_watch(quiet_k
     daemon.ingestor.reconcile_raw = lambda: reconciled.append(1) or reconcile()
     (s.inbox / "deep" / "d" / "wombat.md").write_text("# Wombat\n\nThe wombat note, in the deep tree.\n")
     wait_for(lambda: found(s, "wombat"), what="a file in the deep tree, by the inbox's frequent rescans")
-    time.sleep(1.5 * LIMITED_RESCAN_S)
+    with structlog.testing.capture_logs() as logs:  # one more, besides the one that found the wombat
+        wait_for(lambda: any(e["event"] == "daemon.inbox_rescanned" for e in logs), what="an inbox rescan")
     assert not reconciled  # the frequent rescans walk the inbox only: raw/ waits for KB_RESCAN_S (300 s here)
     # the tree gone, the whole inbox is watched again: a file in a new sub-folder is found without a rescan
     remove_tree(s.inbox / "deep")
