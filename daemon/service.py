@@ -113,6 +113,7 @@ class Daemon:
         self.probe_s = probe_s
         self.probe_seen = threading.Event()  # the watch reported the last probe file
         self.watch_limited = False  # the inbox is watched without its sub-folders (too deep a tree)
+        self.inbox_rescans = 0  # how often it was walked alone meanwhile (every LIMITED_RESCAN_S)
         self._too_deep: set[Path] = set()  # folders found too deep by the last scan
         self._told_too_deep: set[Path] = set()
         self.inbox = settings.inbox
@@ -238,7 +239,7 @@ class Daemon:
                     log.debug("daemon.rescanned", inbox=str(self.inbox), next_s=self.settings.rescan_s)
                 elif self.watch_limited and self.clock() >= next_inbox_scan:
                     self._scan_inbox()  # a watch without sub-folders: the inbox is walked often, raw/ is not
-                    log.debug("daemon.inbox_rescanned", inbox=str(self.inbox), next_s=LIMITED_RESCAN_S)
+                    self.inbox_rescans += 1
                 else:
                     scanned = False
                 if scanned:
