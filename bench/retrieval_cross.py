@@ -17,11 +17,10 @@ from bench.retrieval import (  # noqa: E402
     Calls,
     Question,
     Run,
-    build,
     hit_rank,
     recall,
+    rotations,
 )
-from knowledge.config import load_settings
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.backfill import embed_missing, embed_second_missing
 from knowledge.retrieval.search import Found, Meaning, SearchResult, find, search
@@ -92,12 +91,7 @@ def cross(
     methods = ["lexical", "hybrid", "reference", *(["model"] if translate else [])]
     ranks: dict[tuple[str, str], dict[str, list[int | None]]] = {}
     used: dict[tuple[str, str], list[bool]] = {}
-    for rotation in range(3):
-        lang_of = {key: LANGS[(n + rotation) % 3] for n, key in enumerate(keys)}
-        home = tmp / f"cross{rotation}"
-        settings = load_settings(env, home=home)
-        subset = {(lang, key): text for (lang, key), text in docs.items() if lang_of[key] == lang}
-        doc_ids = build(home, subset, settings, counter)
+    for _, lang_of, settings, doc_ids in rotations(tmp, docs, keys, env, counter, name="cross"):
         with Index(settings.index_path) as index:
             embed_missing(index, embedder, batch=settings.embed_batch, second=False)
             embedder.save()  # a long first run keeps what it embedded
