@@ -16,7 +16,7 @@ from knowledge.store.index import Index
 from tests.conftest import make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer
-from tests.test_daemon import running_daemon, start_daemon, wait_for
+from tests.test_daemon import running_daemon, wait_for
 
 NOTES = {
     f"note-{n}.md": f"# Note {n}\n\nField note {n}: the heron count at pond {n} was {n * 7} birds.\n"
@@ -160,19 +160,19 @@ def test_kill_drill_a_daemon_killed_before_its_first_vector_leaves_search_and_as
     with threaded(fake):
         env = {"KB_EMBED": "url", "KB_EMBED_URL": fake.base_url, "KB_EMBED_MODEL": "bow"}
         drop(settings, NOTES)
-        daemon = start_daemon(home, **env)
-        try:  # killed once the background passages are stored and the first chunks are being embedded
-            wait_for(lambda: any(fake.held(r["input"]) for r in fake.requests if isinstance(r["input"], list)),
-                     timeout_s=60, what="the first batch of chunks")  # fmt: skip
-            wait_for(
-                lambda: vectors_of(settings, "url:bow") == (0, len(NOTES)), timeout_s=60, what="every note"
-            )
-            daemon.send_signal(signal.SIGKILL)
-            daemon.wait(timeout=10)
-        finally:
-            fake.released.set()
-            daemon.kill()
-            daemon.stderr.close()
+        with running_daemon(home, **env) as daemon:
+            try:  # killed once the background passages are stored and the first chunks are being embedded
+                wait_for(lambda: any(fake.held(r["input"]) for r in fake.requests if isinstance(r["input"], list)),
+                         timeout_s=60, what="the first batch of chunks")  # fmt: skip
+                wait_for(
+                    lambda: vectors_of(settings, "url:bow") == (0, len(NOTES)),
+                    timeout_s=60,
+                    what="every note",
+                )
+                daemon.send_signal(signal.SIGKILL)
+                daemon.wait(timeout=10)
+            finally:
+                fake.released.set()
         assert vectors_of(settings, "url:bow") == (0, len(NOTES))
         with Index(settings.index_path, readonly=True) as index:
             assert stored_background(index, "url:bow") is not None  # the state that once crashed search
