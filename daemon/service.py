@@ -113,7 +113,8 @@ class Daemon:
         self.probe_s = probe_s
         self.probe_seen = threading.Event()  # the watch reported the last probe file
         self.watch_limited = False  # the inbox is watched without its sub-folders (too deep a tree)
-        self.inbox_rescans = 0  # how often it was walked alone meanwhile (every LIMITED_RESCAN_S)
+        self.rescans = 0  # periodic rescans of the inbox and raw/ done (every KB_RESCAN_S)
+        self.inbox_rescans = 0  # the inbox's own, while it is watched without its sub-folders
         self._too_deep: set[Path] = set()  # folders found too deep by the last scan
         self._told_too_deep: set[Path] = set()
         self.inbox = settings.inbox
@@ -236,7 +237,7 @@ class Daemon:
                     self._scan()
                     self.source_watch.walk_all()
                     next_scan = self.clock() + self.settings.rescan_s
-                    log.debug("daemon.rescanned", inbox=str(self.inbox), next_s=self.settings.rescan_s)
+                    self.rescans += 1
                 elif self.watch_limited and self.clock() >= next_inbox_scan:
                     self._scan_inbox()  # a watch without sub-folders: the inbox is walked often, raw/ is not
                     self.inbox_rescans += 1
