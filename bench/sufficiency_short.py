@@ -29,12 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import sufficiency  # noqa: E402
-from bench.retrieval import DEFAULT_CACHE, DEFAULT_DATA, LANGS, Question, build, setup  # noqa: E402
+from bench.retrieval import DEFAULT_CACHE, DEFAULT_DATA, LANGS, Question, build, hit_rank, recall, setup  # noqa: E402
 from bench.sufficiency import Asked, ask_all, embed, table  # noqa: E402
 from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
-from knowledge.retrieval.search import rank  # noqa: E402
+from knowledge.retrieval.search import search  # noqa: E402
 from knowledge.retrieval.sufficiency import DEFAULT_THRESHOLD  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
 
@@ -86,14 +86,14 @@ def short_documents(
 
 def small_rankings(
     tmp: Path, data: Path, env: dict[str, str], counter, embedder
-) -> dict[tuple[str, str], list[int]]:
+) -> dict[tuple[str, str], list[int | None]]:
     """Knowledge bases of three short documents (three articles' first paragraphs, one in each language:
     about six chunks, so fewer than MIN_CROSSING in any other script): for every question about them, in
-    every language, the rank of the first passage of its document holding the answer (0: none of the
+    every language, the rank of the first passage of its document holding the answer (None: none of the
     first 8), by (question's language, document's language)."""
     docs, questions = short_articles(data)
     keys = sorted({key for _, key in docs})
-    out: dict[tuple[str, str], list[int]] = {}
+    out: dict[tuple[str, str], list[int | None]] = {}
     for n in range(len(keys) // 3):
         chosen = {(LANGS[(n + i) % 3], keys[3 * n + i]) for i in range(3)}
         home = tmp / f"small{n}"
@@ -105,27 +105,20 @@ def small_rankings(
                 own = questions[(lang, key)]
                 for asked_in in LANGS:
                     for number, q in enumerate(questions[(asked_in, key)]):
-                        ranked = rank(index, q[2], k=8, meaning=meaning)
-                        chunks = index.chunks_by_rowid(r.rowid for r in ranked)
-                        hits = [
-                            i + 1
-                            for i, r in enumerate(ranked)
-                            if chunks[r.rowid][1].id == doc_ids[(lang, key)]
-                            and any(a in chunks[r.rowid][0].text for a in own[number][3])
-                        ]
-                        out.setdefault((asked_in, lang), []).append(hits[0] if hits else 0)
+                        results = search(index, q[2], k=8, meaning=meaning)
+                        found = hit_rank(results, doc_ids[(lang, key)], own[number][3])
+                        out.setdefault((asked_in, lang), []).append(found)
     return out
 
 
-def ranking_table(found: dict[tuple[str, str], list[int]]) -> None:
+def ranking_table(found: dict[tuple[str, str], list[int | None]]) -> None:
     print("\nsmall knowledge bases (three short documents, one a language): r@1 / r@3 by question → document")
-    for (asked, kept), ranks in sorted(found.items()):
-        r1 = sum(r == 1 for r in ranks) / len(ranks)
-        r3 = sum(1 <= r <= 3 for r in ranks) / len(ranks)
-        print(f"  {asked} → {kept}   {r1:.3f} / {r3:.3f}   n {len(ranks)}")
     across = [r for (a, k), ranks in found.items() if a != k for r in ranks]
-    print(f"  across languages   {sum(r == 1 for r in across) / len(across):.3f} / "
-          f"{sum(1 <= r <= 3 for r in across) / len(across):.3f}   n {len(across)}")  # fmt: skip
+    for label, ranks in [
+        *((f"{a} → {k}", r) for (a, k), r in sorted(found.items())),
+        ("across languages", across),
+    ]:
+        print(f"  {label:<18} {recall(ranks, 1):.3f} / {recall(ranks, 3):.3f}   n {len(ranks)}")
 
 
 def main() -> int:
