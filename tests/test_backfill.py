@@ -11,6 +11,7 @@ from knowledge.errors import IndexError_
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.backfill import coverage
 from knowledge.retrieval.search import search
+from knowledge.retrieval.second import USE_MODEL
 from knowledge.retrieval.vectors import stored_background
 from knowledge.store.index import Index
 from tests.conftest import make_settings
@@ -22,6 +23,15 @@ NOTES = {
     f"note-{n}.md": f"# Note {n}\n\nField note {n}: the heron count at pond {n} was {n * 7} birds.\n"
     for n in range(1, 13)
 }
+
+
+def second_vectors(settings) -> int:
+    """The second embedder's vectors stored (its model's), 0 while the index is not there."""
+    try:
+        with Index(settings.index_path, readonly=True) as index:
+            return index.use_vector_count(USE_MODEL)
+    except IndexError_:
+        return 0
 
 
 def vectors_of(settings, model: str) -> tuple[int, int]:
@@ -111,8 +121,9 @@ def test_a_thai_file_in_the_inbox_answers_an_english_question(tmp_path, qwen_cou
     }
     with background(settings, qwen_counter):
         drop(settings, {"jasmine-rice.md": thai, **other})
-        wait_for(lambda: vectors_of(settings, "local:multilingual-e5-small-q4") == (3, 3), timeout_s=120,
-                 what="three embedded documents")  # fmt: skip
+        wait_for(lambda: vectors_of(settings, "local:multilingual-e5-small-q4") == (3, 3)
+                 and second_vectors(settings) == 3, timeout_s=120,
+                 what="three documents embedded by both embedders")  # fmt: skip
     with ThreadedFakeLLM(
         FakeLLM(script=[answer("Jasmine rice is grown mostly in the north-east [1].")])
     ) as llm:
