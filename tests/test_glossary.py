@@ -1,0 +1,158 @@
+"""A Chinese question's words in English from CC-CEDICT: cut longest first, each word's senses its English
+terms, and search that puts the right English page first among pages much like it, without a model."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+import structlog
+
+from knowledge.retrieval.backfill import embed_missing
+from knowledge.retrieval.embed import LocalEmbedder
+from knowledge.retrieval.glossary import OnDemand, load, parse
+from knowledge.retrieval.search import Meaning, find
+from knowledge.retrieval.second import Second, UseEncoder
+from knowledge.store.index import Index
+from tests.conftest import ingest_texts, make_settings
+
+SAMPLE = """# CC-CEDICT
+# a few real entries
+房租 房租 [fang2 zu1] /rent for a room or house/
+押金 押金 [ya1 jin1] /deposit/down payment/
+多少 多少 [duo1 shao3] /number/amount/somewhat/
+多少 多少 [duo1 shao5] /how much?/how many?/
+錢 钱 [Qian2] /surname Qian/
+錢 钱 [qian2] /coin/money/CL:筆|笔[bi3]/unit of weight, one tenth of a tael 兩|两[liang3]/
+寵物 宠物 [chong3 wu4] /house pet/
+"""
+
+PAGES = [  # (file, title, what it says)
+    (
+        "dishwasher.md",
+        "Dishwasher",
+        "Clean the dishwasher filter once a month: twist it out, rinse it under the tap and put it back.",
+    ),
+    (
+        "washer.md",
+        "Washing machine",
+        "Empty the washing machine's lint trap after every tenth wash and run a hot cycle with vinegar every three months.",
+    ),
+    (
+        "fridge.md",
+        "Refrigerator",
+        "Defrost the freezer twice a year and vacuum the coils behind the refrigerator every spring.",
+    ),
+    (
+        "oven.md",
+        "Oven",
+        "The oven's self-cleaning cycle takes three hours; remove the racks first and keep the kitchen aired.",
+    ),
+    (
+        "boiler.md",
+        "Boiler",
+        "The boiler is serviced every autumn by a registered engineer; the pressure gauge should read between 1 and 1.5 bar.",
+    ),
+    (
+        "aircon.md",
+        "Air conditioner",
+        "Wash the air conditioner's dust filters every two weeks in summer; replace them once a year.",
+    ),
+    (
+        "vacuum.md",
+        "Vacuum cleaner",
+        "Empty the vacuum cleaner's bin after each use and wash its foam filter every month; let it dry for a day.",
+    ),
+    (
+        "kettle.md",
+        "Kettle",
+        "Descale the kettle with lemon juice or citric acid when white scale builds up, about every six weeks.",
+    ),
+    (
+        "smoke.md",
+        "Smoke alarm",
+        "Test the smoke alarm every month by pressing its button; change its battery every year.",
+    ),
+    (
+        "car.md",
+        "Car",
+        "The car's oil is changed every 10,000 kilometres; the tyres are rotated at the same time.",
+    ),
+]
+APPLIANCES = {name: f"# {title}\n\n{text}\n" for name, title, text in PAGES}
+ASKED = {
+    "吸塵器的濾網多久洗一次？": "Vacuum cleaner",  # e5 and the second opinion alone: the dishwasher's filter
+    "洗碗機的濾網多久清一次？": "Dishwasher",
+    "洗衣機的棉絮網多久清一次？": "Washing machine",
+    "冷氣的濾網多久洗一次？": "Air conditioner",
+    "冰箱多久要除霜？": "Refrigerator",
+    "鍋爐的壓力應該是多少？": "Boiler",
+    "煙霧偵測器的電池多久換一次？": "Smoke alarm",
+    "汽車多久換一次機油？": "Car",
+}
+
+
+def test_a_question_is_cut_into_the_dictionarys_longest_words_in_either_script():
+    words = parse(SAMPLE)
+    assert words.words("房租多少錢？") == ["房租", "多少", "錢"]
+    assert words.words("房租多少钱？") == ["房租", "多少", "钱"]  # simplified as well
+    assert words.words("我的房租") == ["房租"]  # characters it does not know are passed over
+    assert words.words("How much is the rent?") == []
+
+
+def test_a_words_senses_become_english_terms_without_surnames_measure_words_or_asides():
+    words = parse(SAMPLE)
+    assert words.terms_of("錢") == ("coin", "monei", "unit", "weight", "on", "tenth", "tael")  # stemmed
+    assert words.terms_of("多少") == ("number", "amount", "somewhat")  # "how much?" is all stopwords
+    assert words.terms_of("不在") == ()
+
+
+def test_each_word_weighs_one_shared_among_its_terms():
+    gloss = parse(SAMPLE).gloss("押金多少錢？")
+    assert gloss["deposit"] == gloss["down"] == gloss["payment"] == pytest.approx(1 / 3)
+    assert sum(gloss.values()) == pytest.approx(3.0)  # three words
+    assert parse(SAMPLE).gloss("ค่าเช่าเดือนละเท่าไร") == {}
+
+
+def test_the_packages_dictionary_is_read_and_a_broken_one_is_said_once(tmp_path):
+    words = load()
+    assert words is not None and "rent" in words.terms_of("房租")
+    broken = tmp_path / "cedict.txt.gz"
+    broken.write_bytes(gzip.compress(SAMPLE.encode())[:40])
+    missing = OnDemand(tmp_path / "nowhere.gz")
+    with structlog.testing.capture_logs() as logs:
+        assert load(broken) is None
+        assert missing.get() is None and missing.get() is None
+    assert [e["event"] for e in logs] == ["glossary.unreadable", "glossary.unreadable"]
+
+
+@pytest.fixture(scope="module")
+def appliances(tmp_path_factory):
+    """Ten English pages on looking after household machines, embedded by e5 and the second encoder."""
+    settings = make_settings(tmp_path_factory.mktemp("glossary") / "kb")
+    ingest_texts(settings, APPLIANCES)
+    e5, second = LocalEmbedder(), Second(UseEncoder())
+    with Index(settings.index_path) as index:
+        assert embed_missing(index, e5, second=second) == len(APPLIANCES)
+    return settings, e5, second
+
+
+def test_a_chinese_question_finds_its_english_page_among_pages_much_like_it(appliances):
+    settings, e5, second = appliances
+    with Index(settings.index_path, readonly=True) as index:
+        glossed, meaning_only = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
+        firsts = {q: find(index, q, k=3, meaning=glossed).results[0].title for q in ASKED}
+        vacuum = find(index, "吸塵器的濾網多久洗一次？", k=3, meaning=meaning_only).results
+    assert firsts == ASKED
+    assert vacuum[0].title == "Dishwasher"  # what the gloss puts right
+
+
+def test_a_question_in_english_or_thai_ranks_exactly_as_without_the_glossary(appliances):
+    settings, e5, second = appliances
+    with Index(settings.index_path, readonly=True) as index:
+        for question in ("How often is the vacuum filter washed?", "ล้างฟิลเตอร์เครื่องดูดฝุ่นบ่อยแค่ไหน"):
+            glossed = find(index, question, k=5, meaning=Meaning.of(e5, second=second))
+            plain = find(index, question, k=5, meaning=Meaning.of(e5, second=second, glossary=False))
+            assert [(r.title, r.score) for r in glossed.results] == [
+                (r.title, r.score) for r in plain.results
+            ]
