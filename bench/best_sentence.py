@@ -40,9 +40,10 @@ from bench.retrieval import LANGS, hit_rank, recall, rotations  # noqa: E402
 from bench.sufficiency import halves  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
 from knowledge.retrieval.backfill import embed_background, embed_missing, embed_second_missing  # noqa: E402
+from knowledge.retrieval.bm25 import Ranked  # noqa: E402
 from knowledge.retrieval.centring import centred, shift_index  # noqa: E402
 from knowledge.retrieval.embed import passage_text  # noqa: E402
-from knowledge.retrieval.search import Meaning, Ranked, find  # noqa: E402
+from knowledge.retrieval.search import Meaning, find  # noqa: E402
 from knowledge.retrieval.second import Opinion, Second  # noqa: E402
 from knowledge.store import analysis  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402

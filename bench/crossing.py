@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,17 +80,46 @@ def cross_setup(args: argparse.Namespace) -> tuple[dict, list, dict, TokenCounte
     return docs, questions, env, counter, embedder, CachedUse(args.use_cache)
 
 
-def main() -> int:
-    parser = cross_parser(__doc__, every=1)
-    parser.add_argument("--shares", default="0.3,0.5,0.7", help="SECOND_SHARE values to compare")
-    args = parser.parse_args()
-    shares = [float(x) for x in args.shares.split(",")]
-    docs, questions, env, counter, embedder, use = cross_setup(args)
-    second = Second(use)
+@dataclass(frozen=True)
+class Arranged:
+    """XQuAD's articles and questions as the cross-language benches ask them: the articles' keys, the
+    tuning half of them, the questions by language, and each question's place among its language's
+    (XQuAD is parallel: the n-th question of each language is the same question)."""
+
+    keys: list[str]
+    tuning: set[str]
+    by_lang: dict[str, list]
+    position: dict[int, int]
+
+    def about(self, q: tuple, lang_of: dict[str, str], doc_ids: dict) -> tuple[str, list[str], str, str]:
+        """For a question in a rotation: its article's language there, the answers in that language, the
+        document's id, and the half the article is in."""
+        dlang = lang_of[q[1]]
+        answers = self.by_lang[dlang][self.position[id(q)]][3]
+        return dlang, answers, doc_ids[(dlang, q[1])], "tuning" if q[1] in self.tuning else "held out"
+
+
+def arranged(docs: dict, questions: list) -> Arranged:
     keys = sorted({key for _, key in docs})
-    tuning, _ = halves(keys)
     by_lang = {lang: [q for q in questions if q[0] == lang] for lang in LANGS}
     position = {id(q): n for lang in LANGS for n, q in enumerate(by_lang[lang])}
+    return Arranged(keys, halves(keys)[0], by_lang, position)
+
+
+def swept(doc: str | None, option: str, default: str, what: str) -> tuple[argparse.Namespace, list[float]]:
+    """The options of a cross-language bench that compares values of one setting (``option``: its
+    comma-separated values), parsed, and those values."""
+    parser = cross_parser(doc, every=1)
+    parser.add_argument(option, default=default, help=f"{what} values to compare")
+    args = parser.parse_args()
+    return args, [float(x) for x in getattr(args, option.lstrip("-")).split(",")]
+
+
+def main() -> int:
+    args, shares = swept(__doc__, "--shares", "0.3,0.5,0.7", "SECOND_SHARE")
+    docs, questions, env, counter, embedder, use = cross_setup(args)
+    second = Second(use)
+    xquad = arranged(docs, questions)
     methods = ["e5", *(f"use{s}" for s in shares)]
     ranks: dict[tuple[str, str, str], dict[str, list[int | None]]] = {}  # (half, ql, dl)
     chunks = use_bytes = 0
@@ -101,7 +131,7 @@ def main() -> int:
     e5_n = use_n = 0
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         for rotation, lang_of, settings, doc_ids in rotations(
-            Path(tmp), docs, keys, env, counter, name="cross"
+            Path(tmp), docs, xquad.keys, env, counter, name="cross"
         ):
             with Index(settings.index_path) as index:
                 before = embedder.computed, embedder.seconds
@@ -119,10 +149,7 @@ def main() -> int:
                 plain = Meaning.of(embedder, second=False)
                 helped = Meaning.of(embedder, second=second)
                 for q in questions[:: args.every]:
-                    dlang = lang_of[q[1]]
-                    answers = by_lang[dlang][position[id(q)]][3]
-                    gold = doc_ids[(dlang, q[1])]
-                    half = "tuning" if q[1] in tuning else "held out"
+                    dlang, answers, gold, half = xquad.about(q, lang_of, doc_ids)
                     pair = ranks.setdefault((half, q[0], dlang), {m: [] for m in methods})
                     pair["e5"].append(hit_rank(search(index, q[2], k=args.k, meaning=plain), gold, answers))
                     for share in shares:

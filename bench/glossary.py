@@ -27,10 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.crossing import cross_parser, cross_setup, report  # noqa: E402
+from bench.crossing import arranged, cross_setup, report, swept  # noqa: E402
 from bench.retrieval import LANGS, hit_rank, rotations  # noqa: E402
 from bench.retrieval_cross import with_translations  # noqa: E402
-from bench.sufficiency import halves  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
 from knowledge.retrieval.backfill import embed_missing, embed_second_missing  # noqa: E402
 from knowledge.retrieval.glossary import OnDemand, load  # noqa: E402
@@ -40,20 +39,14 @@ from knowledge.store.index import Index  # noqa: E402
 
 
 def main() -> int:
-    parser = cross_parser(__doc__, every=1)
-    parser.add_argument("--weights", default="0,0.2,0.3,0.5", help="GLOSS_WEIGHT values to compare")
-    args = parser.parse_args()
-    weights = [float(x) for x in args.weights.split(",")]
+    args, weights = swept(__doc__, "--weights", "0,0.3,0.5,0.7", "GLOSS_WEIGHT")
     docs, questions, env, counter, embedder, use = cross_setup(args)
     second = Second(use)
     glossary = OnDemand()
     t0 = time.perf_counter()
     glossary.get()
     read_s = time.perf_counter() - t0
-    keys = sorted({key for _, key in docs})
-    tuning, _ = halves(keys)
-    by_lang = {lang: [q for q in questions if q[0] == lang] for lang in LANGS}
-    position = {id(q): n for lang in LANGS for n, q in enumerate(by_lang[lang])}
+    xquad = arranged(docs, questions)
     methods = [f"g{w}{t}" for t in ("", "+t") for w in weights]
     asked: dict[str, list[bool]] = {
         m: [] for m in methods[len(weights) :]
@@ -63,7 +56,7 @@ def main() -> int:
     chosen = search_module.GLOSS_WEIGHT
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         for rotation, lang_of, settings, doc_ids in rotations(
-            Path(tmp), docs, keys, env, counter, name="gloss"
+            Path(tmp), docs, xquad.keys, env, counter, name="gloss"
         ):
             with Index(settings.index_path) as index:
                 embed_missing(index, embedder, batch=settings.embed_batch, second=False)
@@ -72,13 +65,10 @@ def main() -> int:
                 use.save()
                 meaning = Meaning.of(embedder, second=second, glossary=glossary)
                 for q in questions[:: args.every]:
-                    dlang = lang_of[q[1]]
-                    answers = by_lang[dlang][position[id(q)]][3]
-                    gold = doc_ids[(dlang, q[1])]
-                    half = "tuning" if q[1] in tuning else "held out"
+                    dlang, answers, gold, half = xquad.about(q, lang_of, doc_ids)
                     pair = ranks.setdefault((half, q[0], dlang), {m: [] for m in methods})
-                    n = position[id(q)]
-                    parallel = {lang: by_lang[lang][n][2] for lang in LANGS}
+                    n = xquad.position[id(q)]
+                    parallel = {lang: xquad.by_lang[lang][n][2] for lang in LANGS}
                     for w, m, mt in zip(
                         weights, methods[: len(weights)], methods[len(weights) :], strict=True
                     ):
@@ -100,7 +90,7 @@ def main() -> int:
         "\nChinese questions across scripts that kb translated (+t): "
         + ", ".join(f"{m} {sum(a) / max(len(a), 1):.3f}" for m, a in asked.items())
     )
-    cost(read_s, [q[2] for q in by_lang["zh"]])
+    cost(read_s, [q[2] for q in xquad.by_lang["zh"]])
     return 0
 
 

@@ -93,7 +93,7 @@ ASKED = {
 
 
 def test_a_question_is_cut_into_the_dictionarys_longest_words_in_either_script():
-    words = parse(SAMPLE)
+    words = parse(SAMPLE.splitlines())
     assert words.words("房租多少錢？") == ["房租", "多少", "錢"]
     assert words.words("房租多少钱？") == ["房租", "多少", "钱"]  # simplified as well
     assert words.words("我的房租") == ["房租"]  # characters it does not know are passed over
@@ -101,17 +101,17 @@ def test_a_question_is_cut_into_the_dictionarys_longest_words_in_either_script()
 
 
 def test_a_words_senses_become_english_terms_without_surnames_measure_words_or_asides():
-    words = parse(SAMPLE)
+    words = parse(SAMPLE.splitlines())
     assert words.terms_of("錢") == ("coin", "monei", "unit", "weight", "on", "tenth", "tael")  # stemmed
     assert words.terms_of("多少") == ("number", "amount", "somewhat")  # "how much?" is all stopwords
     assert words.terms_of("不在") == ()
 
 
 def test_each_word_weighs_one_shared_among_its_terms():
-    gloss = parse(SAMPLE).gloss("押金多少錢？")
+    gloss = parse(SAMPLE.splitlines()).gloss("押金多少錢？")
     assert gloss["deposit"] == gloss["down"] == gloss["payment"] == pytest.approx(1 / 3)
     assert sum(gloss.values()) == pytest.approx(3.0)  # three words
-    assert parse(SAMPLE).gloss("ค่าเช่าเดือนละเท่าไร") == {}
+    assert parse(SAMPLE.splitlines()).gloss("ค่าเช่าเดือนละเท่าไร") == {}
 
 
 def test_the_packages_dictionary_is_read_and_a_broken_one_is_said_once(tmp_path):

@@ -9,8 +9,8 @@ one shared among them, so a word with many senses counts no more than a word wit
 the index's chunks on those terms with bm25 as it does a question's own words, and the pool takes the
 chunks they find (knowledge.retrieval.search.GLOSS_WEIGHT).
 
-The dictionary is read once, on the first Chinese question (about half a second). Without the package,
-search goes on without it: :func:`load` says so once in the log.
+The dictionary is read once, on the first Chinese question (about half a second; it then holds about
+36 MB). Without the package, search goes on without it: :func:`load` says so once in the log.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +44,7 @@ _NO_SENSE = (
     "Taiwan pr.",
     "erhua ",
 )
-_ASIDE = re.compile(r"\([^)]*\)|\[[^\]]*\]|\S*\|\S*")
+_ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|(?<!\S)[^\s|]*\|\S*")  # (notes), [pinyin], 繁|简 pairs
 _CHINESE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 
@@ -92,10 +92,10 @@ class Glossary:
         return weights
 
 
-def parse(text: str) -> Glossary:
-    """A glossary from CC-CEDICT's text (``trad simp [pinyin] /sense/…/`` a line; ``#`` comments)."""
+def parse(lines: Iterable[str]) -> Glossary:
+    """A glossary from CC-CEDICT's lines (``trad simp [pinyin] /sense/…/``; ``#`` comments)."""
     senses: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in lines:
         if line.startswith("#"):
             continue
         head, _, rest = line.partition(" [")
@@ -124,8 +124,8 @@ def load(path: Path | None = None) -> Glossary | None:
         log.warning("glossary.missing", package=PACKAGE)
         return None
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return parse(f.read())
+        with gzip.open(path, "rt", encoding="utf-8") as f:  # line by line: half the memory of the whole text
+            return parse(f)
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         log.warning("glossary.unreadable", path=str(path), reason=f"{type(exc).__name__}: {exc}"[:300])
         return None

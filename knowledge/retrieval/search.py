@@ -1,16 +1,9 @@
 """Retrieval: a natural-language question in, the best passages out.
 
-A question is a sentence, not a keyword list: no term is required, each counts by its
-rarity (bm25's idf). Three steps, all bounded whatever the index size:
-
-1. the question's terms are looked up in the term table; the most selective ones (at most
-   ``PROBE_TERMS``, and no more postings than ``MAX_POSTINGS``) pick candidates: their postings
-   are read from SQLite, every chunk gets the idf mass of the terms it contains, and the best
-   ``CANDIDATES`` survive;
-2. each survivor is scored with bm25 over *all* the question's terms, plus the bm25 of its
-   best sentence: a question is usually a rephrased sentence of its answer, so the chunk
-   holding that sentence beats a chunk that merely mentions the same names;
-3. the best k are returned with their documents.
+Lexically (knowledge.retrieval.bm25): the question's most selective terms pick candidates, each
+scored with bm25 over all its terms plus its best sentence's; the best k are returned with their
+documents. A Chinese question is also read through its English gloss (knowledge.retrieval.glossary):
+those terms score the passages not written in Chinese or Thai the same way (GLOSS_WEIGHT).
 
 With an embedder (:class:`Meaning`), search is hybrid: the lexical candidates and the chunks
 nearest to the question's (language-centred) vector, from every language, form one pool; every
@@ -27,16 +20,15 @@ Any string is a valid query: terms are quoted for FTS5, never parsed as its synt
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import NamedTuple
 
 import numpy as np
 import structlog
 
-from knowledge.retrieval import sufficiency
+from knowledge.retrieval import bm25, sufficiency
 from knowledge.retrieval.backfill import embed_background
+from knowledge.retrieval.bm25 import Ranked, Scoring, question_scoring, rerank
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
 from knowledge.retrieval.glossary import OnDemand
@@ -44,21 +36,13 @@ from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
 from knowledge.retrieval.vectors import VectorCache, stored_background
-from knowledge.store import analysis
 from knowledge.store.index import Index
 from knowledge.store.records import Candidate
 from knowledge.text import language_group
 
 log = structlog.get_logger()
 
-PROBE_TERMS = 10
-MAX_POSTINGS = 12_000
 CANDIDATES = 24
-SENTENCE_WEIGHT = 0.5
-_K1 = 1.2
-_B_CHUNK = 0.75
-_B_SENTENCE = 0.5
-_AVG_SENTENCE_TERMS = 20.0
 
 # Hybrid ranking (tuned on XQuAD en/zh/th, see bench/retrieval.py).
 LEXICAL_POOL = 40  # lexical candidates that enter the fused ranking
@@ -127,35 +111,6 @@ class SearchResult:
         return f"{self.title} — {self.raw_path}:{self.start_line}-{self.end_line}"
 
 
-def idf(df: int, n: int) -> float:
-    """bm25's inverse document frequency, never negative."""
-    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-
-
-def probe_terms(
-    df: Mapping[str, int], *, limit: int = PROBE_TERMS, max_postings: int = MAX_POSTINGS
-) -> list[str]:
-    """The most selective terms, within a budget of postings (always at least one term)."""
-    chosen: list[str] = []
-    total = 0
-    for term in sorted(df, key=lambda t: (df[t], t))[:limit]:
-        if chosen and total + df[term] > max_postings:
-            break
-        chosen.append(term)
-        total += df[term]
-    return chosen
-
-
-class Ranked(NamedTuple):
-    """A chunk's place in the ranking: its rowid, score, and the share of the question it covers
-    (``relevance``; once judged, the probability that it answers the question) and its evidence."""
-
-    rowid: int
-    score: float
-    relevance: float
-    evidence: Evidence | None = None
-
-
 @dataclass(frozen=True)
 class Found:
     """The best passages for a question and the verdict on whether they answer it."""
@@ -163,52 +118,6 @@ class Found:
     results: list[SearchResult]
     verdict: Verdict
     best: Evidence | None = None  # the evidence of the best passage (see translate.is_strong)
-
-
-def score_body(body: str, weights: Mapping[str, float], avg_terms: float) -> tuple[float, float, float]:
-    """(bm25 of the chunk, bm25 of its best sentence, idf mass of the terms it contains)."""
-    chunk_tf: dict[str, int] = {}
-    length = 0
-    best = 0.0
-    for sentence in body.split(analysis.SENTENCE_MARK):
-        words = sentence.split()
-        length += len(words)
-        tf: dict[str, int] = {}
-        for w in words:
-            if w in weights:
-                tf[w] = tf.get(w, 0) + 1
-        if not tf:
-            continue
-        norm = _K1 * (1.0 - _B_SENTENCE + _B_SENTENCE * len(words) / _AVG_SENTENCE_TERMS)
-        best = max(best, sum(weights[t] * n * (_K1 + 1.0) / (n + norm) for t, n in tf.items()))
-        for t, n in tf.items():
-            chunk_tf[t] = chunk_tf.get(t, 0) + n
-    norm = _K1 * (1.0 - _B_CHUNK + _B_CHUNK * length / max(avg_terms, 1.0))
-    chunk = sum(weights[t] * n * (_K1 + 1.0) / (n + norm) for t, n in chunk_tf.items())
-    return chunk, best, sum(weights[t] for t in chunk_tf)
-
-
-def rerank(
-    candidates: Sequence[Candidate], weights: Mapping[str, float], *, total_weight: float
-) -> list[Ranked]:
-    """Best first: chunk bm25 plus the weighted best-sentence bm25, each normalised.
-
-    ``relevance`` is an absolute measure, comparable across questions: the share of the
-    question's idf mass (``total_weight``, words missing from the index included) that the
-    chunk contains.
-    """
-    if not candidates:
-        return []
-    lengths = [c.body.count(" ") + 1 for c in candidates]
-    avg = sum(lengths) / len(lengths)
-    scores = [score_body(c.body, weights, avg) for c in candidates]
-    top_chunk = max(s[0] for s in scores) or 1.0
-    top_sentence = max(s[1] for s in scores) or 1.0
-    ranked = [
-        Ranked(c.rowid, chunk / top_chunk + SENTENCE_WEIGHT * sentence / top_sentence, matched / total_weight)
-        for c, (chunk, sentence, matched) in zip(candidates, scores, strict=True)
-    ]
-    return sorted(ranked, key=lambda x: (-x.score, x.rowid))
 
 
 @dataclass
@@ -328,7 +237,7 @@ def rank(
         if fused is not None:
             return fused
     limit = max(CANDIDATES, k)
-    scorings = [_scoring(index, text) for text in texts.texts]
+    scorings = [question_scoring(index, text) for text in texts.texts]
     if all(s is None for s in scorings) and not carried:
         return []
     pool, _ = _pool(index, scorings, limit=limit, nearest=carried, within=within)
@@ -399,12 +308,9 @@ def fuse(
     return words + VECTOR_WEIGHT * max(cosine - typical, 0.0) / max(top_cosine - typical, 1e-6)
 
 
-_Scoring = tuple[dict[str, float], float, list[tuple[str, float]]]
-
-
 def _pool(
     index: Index,
-    scorings: Sequence[_Scoring | None],
+    scorings: Sequence[Scoring | None],
     *,
     limit: int,
     nearest: Iterable[int],
@@ -424,7 +330,7 @@ def _pool(
     return [*pool.values(), *(Candidate(r, 0.0, b) for r, b in extra.items())], found
 
 
-def _lexical(pool: Sequence[Candidate], scoring: _Scoring | None) -> dict[int, Ranked]:
+def _lexical(pool: Sequence[Candidate], scoring: Scoring | None) -> dict[int, Ranked]:
     """Each pooled chunk's lexical score (best = 1 + SENTENCE_WEIGHT) and coverage for one text."""
     if scoring is None:
         return {}
@@ -463,8 +369,8 @@ def _hybrid(
     meaning.failed = False
     vectors = [meaning.cache.query_vector(v, t) for v, t in zip(raw, texts, strict=True)]
     nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k), within=within)) for v in vectors]
-    scorings = [_scoring(index, t) for t in texts]
-    glossed = _gloss_scoring(index, texts[0], meaning.glossary)
+    scorings = [question_scoring(index, t) for t in texts]
+    glossed = bm25.scoring(index, _gloss_of(texts[0], meaning.glossary))
     limit = max(LEXICAL_POOL, k)
     near = [*carried, *(r for n in nearest for r in n)]
     pool, seen = _pool(index, [*scorings, glossed], limit=limit, nearest=near, within=within)
@@ -511,32 +417,24 @@ def _hybrid(
             _judge(judged, rowid, evidence, n)
     # the gloss is English: chunks in Chinese or Thai script are not scored on it
     latin = [c for c in pool if groups.get(c.rowid) not in ("cjk", "thai")] if glossed else []
-    bonus = _gloss_bonus(latin, glossed, ranked.weights[0])
+    gloss_lexical = _lexical(latin, glossed)
+    bonus = _gloss_bonus(gloss_lexical, ranked.weights[0])
     fused = [
         Ranked(rowid, ranked.combine(each[rowid]) + bonus.get(rowid, 0.0), *judged[rowid]) for rowid in pooled
     ]
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
-def _gloss_scoring(index: Index, question: str, glossary: OnDemand | None) -> _Scoring | None:
-    """The scoring of a Chinese question's English gloss (as :func:`_scoring`'s, each term's idf times
-    its weight in the gloss), or None: not a Chinese question, no glossary, no gloss term in the index."""
+def _gloss_of(question: str, glossary: OnDemand | None) -> dict[str, float]:
+    """A Chinese question's English gloss (empty: another language, no glossary, no word it knows)."""
     if glossary is None or language_group(question) != "cjk":
-        return None
+        return {}
     words = glossary.get()
-    gloss = words.gloss(question) if words is not None else {}
-    df = index.document_frequencies(list(gloss)) if gloss else {}
-    if not df:
-        return None
-    n = max(index.chunk_total(), max(df.values()))
-    weights = {t: idf(df[t], n) * gloss[t] for t in df}
-    total = sum(weights.values()) + idf(0, n) * sum(w for t, w in gloss.items() if t not in df)
-    return weights, total, [(t, weights[t]) for t in probe_terms(df)]
+    return words.gloss(question) if words is not None else {}
 
 
-def _gloss_bonus(pool: Sequence[Candidate], glossed: _Scoring | None, weight: float) -> dict[int, float]:
-    """What the gloss adds to each pooled chunk's score (see GLOSS_WEIGHT)."""
-    lexical = _lexical(pool, glossed)
+def _gloss_bonus(lexical: Mapping[int, Ranked], weight: float) -> dict[int, float]:
+    """What the gloss adds to each chunk's score, from the chunks' lexical scores on it (see GLOSS_WEIGHT)."""
     top = max((r.score for r in lexical.values()), default=0.0) or 1.0
     return {
         rowid: weight * GLOSS_WEIGHT * r.score / top * min(1.0, r.relevance / LEXICAL_FULL_COVERAGE)
@@ -578,24 +476,10 @@ def get_document_chunks(index: Index, doc_id: str, query: str, *, k: int = 3) ->
     return _results(index, ranked[:k])
 
 
-def _scoring(index: Index, query: str) -> tuple[dict[str, float], float, list[tuple[str, float]]] | None:
-    """(idf weight per known term, the question's total idf mass, the probe terms), or None."""
-    terms = analysis.query_terms(query)[: PROBE_TERMS * 16]
-    if not terms:
-        return None
-    df = index.document_frequencies(terms)
-    if not df:
-        return None
-    n = max(index.chunk_total(), max(df.values()))
-    weights = {t: idf(df[t], n) for t in df}
-    total = sum(weights.values()) + idf(0, n) * sum(1 for t in terms if t not in df)
-    return weights, total, [(t, weights[t]) for t in probe_terms(df)]
-
-
 def _rank(
     index: Index, query: str, *, limit: int, rowid_range: tuple[int, int] | None = None
 ) -> list[Ranked]:
-    scoring = _scoring(index, query)
+    scoring = question_scoring(index, query)
     if scoring is None:
         return []
     weights, total, probe = scoring
