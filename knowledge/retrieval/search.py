@@ -76,6 +76,7 @@ SECOND_SHARE = 0.5
 # they cover, adds this much to a chunk's (bench/glossary.py: tuned on half of XQuAD's articles,
 # reported on the other half).
 GLOSS_WEIGHT = 0.5
+GLOSS_POOL = 20  # the gloss's lexical candidates that enter the pool (tried 5, 10, 20, 40)
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,7 @@ def rank(
     scorings = [question_scoring(index, text) for text in texts.texts]
     if all(s is None for s in scorings) and not carried:
         return []
-    pool, _ = _pool(index, scorings, limit=limit, nearest=carried, within=within)
+    pool, _ = _pool(index, scorings, limits=[limit] * len(scorings), nearest=carried, within=within)
     lexical = [_lexical(pool, scoring) for scoring in scorings]
     judged: dict[int, tuple[float, Evidence]] = {}
     out = []
@@ -312,15 +313,15 @@ def _pool(
     index: Index,
     scorings: Sequence[Scoring | None],
     *,
-    limit: int,
+    limits: Sequence[int],
     nearest: Iterable[int],
     within: np.ndarray | None = None,
 ) -> tuple[list[Candidate], list[set[int]]]:
-    """The lexical candidates of each text (among the chunks ``within``, when given) and the chunks
-    nearest by meaning, with their bodies; and, for each text, the rowids its words found."""
+    """The lexical candidates of each text (at most its limit, among the chunks ``within`` when given)
+    and the chunks nearest by meaning, with their bodies; and, for each text, the rowids its words found."""
     pool: dict[int, Candidate] = {}
     found: list[set[int]] = []
-    for scoring in scorings:
+    for scoring, limit in zip(scorings, limits, strict=True):
         found.append(set())
         if scoring is not None:
             for c in index.candidates(scoring[2], limit=limit, within=within):
@@ -373,7 +374,8 @@ def _hybrid(
     glossed = bm25.scoring(index, _gloss_of(texts[0], meaning.glossary))
     limit = max(LEXICAL_POOL, k)
     near = [*carried, *(r for n in nearest for r in n)]
-    pool, seen = _pool(index, [*scorings, glossed], limit=limit, nearest=near, within=within)
+    limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)]
+    pool, seen = _pool(index, [*scorings, glossed], limits=limits, nearest=near, within=within)
     pooled = [c.rowid for c in pool]
     each: dict[int, list[float]] = {rowid: [] for rowid in pooled}
     groups = meaning.cache.groups_of(pooled)
