@@ -156,3 +156,18 @@ def test_a_question_in_english_or_thai_ranks_exactly_as_without_the_glossary(app
             assert [(r.title, r.score) for r in glossed.results] == [
                 (r.title, r.score) for r in plain.results
             ]
+
+
+def test_before_any_vector_is_made_a_chinese_question_still_finds_english_pages_by_the_gloss(tmp_path):
+    """Right after a large import the daemon is still making vectors: search is by words, and a Chinese
+    question shares none with an English page; its gloss does."""
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, APPLIANCES)
+    e5 = LocalEmbedder()
+    with Index(settings.index_path, readonly=True) as index:
+        glossed = find(index, "吸塵器的濾網多久洗一次？", k=3, meaning=Meaning.of(e5))
+        plain = find(index, "吸塵器的濾網多久洗一次？", k=3, meaning=Meaning.of(e5, glossary=False))
+        english = find(index, "How often is the vacuum filter washed?", k=3, meaning=Meaning.of(e5))
+    assert glossed.verdict.basis == "words" and glossed.results[0].title == "Vacuum cleaner"
+    assert plain.results == []
+    assert english.results[0].title == "Vacuum cleaner"

@@ -239,14 +239,18 @@ def rank(
             return fused
     limit = max(CANDIDATES, k)
     scorings = [question_scoring(index, text) for text in texts.texts]
-    if all(s is None for s in scorings) and not carried:
+    glossed = bm25.scoring(index, _gloss_of(texts.texts[0], meaning.glossary if meaning else None))
+    if all(s is None for s in [*scorings, glossed]) and not carried:
         return []
-    pool, _ = _pool(index, scorings, limits=[limit] * len(scorings), nearest=carried, within=within)
+    limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)]
+    pool, _ = _pool(index, [*scorings, glossed], limits=limits, nearest=carried, within=within)
     lexical = [_lexical(pool, scoring) for scoring in scorings]
+    groups = {c.rowid: language_group(c.body) for c in pool}
+    bonus = _gloss_bonus(pool, glossed, groups, texts.weights[0])
     judged: dict[int, tuple[float, Evidence]] = {}
     out = []
     for c in pool:
-        chunk_group = language_group(c.body)
+        chunk_group = groups[c.rowid]
         for n, lex in enumerate(lexical[: texts.judged]):
             own = lex.get(c.rowid)
             coverage, lexical_score = (own.relevance, own.score) if own else (0.0, 0.0)
@@ -256,7 +260,7 @@ def rank(
             texts.weights[n] * (lex[c.rowid].score if c.rowid in lex else 0.0)
             for n, lex in enumerate(lexical)
         ]
-        out.append(Ranked(c.rowid, texts.combine(each), *judged[c.rowid]))
+        out.append(Ranked(c.rowid, texts.combine(each) + bonus.get(c.rowid, 0.0), *judged[c.rowid]))
     return sorted(out, key=lambda x: (-x.score, x.rowid))
 
 
@@ -417,10 +421,7 @@ def _hybrid(
                 opinions[rowid].cosine if rowid in opinions else None,
             )
             _judge(judged, rowid, evidence, n)
-    # the gloss is English: chunks in Chinese or Thai script are not scored on it
-    latin = [c for c in pool if groups.get(c.rowid) not in ("cjk", "thai")] if glossed else []
-    gloss_lexical = _lexical(latin, glossed)
-    bonus = _gloss_bonus(gloss_lexical, ranked.weights[0])
+    bonus = _gloss_bonus(pool, glossed, groups, ranked.weights[0])
     fused = [
         Ranked(rowid, ranked.combine(each[rowid]) + bonus.get(rowid, 0.0), *judged[rowid]) for rowid in pooled
     ]
@@ -435,8 +436,14 @@ def _gloss_of(question: str, glossary: OnDemand | None) -> dict[str, float]:
     return words.gloss(question) if words is not None else {}
 
 
-def _gloss_bonus(lexical: Mapping[int, Ranked], weight: float) -> dict[int, float]:
-    """What the gloss adds to each chunk's score, from the chunks' lexical scores on it (see GLOSS_WEIGHT)."""
+def _gloss_bonus(
+    pool: Sequence[Candidate], glossed: Scoring | None, groups: Mapping[int, str], weight: float
+) -> dict[int, float]:
+    """What the gloss adds to each chunk's score (see GLOSS_WEIGHT). The gloss is English: chunks in
+    Chinese or Thai script (``groups``: each chunk's language group, where known) are not scored on it."""
+    if glossed is None:
+        return {}
+    lexical = _lexical([c for c in pool if groups.get(c.rowid) not in ("cjk", "thai")], glossed)
     top = max((r.score for r in lexical.values()), default=0.0) or 1.0
     return {
         rowid: weight * GLOSS_WEIGHT * r.score / top * min(1.0, r.relevance / LEXICAL_FULL_COVERAGE)
