@@ -7,7 +7,8 @@ English senses. A question is cut into the dictionary's words, longest first; ea
 become English index terms (knowledge.store.analysis: stemmed, stopwords out), the word's weight of
 one shared among them, so a word with many senses counts no more than a word with one. Search scores
 the index's chunks on those terms with bm25 as it does a question's own words, and the pool takes the
-chunks they find (knowledge.retrieval.search.GLOSS_WEIGHT).
+chunks they find best (knowledge.retrieval.search: GLOSS_WEIGHT, GLOSS_POOL). Traditional and simplified
+questions are glossed alike.
 
 The dictionary is read once, on the first Chinese question (about half a second; it then holds about
 36 MB). Without the package, search goes on without it: :func:`load` says so once in the log.
