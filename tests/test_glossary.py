@@ -4,6 +4,8 @@ terms, and search that puts the right English page first among pages much like i
 from __future__ import annotations
 
 import gzip
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import structlog
@@ -124,6 +126,19 @@ def test_the_packages_dictionary_is_read_and_a_broken_one_is_said_once(tmp_path)
         assert load(broken) is None
         assert missing.get() is None and missing.get() is None
     assert [e["event"] for e in logs] == ["glossary.unreadable", "glossary.unreadable"]
+
+
+def test_searches_asking_at_once_read_the_dictionary_once():
+    words = OnDemand()
+    start = threading.Barrier(4)
+
+    def get():
+        start.wait()
+        return words.get()
+
+    with ThreadPoolExecutor(4) as pool:
+        read = list(pool.map(lambda _: get(), range(4)))
+    assert read[0] is not None and all(r is read[0] for r in read)
 
 
 @pytest.fixture(scope="module")

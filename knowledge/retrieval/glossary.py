@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,13 +135,16 @@ def load(path: Path | None = None) -> Glossary | None:
 
 @dataclass
 class OnDemand:
-    """A glossary read on its first use, once (a missing one too: it is not looked for again)."""
+    """A glossary read on its first use, once (a missing one too: it is not looked for again), however
+    many searches ask for it at once (kb mcp searches in threads)."""
 
     path: Path | None = None
     _glossary: Glossary | None = field(default=None, repr=False)
     _read: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def get(self) -> Glossary | None:
-        if not self._read:
-            self._glossary, self._read = load(self.path), True
-        return self._glossary
+        with self._lock:
+            if not self._read:
+                self._glossary, self._read = load(self.path), True
+            return self._glossary
