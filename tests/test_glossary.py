@@ -114,6 +114,7 @@ def test_each_word_weighs_one_shared_among_its_terms():
     assert gloss["deposit"] == gloss["down"] == gloss["payment"] == pytest.approx(1 / 3)
     assert sum(gloss.values()) == pytest.approx(3.0)  # three words
     assert parse(SAMPLE.splitlines()).gloss("ค่าเช่าเดือนละเท่าไร") == {}
+    assert parse(SAMPLE.splitlines()).gloss("房租はいくらですか") == {}  # Japanese: kanji mean otherwise
 
 
 def test_the_packages_dictionary_is_read_and_a_broken_one_is_said_once(tmp_path):

@@ -48,6 +48,7 @@ _NO_SENSE = (
 )
 _ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|(?<!\S)[^\s|]*\|\S*")  # (notes), [pinyin], 繁|简 pairs
 _CHINESE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_KANA = re.compile(r"[\u3040-\u30ff]")
 
 
 @dataclass
@@ -85,8 +86,11 @@ class Glossary:
 
     def gloss(self, question: str) -> dict[str, float]:
         """English index term → weight for a question: each Chinese word's weight of 1 shared among
-        its terms, added up where two words share a term. Empty without Chinese words it knows."""
+        its terms, added up where two words share a term. Empty without Chinese words it knows, and for
+        Japanese (a text with kana): its kanji do not mean what the same Chinese words do."""
         weights: dict[str, float] = {}
+        if _KANA.search(question):
+            return weights
         for word in self.words(question):
             terms = self.terms_of(word)
             for term in terms:
