@@ -166,7 +166,11 @@ def test_duplicates_are_recorded_once_and_moved(kb):
 def test_a_failed_file_and_a_retry_after_fixing_it(kb):
     s = kb.settings_
     (s.inbox / "broken.md").write_bytes(b"")
-    wait_for(lambda: (s.failed / "broken.md.error.json").exists(), what="the failure record")
+    # the record is written first, the original moved after it (knowledge.ingest.files.quarantine)
+    wait_for(
+        lambda: (s.failed / "broken.md.error.json").exists() and (s.failed / "broken.md").exists(),
+        what="the failure record and the original beside it",
+    )
     record = json.loads((s.failed / "broken.md.error.json").read_text())
     assert record["reason"] == "empty" and record["stage"] == "convert"
     assert not documents(s)
