@@ -32,7 +32,7 @@ from bench.retrieval import LANGS, hit_rank, rotations  # noqa: E402
 from bench.retrieval_cross import with_translations  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
 from knowledge.retrieval.backfill import embed_missing, embed_second_missing  # noqa: E402
-from knowledge.retrieval.glossary import OnDemand, load  # noqa: E402
+from knowledge.retrieval.glossary import Glossary, OnDemand  # noqa: E402
 from knowledge.retrieval.search import Meaning, find  # noqa: E402
 from knowledge.retrieval.second import Second  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
@@ -44,8 +44,9 @@ def main() -> int:
     second = Second(use)
     glossary = OnDemand()
     t0 = time.perf_counter()
-    glossary.get()
+    words = glossary.get()
     read_s = time.perf_counter() - t0
+    assert words is not None, "the glossary cannot be read (see the log)"
     xquad = arranged(docs, questions)
     methods = [f"g{w}{t}" for t in ("", "+t") for w in weights]
     asked: dict[str, list[bool]] = {
@@ -90,14 +91,12 @@ def main() -> int:
         "\nChinese questions across scripts that kb translated (+t): "
         + ", ".join(f"{m} {sum(a) / max(len(a), 1):.3f}" for m, a in asked.items())
     )
-    cost(read_s, [q[2] for q in xquad.by_lang["zh"]])
+    cost(words, read_s, [q[2] for q in xquad.by_lang["zh"]])
     return 0
 
 
-def cost(read_s: float, questions: list[str]) -> None:
+def cost(words: Glossary, read_s: float, questions: list[str]) -> None:
     """Reading the dictionary (once a process) and glossing a question (median over these)."""
-    words = load()
-    assert words is not None
     times = []
     for q in questions:
         t0 = time.perf_counter()

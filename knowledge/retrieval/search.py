@@ -239,7 +239,7 @@ def rank(
             return fused
     limit = max(CANDIDATES, k)
     scorings = [question_scoring(index, text) for text in texts.texts]
-    glossed = bm25.scoring(index, _gloss_of(texts.texts[0], meaning.glossary if meaning else None))
+    glossed = _glossed(index, texts, meaning.glossary if meaning else None)
     if all(s is None for s in [*scorings, glossed]) and not carried:
         return []
     limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)]
@@ -305,7 +305,7 @@ def fuse(
     per-question z-scores (each over the question's cross-script candidates) weighed SECOND_SHARE to
     the second, expressed in the first's units (its mean and spread over the same candidates), so the
     chunk is then ranked against the others exactly as before."""
-    words = LEXICAL_WEIGHT * lexical * min(1.0, coverage / LEXICAL_FULL_COVERAGE)
+    words = LEXICAL_WEIGHT * _covered(lexical, coverage)
     if cosine is None:
         return words
     if opinion is not None and opinion.z is not None:
@@ -375,7 +375,7 @@ def _hybrid(
     vectors = [meaning.cache.query_vector(v, t) for v, t in zip(raw, texts, strict=True)]
     nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k), within=within)) for v in vectors]
     scorings = [question_scoring(index, t) for t in texts]
-    glossed = bm25.scoring(index, _gloss_of(texts[0], meaning.glossary))
+    glossed = _glossed(index, ranked, meaning.glossary)
     limit = max(LEXICAL_POOL, k)
     near = [*carried, *(r for n in nearest for r in n)]
     limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)]
@@ -428,12 +428,13 @@ def _hybrid(
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
-def _gloss_of(question: str, glossary: OnDemand | None) -> dict[str, float]:
-    """A Chinese question's English gloss (empty: another language, no glossary, no word it knows)."""
-    if glossary is None or language_group(question) != "cjk":
-        return {}
+def _glossed(index: Index, texts: _Texts, glossary: OnDemand | None) -> Scoring | None:
+    """The scoring of a Chinese question's English gloss, or None: another language, no glossary, no
+    word it knows, or none of their English in the index."""
+    if glossary is None or texts.groups[0] != "cjk":
+        return None
     words = glossary.get()
-    return words.gloss(question) if words is not None else {}
+    return bm25.scoring(index, words.gloss(texts.texts[0])) if words is not None else None
 
 
 def _gloss_bonus(
@@ -446,9 +447,14 @@ def _gloss_bonus(
     lexical = _lexical([c for c in pool if groups.get(c.rowid) not in ("cjk", "thai")], glossed)
     top = max((r.score for r in lexical.values()), default=0.0) or 1.0
     return {
-        rowid: weight * GLOSS_WEIGHT * r.score / top * min(1.0, r.relevance / LEXICAL_FULL_COVERAGE)
-        for rowid, r in lexical.items()
+        rowid: weight * GLOSS_WEIGHT * _covered(r.score / top, r.relevance) for rowid, r in lexical.items()
     }
+
+
+def _covered(lexical: float, coverage: float) -> float:
+    """A lexical score (best = 1) counted in full once its words cover LEXICAL_FULL_COVERAGE of the
+    question's idf mass, less below."""
+    return lexical * min(1.0, coverage / LEXICAL_FULL_COVERAGE)
 
 
 def _judge(judged: dict[int, tuple[float, Evidence]], rowid: int, evidence: Evidence, text: int) -> None:
