@@ -100,6 +100,7 @@ class Asked:
     best: float  # the best passage's relevance
     crosses: bool  # its article is indexed in another language only
     candidates: list[tuple[Evidence, bool]]  # each candidate's evidence, and whether it holds the answer
+    key: str = ""  # its article
 
 
 def say(text: str) -> None:
@@ -142,7 +143,7 @@ def ask_all(
                 candidates.append((r.evidence, holds))
         best = max((r.relevance for r in ranked), default=0.0)
         crosses = gold is not None and gold[2]
-        out.append(Asked(q[0], gold is not None, best, crosses, candidates))
+        out.append(Asked(q[0], gold is not None, best, crosses, candidates, q[1]))
     return out
 
 
@@ -532,8 +533,8 @@ def main() -> int:
             with args.dump.open("w") as out:
                 for name, asked in results.items():
                     for a in asked:
-                        row = {"set": name, "lang": a.lang, "answerable": a.answerable, "crosses": a.crosses,
-                               "candidates": [[e.standout, e.coverage, e.lexical, e.same_script, e.agreement, holds]
+                        row = {"set": name, "lang": a.lang, "key": a.key, "answerable": a.answerable, "crosses": a.crosses,
+                               "candidates": [[e.standout, e.coverage, e.lexical, e.same_script, e.agreement, e.gloss, holds]
                                               for e, holds in a.candidates]}  # fmt: skip
                         out.write(json.dumps(row) + "\n")
         if args.choose:

@@ -12,11 +12,12 @@ import structlog
 
 from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import LocalEmbedder
-from knowledge.retrieval.glossary import OnDemand, load, parse
-from knowledge.retrieval.search import Meaning, find
+from knowledge.retrieval.glossary import OnDemand, held, load, parse
+from knowledge.retrieval.search import Meaning, find, rank
 from knowledge.retrieval.second import Second, UseEncoder
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
+from tests.test_second import FULL_LEASE
 
 SAMPLE = """# CC-CEDICT
 # a few real entries
@@ -27,6 +28,7 @@ SAMPLE = """# CC-CEDICT
 錢 钱 [Qian2] /surname Qian/
 錢 钱 [qian2] /coin/money/CL:筆|笔[bi3]/unit of weight, one tenth of a tael 兩|两[liang3]/
 寵物 宠物 [chong3 wu4] /house pet/
+可以 可以 [ke3 yi3] /can/may/possible/able to/not bad/
 """
 
 PAGES = [  # (file, title, what it says)
@@ -117,6 +119,20 @@ def test_each_word_weighs_one_shared_among_its_terms():
     assert parse(SAMPLE.splitlines()).gloss("房租はいくらですか") == {}  # Japanese: kanji mean otherwise
 
 
+def test_the_gate_looks_for_the_words_that_name_what_is_asked_about():
+    words = parse(SAMPLE.splitlines())
+    deposit = ("deposit", "down", "payment")
+    assert words.held_words("押金多少錢？") == (deposit,)  # 多少 asks; 錢 is one character among longer words
+    assert words.held_words("可以養寵物嗎？") == (("hous", "pet"),)  # 可以 asks too
+    assert words.held_words("錢？") == (
+        words.terms_of("錢"),
+    )  # a lone character when there is nothing longer
+    assert words.held_words("多少？") == ()
+    assert words.held_words("押金はいくらですか") == ()  # Japanese
+    assert held((deposit, ("pet",)), {"the", "deposit", "is", "return"}) == 0.5
+    assert held((), {"deposit"}) == 0.0
+
+
 def test_the_packages_dictionary_is_read_and_a_broken_one_is_said_once(tmp_path):
     words = load()
     assert words is not None and "rent" in words.terms_of("房租")
@@ -187,3 +203,32 @@ def test_before_any_vector_is_made_a_chinese_question_still_finds_english_pages_
     assert glossed.verdict.basis == "words" and glossed.results[0].title == "Vacuum cleaner"
     assert plain.results == []
     assert english.results[0].title == "Vacuum cleaner"
+
+
+def test_in_a_newcomers_english_lease_a_chinese_question_it_answers_stays_local_by_its_gloss(tmp_path):
+    """One English page, two passages: e5 and the second encoder alone sent these questions to the web
+    (the model, which would translate them, may be down); the words of their gloss are in the lease.
+    Questions it does not answer still go to the web, and the passages keep their order."""
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, {"lease.md": FULL_LEASE})
+    e5, second = LocalEmbedder(), Second(UseEncoder())
+    with Index(settings.index_path) as index:
+        embed_missing(index, e5, second=second)
+        glossed, plain = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
+        for question in ("可以養寵物嗎？", "水電費誰付？", "電費和網路費誰付？"):
+            with_gloss, without = (find(index, question, k=3, meaning=m) for m in (glossed, plain))
+            assert with_gloss.verdict.answerable and not without.verdict.answerable, question
+            assert [r.chunk_id for r in with_gloss.results] == [r.chunk_id for r in without.results]
+        for question in ("股票怎麼買？", "高鐵票多少錢？", "台北101有多高？", "今天天氣如何？"):
+            assert not find(index, question, k=3, meaning=glossed).verdict.answerable, question
+        ingest_texts(
+            settings, {"uslovia.md": "# Условия аренды\n\nЗалог возвращается в течение тридцати дней.\n"}
+        )
+        embed_missing(index, e5, second=second)
+        ranked = rank(index, "押金什麼時候退還？", k=5, meaning=glossed)
+        chunks = index.chunks_by_rowid(r.rowid for r in ranked)
+        glosses: dict[str, list[float | None]] = {}
+        for r in ranked:
+            glosses.setdefault(chunks[r.rowid][1].title, []).append(r.evidence.gloss)
+    # the gloss is English: looked for in the lease (押金 deposit, 退還 return), not in the Russian page
+    assert max(glosses["Residential Lease Agreement"]) == 1.0 and glosses["Условия аренды"] == [None]

@@ -141,7 +141,9 @@ def test_in_a_knowledge_base_of_one_english_page_the_gate_still_hears_the_second
     with Index(settings.index_path) as index:
         embed_missing(index, e5, second=Second(use))
         assert index.chunk_count() == 2
-        helped, alone = Meaning.of(e5, second=Second(use)), Meaning.of(e5, second=False)
+        # the second opinion's own part: without the gloss, which keeps this question local too
+        helped = Meaning.of(e5, second=Second(use), glossary=False)
+        alone = Meaning.of(e5, second=False, glossary=False)
         rent = "房租多少錢，幾號要繳？"
         before, after = (find(index, rent, k=3, meaning=m) for m in (alone, helped))
         assert not before.verdict.answerable and after.verdict.answerable

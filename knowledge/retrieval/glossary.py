@@ -20,7 +20,7 @@ import gzip
 import importlib.util
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +47,16 @@ _NO_SENSE = (
     "erhua ",
 )
 _ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|(?<!\S)[^\s|]*\|\S*")  # (notes), [pinyin], 繁|简 pairs
+# Question and function words: they ask, they do not name what is asked about, and their English
+# ("can", "how long", "have") is in any passage or in none; the gate does not look for them.
+FUNCTION_WORDS = frozenset(
+    """可以 可能 什麼 甚麼 什么 怎麼 怎么 怎樣 怎样 怎麼樣 怎么样 多少 幾 几 嗎 吗 呢 吧 啊 要 需要 有 沒有
+    没有 沒 没 是 不是 不 的 了 會 会 能 哪 哪裡 哪里 哪個 哪个 哪些 誰 谁 時候 时候 什麼時候 什么时候 一個
+    一个 個 个 這 这 那 這個 这个 那個 那个 我 你 他 她 它 我們 我们 你們 你们 他們 他们 應該 应该 還 还
+    就 都 也 在 給 给 讓 让 被 把 得 到 去 來 来 請問 请问 請 请 如何 為什麼 为什么 為 为 多久 多長 多长
+    幾點 几点 幾天 几天 幾號 几号 幾個 几个 多 很 和 跟 或 或是 還是 还是 如果 可 從 从 對 对 用 做 想 說
+    说 好 一下 現在 现在 今天 一樣 一样""".split()
+)
 _CHINESE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _KANA = re.compile(r"[\u3040-\u30ff]")
 
@@ -96,6 +106,26 @@ class Glossary:
             for term in terms:
                 weights[term] = weights.get(term, 0.0) + 1.0 / len(terms)
         return weights
+
+    def held_words(self, question: str) -> tuple[tuple[str, ...], ...]:
+        """The English terms of each word of a question that the relevance gate looks for in a passage
+        (:func:`held`): its words that have English terms, FUNCTION_WORDS aside, those of two or more
+        characters only when there are some (a single character has too many senses to tell a passage
+        that answers from one that does not). Empty for Japanese, as :meth:`gloss`."""
+        if _KANA.search(question):
+            return ()
+        words = [
+            w for w in dict.fromkeys(self.words(question)) if w not in FUNCTION_WORDS and self.terms_of(w)
+        ]
+        return tuple(self.terms_of(w) for w in ([w for w in words if len(w) > 1] or words))
+
+
+def held(words: Sequence[tuple[str, ...]], terms: Collection[str]) -> float:
+    """The share of a question's words (each a tuple of English terms, :meth:`Glossary.held_words`)
+    that a passage holds, by at least one of their terms (``terms``: the passage's index terms)."""
+    if not words:
+        return 0.0
+    return sum(any(t in terms for t in senses) for senses in words) / len(words)
 
 
 def parse(lines: Iterable[str]) -> Glossary:

@@ -3,7 +3,8 @@
 Lexically (knowledge.retrieval.bm25): the question's most selective terms pick candidates, each
 scored with bm25 over all its terms plus its best sentence's; the best k are returned with their
 documents. A Chinese question is also read through its English gloss (knowledge.retrieval.glossary):
-those terms score the passages not written in Chinese or Thai the same way (GLOSS_WEIGHT).
+those terms score the passages not written in Chinese or Thai the same way (GLOSS_WEIGHT), and the
+share of its words a passage in Latin letters holds is evidence for the relevance gate (``gloss``).
 
 With an embedder (:class:`Meaning`), search is hybrid: the lexical candidates and the chunks
 nearest to the question's (language-centred) vector, from every language, form one pool; every
@@ -31,7 +32,7 @@ from knowledge.retrieval.backfill import embed_background
 from knowledge.retrieval.bm25 import Ranked, Scoring, question_scoring, rerank
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
-from knowledge.retrieval.glossary import OnDemand
+from knowledge.retrieval.glossary import Glossary, OnDemand, held
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
@@ -77,6 +78,10 @@ SECOND_SHARE = 0.5
 # reported on the other half).
 GLOSS_WEIGHT = 0.5
 GLOSS_POOL = 20  # the gloss's lexical candidates that enter the pool (tried 5, 10, 20, 40)
+# A chunk is read as written in Latin letters when this share of the first characters of its analysed
+# body is ASCII (diacritics are stripped there).
+LATIN_SAMPLE = 200
+LATIN_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -239,7 +244,7 @@ def rank(
             return fused
     limit = max(CANDIDATES, k)
     scorings = [question_scoring(index, text) for text in texts.texts]
-    glossed = _glossed(index, texts, meaning.glossary if meaning else None)
+    glossed = _glossed(index, texts, _glossary(texts, meaning.glossary if meaning else None))
     if all(s is None for s in [*scorings, glossed]) and not carried:
         return []
     limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)]
@@ -375,7 +380,9 @@ def _hybrid(
     vectors = [meaning.cache.query_vector(v, t) for v, t in zip(raw, texts, strict=True)]
     nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k), within=within)) for v in vectors]
     scorings = [question_scoring(index, t) for t in texts]
-    glossed = _glossed(index, ranked, meaning.glossary)
+    glossary = _glossary(ranked, meaning.glossary)
+    glossed = _glossed(index, ranked, glossary)
+    held_words = glossary.held_words(ranked.texts[0]) if glossary is not None else ()
     limit = max(LEXICAL_POOL, k)
     near = [*carried, *(r for n in nearest for r in n)]
     limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)]
@@ -383,6 +390,7 @@ def _hybrid(
     pooled = [c.rowid for c in pool]
     each: dict[int, list[float]] = {rowid: [] for rowid in pooled}
     groups = meaning.cache.groups_of(pooled)
+    english = _english_terms(pool, groups) if held_words else {}
     second = meaning.second.rows(index, pooled) if meaning.second is not None else {}
     judged: dict[int, tuple[float, Evidence]] = {}
     for n, (vector, near, scoring) in enumerate(zip(vectors, nearest, scorings, strict=True)):
@@ -419,6 +427,7 @@ def _hybrid(
                 lex.score if lex and rowid in seen[n] else 0.0,
                 chunk_group == group if chunk_group is not None else True,
                 opinions[rowid].cosine if rowid in opinions else None,
+                held(held_words, english[rowid]) if n == 0 and rowid in english else None,
             )
             _judge(judged, rowid, evidence, n)
     bonus = _gloss_bonus(pool, glossed, groups, ranked.weights[0])
@@ -428,13 +437,27 @@ def _hybrid(
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
-def _glossed(index: Index, texts: _Texts, glossary: OnDemand | None) -> Scoring | None:
+def _glossary(texts: _Texts, glossary: OnDemand | None) -> Glossary | None:
+    """The glossary for a Chinese question (read on the first), None for another language or without one."""
+    return glossary.get() if glossary is not None and texts.groups[0] == "cjk" else None
+
+
+def _glossed(index: Index, texts: _Texts, glossary: Glossary | None) -> Scoring | None:
     """The scoring of a Chinese question's English gloss, or None: another language, no glossary, no
     word it knows, or none of their English in the index."""
-    if glossary is None or texts.groups[0] != "cjk":
-        return None
-    words = glossary.get()
-    return bm25.scoring(index, words.gloss(texts.texts[0])) if words is not None else None
+    return bm25.scoring(index, glossary.gloss(texts.texts[0])) if glossary is not None else None
+
+
+def _english_terms(pool: Sequence[Candidate], groups: Mapping[int, str]) -> dict[int, frozenset[str]]:
+    """The index terms of each pooled chunk written in Latin letters (its analysed body mostly ASCII:
+    English and its neighbours, not Cyrillic or Arabic), in which a Chinese question's gloss is looked
+    for by the relevance gate."""
+    out = {}
+    for c in pool:
+        head = c.body[:LATIN_SAMPLE]
+        if groups.get(c.rowid) == "other" and sum(ch.isascii() for ch in head) >= LATIN_SHARE * len(head):
+            out[c.rowid] = frozenset(c.body.split())
+    return out
 
 
 def _gloss_bonus(
