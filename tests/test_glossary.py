@@ -7,9 +7,14 @@ import gzip
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import aiohttp
 import pytest
 import structlog
 
+from knowledge.answer.assistant import Engine, EngineSettings
+from knowledge.model.client import ModelClient
+from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
+from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import LocalEmbedder
 from knowledge.retrieval.glossary import OnDemand, held, load, parse
@@ -17,6 +22,7 @@ from knowledge.retrieval.search import Meaning, find, rank
 from knowledge.retrieval.second import Second, UseEncoder
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
+from tests.fake_llm import free_port
 from tests.test_second import FULL_LEASE
 
 SAMPLE = """# CC-CEDICT
@@ -119,7 +125,7 @@ def test_each_word_weighs_one_shared_among_its_terms():
     assert parse(SAMPLE.splitlines()).gloss("房租はいくらですか") == {}  # Japanese: kanji mean otherwise
 
 
-def test_the_gate_looks_for_the_words_that_name_what_is_asked_about():
+def test_the_gate_looks_for_the_words_that_name_what_is_asked_about(tmp_path):
     words = parse(SAMPLE.splitlines())
     deposit = ("deposit", "down", "payment")
     assert words.held_words("押金多少錢？") == (deposit,)  # 多少 asks; 錢 is one character among longer words
@@ -131,6 +137,12 @@ def test_the_gate_looks_for_the_words_that_name_what_is_asked_about():
     assert words.held_words("押金はいくらですか") == ()  # Japanese
     assert held((deposit, ("pet",)), {"the", "deposit", "is", "return"}) == 0.5
     assert held((), {"deposit"}) == 0.0
+    sample = tmp_path / "cedict.txt.gz"
+    sample.write_bytes(gzip.compress(SAMPLE.encode()))
+    on_demand = OnDemand(sample)
+    assert on_demand.senses("Can I keep a pet?") == () and on_demand.senses("可以養寵物嗎？") == (
+        ("hous", "pet"),
+    )
 
 
 def test_the_packages_dictionary_is_read_and_a_broken_one_is_said_once(tmp_path):
@@ -205,15 +217,23 @@ def test_before_any_vector_is_made_a_chinese_question_still_finds_english_pages_
     assert english.results[0].title == "Vacuum cleaner"
 
 
-def test_in_a_newcomers_english_lease_a_chinese_question_it_answers_stays_local_by_its_gloss(tmp_path):
-    """One English page, two passages: e5 and the second encoder alone sent these questions to the web
-    (the model, which would translate them, may be down); the words of their gloss are in the lease.
-    Questions it does not answer still go to the web, and the passages keep their order."""
-    settings = make_settings(tmp_path / "kb")
+@pytest.fixture(scope="module")
+def lease(tmp_path_factory):
+    """A newcomer's knowledge base: one English lease of two passages, embedded by e5 and the second encoder."""
+    settings = make_settings(tmp_path_factory.mktemp("lease") / "kb")
     ingest_texts(settings, {"lease.md": FULL_LEASE})
     e5, second = LocalEmbedder(), Second(UseEncoder())
     with Index(settings.index_path) as index:
         embed_missing(index, e5, second=second)
+    return settings, e5, second
+
+
+def test_in_a_newcomers_english_lease_a_chinese_question_it_answers_stays_local_by_its_gloss(lease):
+    """e5 and the second encoder alone sent these questions to the web (the model, which would translate
+    them, may be down); the words of their gloss are in the lease. Questions it does not answer still go
+    to the web, and the passages keep their order."""
+    settings, e5, second = lease
+    with Index(settings.index_path, readonly=True) as index:
         glossed, plain = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
         for question in ("可以養寵物嗎？", "水電費誰付？", "電費和網路費誰付？"):
             with_gloss, without = (find(index, question, k=3, meaning=m) for m in (glossed, plain))
@@ -221,11 +241,36 @@ def test_in_a_newcomers_english_lease_a_chinese_question_it_answers_stays_local_
             assert [r.chunk_id for r in with_gloss.results] == [r.chunk_id for r in without.results]
         for question in ("股票怎麼買？", "高鐵票多少錢？", "台北101有多高？", "今天天氣如何？"):
             assert not find(index, question, k=3, meaning=glossed).verdict.answerable, question
-        ingest_texts(
-            settings, {"uslovia.md": "# Условия аренды\n\nЗалог возвращается в течение тридцати дней.\n"}
+
+
+async def test_with_the_model_down_a_chinese_question_is_shown_the_english_sentence_that_answers_it(lease):
+    """Not the lease's opening: the excerpt reads the question's words in English too."""
+    settings, e5, second = lease
+    async with aiohttp.ClientSession() as session:
+        engine = Engine(
+            lambda: Index(settings.index_path, readonly=True),
+            ModelClient(session, f"http://127.0.0.1:{free_port()}/v1", timeout_s=5),
+            ApproxCounter(),
+            ChatTemplate(FALLBACK_TEMPLATE, {}),
+            EngineSettings(),
+            meaning=Meaning.of(e5, second=second),
         )
+        reply = await engine.ask("可以養寵物嗎？")
+    assert reply.mode == "degraded" and reply.route.door == "local"
+    assert "Pets are allowed with the Landlord's written permission." in reply.text
+    assert "This lease is made between" not in reply.text
+
+
+def test_a_chinese_questions_gloss_is_looked_for_in_english_passages_only(tmp_path):
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, {"lease.md": FULL_LEASE})
+    ingest_texts(
+        settings, {"uslovia.md": "# Условия аренды\n\nЗалог возвращается в течение тридцати дней.\n"}
+    )
+    e5, second = LocalEmbedder(), Second(UseEncoder())
+    with Index(settings.index_path) as index:
         embed_missing(index, e5, second=second)
-        ranked = rank(index, "押金什麼時候退還？", k=5, meaning=glossed)
+        ranked = rank(index, "押金什麼時候退還？", k=5, meaning=Meaning.of(e5, second=second))
         chunks = index.chunks_by_rowid(r.rowid for r in ranked)
         glosses: dict[str, list[float | None]] = {}
         for r in ranked:

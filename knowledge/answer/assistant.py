@@ -254,15 +254,18 @@ def unavailable(exc: ModelError | None) -> Said:
 
 
 def degraded_reply(
-    passages: Sequence[SearchResult], why: Said | None, *, question: str = "", more: Sequence[Said] = ()
-) -> Reply:
+    passages: Sequence[SearchResult], why: Said | None, *, question: str = "", more: Sequence[Said] = (),
+    senses: Sequence[Sequence[str]] = (),
+) -> Reply:  # fmt: skip
     """The best passages with their citations, each shown by its sentences nearest the question as plain
-    text (its Markdown read), and why the model is not answering (``why`` None: it was said before, so
-    only that it still is not)."""
+    text (its Markdown read; ``senses``: a Chinese question's words in English, see excerpt), and why the
+    model is not answering (``why`` None: it was said before, so only that it still is not)."""
     down = why or Said("model-still-unavailable")
     if not passages:
         return Reply("", "no-evidence", said=(Said("nothing-local"), *more, down))
-    excerpts = [f"[{n}] {excerpt(readable(p.text), question)}" for n, p in enumerate(passages, 1)]
+    excerpts = [
+        f"[{n}] {excerpt(readable(p.text), question, senses=senses)}" for n, p in enumerate(passages, 1)
+    ]
     citations = [_citation(n, p) for n, p in enumerate(passages, 1)]
     return Reply("\n\n".join(excerpts), "degraded", citations, said=(down, Said("best-passages"), *more))
 
@@ -521,7 +524,7 @@ class Engine:
             log.warning("ask.degraded", error=str(exc))
             why = None if str(exc) == self.unavailable else unavailable(exc)
             self.unavailable = str(exc)
-            reply = degraded_reply(prompt.passages, why, question=question)
+            reply = degraded_reply(prompt.passages, why, question=question, senses=self._senses(question))
             return dataclasses.replace(reply, route=route)
         self.unavailable = None
         log.info(
@@ -544,8 +547,9 @@ class Engine:
                 output_tokens=completion.completion_tokens,
             )
             reply = degraded_reply(
-                prompt.passages, unavailable(None), question=question, more=(empty_answer(completion),)
-            )
+                prompt.passages, unavailable(None), question=question, more=(empty_answer(completion),),
+                senses=self._senses(question),
+            )  # fmt: skip
             return dataclasses.replace(reply, route=route)
         if completion.cut_off:  # what was said stays, with the passages it was given
             log.warning("ask.cut_off", output_chars=len(text))
@@ -562,6 +566,11 @@ class Engine:
         if not citations:  # an answer that cites nothing still came from this evidence
             citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
         return Reply(answer, "local", citations, route=route)
+
+    def _senses(self, question: str) -> tuple[tuple[str, ...], ...]:
+        """A Chinese question's words in English, for the excerpts of a reply without the model."""
+        glossary = self.meaning.glossary if self.meaning is not None else None
+        return glossary.senses(question) if glossary is not None else ()
 
     async def _complete(self, prompt: Prompt, listener: Listener | None, reader: str = "en") -> Completion:
         """The model's answer to a prompt: streamed to the listener when there is one, the "I don't know"

@@ -6,9 +6,11 @@ Pure functions. A passage is Markdown, shown as text a person reads on a phone o
 item after a bullet, a table row by row with its cells apart, code as it is. It is split into
 sentences (as the index splits them: full stops in any script, line breaks, the spaces between Thai
 phrases); the sentences sharing the most of the question's terms are kept, in their order, within a
-length budget. Nothing is cut inside a word or inside a character cluster (a Thai consonant with its
-vowel and tone marks, a letter with its accents, an emoji sequence): a sentence too long for the
-budget is cut at a space, or else between two clusters, and marked with "…".
+length budget. A Chinese question about an English passage shares none of its words: its words'
+English (``senses``, knowledge.retrieval.glossary.Glossary.held_words) count as its terms, each word
+once. Nothing is cut inside a word or inside a character cluster (a Thai consonant with its vowel and
+tone marks, a letter with its accents, an emoji sequence): a sentence too long for the budget is cut
+at a space, or else between two clusters, and marked with "…".
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ _ROW = re.compile(r"\s*\|.*\|\s*")
 _RULE = re.compile(r":?-+:?")
 
 
-def excerpt(text: str, question: str, *, limit: int = 400) -> str:
-    """The sentences of ``text`` that best match ``question``, in order, at most ``limit`` characters."""
+def excerpt(text: str, question: str, *, limit: int = 400, senses: Sequence[Sequence[str]] = ()) -> str:
+    """The sentences of ``text`` that best match ``question``, in order, at most ``limit`` characters
+    (``senses``: the English terms of each of the question's words, for a question in Chinese)."""
     sentences = [s.strip() for s in analysis.SENTENCE_END.split(text) if s and s.strip()]
     if not sentences:
         return ""
     wanted = set(analysis.query_terms(question))
-    scores = [len(wanted & set(analysis.terms(s))) for s in sentences]
+    scores = [_shared(set(analysis.terms(s)), wanted, senses) for s in sentences]
     order = sorted((n for n in range(len(sentences)) if scores[n]), key=lambda n: (-scores[n], n))
     if not order:  # nothing in common (another language): the passage's opening
         return cut(" ".join(sentences), limit)
@@ -62,6 +65,11 @@ def excerpt(text: str, question: str, *, limit: int = 400) -> str:
     if chosen[-1] < len(sentences) - 1:
         shown = f"{shown} {ELLIPSIS}"
     return shown
+
+
+def _shared(terms: set[str], wanted: set[str], senses: Sequence[Sequence[str]]) -> int:
+    """How many of the question's terms, and of its words by their English, a sentence holds."""
+    return len(wanted & terms) + sum(any(t in terms for t in word) for word in senses)
 
 
 def cut(text: str, limit: int) -> str:

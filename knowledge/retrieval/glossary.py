@@ -27,6 +27,7 @@ from pathlib import Path
 import structlog
 
 from knowledge.store import analysis
+from knowledge.text import language_group
 
 log = structlog.get_logger()
 
@@ -182,3 +183,13 @@ class OnDemand:
             if not self._read:
                 self._glossary, self._read = load(self.path), True
             return self._glossary
+
+    def for_question(self, question: str) -> Glossary | None:
+        """The glossary for a question in Chinese (read on the first); None for any other or without one."""
+        return self.get() if language_group(question) == "cjk" else None
+
+    def senses(self, question: str) -> tuple[tuple[str, ...], ...]:
+        """A Chinese question's words in English (:meth:`Glossary.held_words`); () for another language
+        or without the glossary."""
+        words = self.for_question(question)
+        return words.held_words(question) if words is not None else ()

@@ -439,7 +439,7 @@ def _hybrid(
 
 def _glossary(texts: _Texts, glossary: OnDemand | None) -> Glossary | None:
     """The glossary for a Chinese question (read on the first), None for another language or without one."""
-    return glossary.get() if glossary is not None and texts.groups[0] == "cjk" else None
+    return glossary.for_question(texts.texts[0]) if glossary is not None else None
 
 
 def _glossed(index: Index, texts: _Texts, glossary: Glossary | None) -> Scoring | None:
