@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bot.markdown import markdown_blocks
 from bot.pages import neutral, split_blocks
-from knowledge.answer.assistant import Citation, Reply
+from knowledge.answer.reply import Citation, Reply
 from knowledge.text import sentences
 from knowledge.websearch.filters import host_of
 from knowledge.websearch.store import SearchRecord

@@ -21,7 +21,7 @@ from bot.deps import deps_of, words_of
 from bot.pages import split_html
 from bot.render import candidate_buttons, reply_messages
 from bot.stream import Streamed
-from knowledge.answer.assistant import Citation, Reply
+from knowledge.answer.reply import Citation, Reply
 from knowledge.websearch.store import SearchRecord
 from knowledge.words.catalog import Words
 

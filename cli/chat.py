@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cli.opening import pick
-from knowledge.answer.assistant import Citation, Reply
+from knowledge.answer.reply import Citation, Reply
 from knowledge.conversation.session import Answered, Conversing
 from knowledge.conversation.store import ConversationError
 from knowledge.feedback.record import BAD, GOOD, Rated, rated

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from knowledge.answer.assistant import Reply
+from knowledge.answer.reply import Reply
 from knowledge.config import Settings, load_settings
 from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_langs
 from knowledge.errors import IndexUnreadable, KbError

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from knowledge.answer.assistant import Citation
+from knowledge.answer.reply import Citation
 from knowledge.config import Settings
 from knowledge.errors import ConfigError, IndexMissing
 from knowledge.ingest import raw as rawfile

@@ -3,7 +3,8 @@
 import aiohttp
 import pytest
 
-from knowledge.answer.assistant import Engine, EngineSettings, citations_for
+from knowledge.answer.assistant import Engine, EngineSettings
+from knowledge.answer.reply import citations_for
 from knowledge.model.client import ModelClient
 from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.model.tokenizer import ApproxCounter

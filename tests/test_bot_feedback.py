@@ -4,7 +4,7 @@ web" after 👎, the row kept while a web candidate imports, and forged, stale o
 
 import json
 
-from knowledge.answer.assistant import Reply
+from knowledge.answer.reply import Reply
 from knowledge.conversation.store import Conversations
 from knowledge.feedback.record import rated
 from knowledge.feedback.store import Feedback

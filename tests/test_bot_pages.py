@@ -4,7 +4,7 @@ math letter counts two), long texts split rather than refused, bidirectional ove
 import re
 
 from bot.render import candidate_buttons, reply_messages
-from knowledge.answer.assistant import Citation, Reply
+from knowledge.answer.reply import Citation, Reply
 from knowledge.websearch.store import Candidate, SearchRecord
 from tests import bot_env
 from tests.bot_env import indexed_note

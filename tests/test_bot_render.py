@@ -8,7 +8,7 @@ from telegram import Chat, Message, MessageOriginUser, Update, User
 from bot.access import refusal
 from bot.pages import MAX_TEXT, split_blocks, visible_length
 from bot.render import candidate_buttons, parse_callback, reply_messages
-from knowledge.answer.assistant import Citation, Reply, Said
+from knowledge.answer.reply import Citation, Reply, Said
 from knowledge.websearch.store import Candidate, SearchRecord
 
 OWNER = 42

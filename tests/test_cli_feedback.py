@@ -4,7 +4,7 @@
 import json
 import re
 
-from knowledge.answer.assistant import Citation, Reply, Route
+from knowledge.answer.reply import Citation, Reply, Route
 from knowledge.conversation.store import Conversations
 from knowledge.feedback.record import BAD, GOOD, rated
 from knowledge.feedback.store import Feedback

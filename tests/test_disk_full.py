@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from knowledge.answer.assistant import Reply, Said
+from knowledge.answer.reply import Reply, Said
 from knowledge.errors import IndexUnreadable
 from knowledge.ingest.lock import WriterLock
 from knowledge.store.connection import index_problem

@@ -59,7 +59,9 @@ def test_a_chinese_question_is_shown_the_sentences_holding_its_words_in_english(
     pets = ("hous", "pet")  # 寵物, as knowledge.retrieval.glossary gives it
     shown = excerpt(LAKE + " Pets are welcome on the ferry.", "可以帶寵物嗎？", limit=80, senses=[pets])
     assert shown == "… Pets are welcome on the ferry."
-    assert excerpt(LAKE, "可以帶寵物嗎？", limit=80, senses=[pets]).startswith("Lake Quillan lies")  # none: the opening
+    assert excerpt(LAKE, "可以帶寵物嗎？", limit=80, senses=[pets]).startswith(
+        "Lake Quillan lies"
+    )  # none: the opening
 
 
 def test_short_passages_are_shown_whole():

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from knowledge.answer.assistant import Citation, Reply, Route
+from knowledge.answer.reply import Citation, Reply, Route
 from knowledge.conversation.store import FORGET_S, MIGRATIONS, Conversations
 from knowledge.feedback.record import BAD, GOOD, rated, regression_set
 from knowledge.feedback.replay import replay

@@ -31,7 +31,7 @@ import asyncio
 import dataclasses
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
 from typing import NamedTuple, Protocol
@@ -39,11 +39,21 @@ from typing import NamedTuple, Protocol
 import structlog
 
 from knowledge.answer.evidence import pack
-from knowledge.answer.excerpt import excerpt, readable
 from knowledge.answer.prompt import QUESTION_LANGUAGE, Exchange, Prompt, build_prompt, evidence_fits
+from knowledge.answer.reply import (
+    CITATION,
+    Reply,
+    Route,
+    Said,
+    citation,
+    citations_for,
+    degraded_reply,
+    empty_answer,
+    unavailable,
+)
 from knowledge.answer.variants import NAMES, answer_language, for_reader
 from knowledge.errors import IndexMissing, IndexUnreadable, ModelError, SearchError
-from knowledge.model.client import Completion, ModelClient, ModelUnavailable
+from knowledge.model.client import Completion, ModelClient
 from knowledge.model.template import ChatTemplate
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval import sufficiency
@@ -61,7 +71,6 @@ WebSearcher = Callable[[str, str, bool, str], Awaitable[WebAnswer]]
 
 log = structlog.get_logger()
 
-_CITATION = re.compile(r"\[(\d{1,3})\]")
 # The fixed phrase the prompts ask for, as models write it in kb's languages (after the cleanup
 # in says_dont_know): "I don't know", "我不知道", "ไม่ทราบ"…, with Thai polite particles.
 _DONT_KNOW = re.compile(
@@ -87,7 +96,7 @@ _DONT_KNOW_FORMS = (
 def holds_back(text: str) -> bool:
     """Whether a streamed answer must not be shown yet: it is the "I don't know" phrase, or may still
     become it (it is empty, or a beginning of one of the phrase's forms)."""
-    if _CITATION.search(text):
+    if CITATION.search(text):
         return False
     cleaned = _LEADING_MARKUP.sub("", unicodedata.normalize("NFKC", text).casefold().replace("’", "'"))
     cleaned = " ".join(cleaned.split())
@@ -103,88 +112,10 @@ def says_dont_know(text: str) -> bool:
     ("I don't know. The passages only cover…"), curly apostrophes, full-width characters and
     Thai polite particles. A reply that cites a passage is an answer, however it starts.
     """
-    if _CITATION.search(text):
+    if CITATION.search(text):
         return False
     cleaned = _LEADING_MARKUP.sub("", unicodedata.normalize("NFKC", text).casefold().replace("’", "'"))
     return _DONT_KNOW.match(cleaned) is not None
-
-
-@dataclass(frozen=True)
-class Route:
-    """Which door a question went through, who decided, and why (``kb ask --json``'s ``door``).
-
-    ``door``: ``local`` (answered from the documents), ``web`` (the web was searched), ``none``
-    (neither: web search off, or nothing to search for). ``by``: ``retrieval`` (the sufficiency
-    verdict), ``model`` (it read the passages and said they do not answer), ``owner`` (/search),
-    ``document`` (a question about one document), ``index`` (the index could not be read).
-    """
-
-    door: str
-    by: str
-    why: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"taken": self.door, "by": self.by, "why": self.why}
-
-
-@dataclass(frozen=True)
-class Citation:
-    """A source the reply relies on."""
-
-    number: int
-    title: str
-    raw_path: str
-    start_line: int
-    end_line: int
-    source_url: str | None
-    chunk_id: str
-
-    def render(self) -> str:
-        """``[1] Title — raw/file.md:12-29`` (and the URL when there is one)."""
-        line = f"[{self.number}] {self.title} — {self.raw_path}:{self.start_line}-{self.end_line}"
-        return f"{line} {self.source_url}" if self.source_url else line
-
-
-@dataclass(frozen=True)
-class Said:
-    """Something kb tells the owner about a reply: a kind (``not-answered``, ``model-unavailable``…) and
-    its facts; front ends choose the words (knowledge.words.replies)."""
-
-    kind: str
-    facts: Mapping[str, object] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What the engine answers; front ends render it.
-
-    ``text`` is the model's words (its answer, a general answer, the web summary's lines) or, when
-    it is down, the excerpts of the best passages; ``said`` is what kb says about it."""
-
-    text: str
-    mode: str
-    citations: list[Citation] = field(default_factory=list)
-    candidates: list[object] = field(default_factory=list)
-    said: tuple[Said, ...] = ()
-    route: Route | None = None
-    # the question in the index's other languages, searched too (knowledge.retrieval.translate)
-    translations: list[Translation] = field(default_factory=list)
-    # the queries searched, the standalone one first (in a conversation: the others too)
-    searched_as: list[str] = field(default_factory=list)
-    written: str | None = None  # the message as the owner wrote it, when it was asked in a conversation
-    # what retrieval ranked for the (standalone) question, best first, also when it went to the web
-    passages: list[SearchResult] = field(default_factory=list)
-    cut_off: bool = False  # the model's stream ended before it finished: the text is what it said
-
-    @property
-    def searched_differently(self) -> str | None:
-        """The standalone question searched, when it differs from the message as written."""
-        first = self.searched_as[0] if self.searched_as else None
-        return first if first and self.written and first != " ".join(self.written.split()) else None
-
-    def kinds(self) -> list[str]:
-        """The kinds of what kb says about the reply, in order."""
-        return [s.kind for s in self.said]
 
 
 class Evidenced(NamedTuple):
@@ -217,62 +148,6 @@ class EngineSettings:
     min_relevance: float = sufficiency.DEFAULT_THRESHOLD  # the best passage's relevance that answers
     candidates: int = 8
     history_tokens: int = 768  # the conversation so far, in the answer prompt
-
-
-def citations_for(text: str, passages: Sequence[SearchResult]) -> tuple[str, list[Citation]]:
-    """The answer with invented citation numbers removed, and the sources it cites, in order."""
-    valid = range(1, len(passages) + 1)
-    cited: list[int] = []
-
-    def keep(match: re.Match[str]) -> str:
-        n = int(match.group(1))
-        if n not in valid:
-            return ""
-        if n not in cited:
-            cited.append(n)
-        return match.group(0)
-
-    cleaned = re.sub(r"(?<![ \t])[ \t]+([.,;:!?。，])", r"\1", _CITATION.sub(keep, text)).strip()
-    citations = [_citation(n, passages[n - 1]) for n in sorted(cited)]
-    return cleaned, citations
-
-
-def _citation(n: int, p: SearchResult) -> Citation:
-    return Citation(n, p.title, p.raw_path, p.start_line, p.end_line, p.source_url, p.chunk_id)
-
-
-def unavailable(exc: ModelError | None) -> Said:
-    """That the model is not answering, and why: ``not-running`` (nothing listens), ``no-answer`` (it did
-    not answer in time), ``bad-answer`` (an error or something unreadable), ``empty`` (it said nothing;
-    ``exc`` None); ``detail`` is the error itself, for a terminal."""
-    if exc is None:
-        return Said("model-unavailable", {"reason": "empty", "detail": "it returned nothing"})
-    reason, fix = "bad-answer", ""
-    if isinstance(exc, ModelUnavailable):
-        reason, fix = ("not-running" if exc.fix else "no-answer"), exc.fix
-    return Said("model-unavailable", {"reason": reason, "detail": str(exc).rstrip("."), "fix": fix})
-
-
-def degraded_reply(
-    passages: Sequence[SearchResult], why: Said | None, *, question: str = "", more: Sequence[Said] = (),
-    senses: Sequence[Sequence[str]] = (),
-) -> Reply:  # fmt: skip
-    """The best passages with their citations, each shown by its sentences nearest the question as plain
-    text (its Markdown read; ``senses``: a Chinese question's words in English, see excerpt), and why the
-    model is not answering (``why`` None: it was said before, so only that it still is not)."""
-    down = why or Said("model-still-unavailable")
-    if not passages:
-        return Reply("", "no-evidence", said=(Said("nothing-local"), *more, down))
-    excerpts = [
-        f"[{n}] {excerpt(readable(p.text), question, senses=senses)}" for n, p in enumerate(passages, 1)
-    ]
-    citations = [_citation(n, p) for n, p in enumerate(passages, 1)]
-    return Reply("\n\n".join(excerpts), "degraded", citations, said=(down, Said("best-passages"), *more))
-
-
-def empty_answer(completion: Completion) -> Said:
-    """That the model's answer was empty, and whether it ran out of room (raise KB_MAX_OUTPUT_TOKENS)."""
-    return Said("model-empty", {"at_limit": completion.finish_reason == "length"})
 
 
 @dataclass(eq=False)
@@ -553,8 +428,8 @@ class Engine:
             return dataclasses.replace(reply, route=route)
         if completion.cut_off:  # what was said stays, with the passages it was given
             log.warning("ask.cut_off", output_chars=len(text))
-            answer, _ = citations_for(_without_half_citation(text), prompt.passages)
-            citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
+            answer, _ = citations_for(_without_halfcitation(text), prompt.passages)
+            citations = [citation(n, p) for n, p in enumerate(prompt.passages, 1)]
             return Reply(answer, "local", citations, said=(Said("cut-off"),), route=route, cut_off=True)
         if says_dont_know(text):
             why = f"the model read {len(prompt.passages)} passage(s) and said they do not answer"
@@ -564,7 +439,7 @@ class Engine:
             return await self._not_answered(question, chat_id, reader, Route("web", "model", why))
         answer, citations = citations_for(text, prompt.passages)
         if not citations:  # an answer that cites nothing still came from this evidence
-            citations = [_citation(n, p) for n, p in enumerate(prompt.passages, 1)]
+            citations = [citation(n, p) for n, p in enumerate(prompt.passages, 1)]
         return Reply(answer, "local", citations, route=route)
 
     def _senses(self, question: str) -> tuple[tuple[str, ...], ...]:
@@ -591,7 +466,7 @@ class Engine:
         return await self.llm.stream(prompt.messages, max_tokens=max_tokens, on_text=text, on_reading=reading)
 
 
-def _without_half_citation(text: str) -> str:
+def _without_halfcitation(text: str) -> str:
     """A text cut off inside a citation (``… manifest [1``) without it."""
     at = text.rfind("[")
     tail = text[at + 1 :] if at >= 0 else "x"

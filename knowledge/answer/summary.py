@@ -29,9 +29,10 @@ from functools import partial
 
 import structlog
 
-from knowledge.answer.assistant import Citation, Engine, citations_for
+from knowledge.answer.assistant import Engine
 from knowledge.answer.excerpt import excerpt, readable
 from knowledge.answer.prompt import Prompt, build_prompt
+from knowledge.answer.reply import Citation, citations_for
 from knowledge.answer.variants import NAMES, for_reader
 from knowledge.model.client import ModelClient, ModelError, visible
 from knowledge.model.template import ChatTemplate

@@ -25,8 +25,9 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from knowledge.answer.assistant import Engine, Listener, Reply, Said
+from knowledge.answer.assistant import Engine, Listener
 from knowledge.answer.prompt import Exchange
+from knowledge.answer.reply import Reply, Said
 from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, points_back, stands_alone
 from knowledge.conversation.scoping import scope_words
 from knowledge.conversation.store import Anchor, Conversation, ConversationError, Conversations, Turn

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from knowledge.answer.assistant import Reply
+from knowledge.answer.reply import Reply
 from knowledge.ingest.raw import chunk_document
 
 GOOD, BAD = 1, -1

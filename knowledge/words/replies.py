@@ -1,4 +1,4 @@
-"""The engine's replies in words: what kb says about an answer (knowledge.answer.assistant.Said), in
+"""The engine's replies in words: what kb says about an answer (knowledge.answer.reply.Said), in
 the reader's language, for a phone or for a terminal.
 
 A phone is told what is wrong in words ("the model server is not running on the Mac"); a terminal
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from knowledge.answer.assistant import Reply, Said
+from knowledge.answer.reply import Reply, Said
 from knowledge.text import sentences
 from knowledge.websearch.filters import host_of
 from knowledge.words.catalog import ENGLISH, N_, Words
