@@ -64,6 +64,21 @@ def test_a_chinese_question_is_shown_the_sentences_holding_its_words_in_english(
     )  # none: the opening
 
 
+def test_a_question_sharing_no_word_is_shown_the_sentences_nearest_in_meaning():
+    asked = []
+
+    def near(sentences):  # as the second embedder would find them: the depth sentence nearest
+        asked.append(list(sentences))
+        return [0.9 if "317 metres" in s else 0.1 for s in sentences]
+
+    shown = excerpt(LAKE, "ทะเลสาบลึกเท่าไร", limit=60, near=near)
+    assert shown == "… Lake Quillan is 317 metres deep and never freezes. …" and len(asked) == 1
+    assert excerpt(LAKE, "ทะเลสาบลึกเท่าไร", limit=60, near=lambda s: None).startswith("Lake Quillan lies")
+    assert (
+        excerpt(LAKE, "How deep is Lake Quillan?", limit=60, near=near) and len(asked) == 1
+    )  # words: not asked
+
+
 def test_short_passages_are_shown_whole():
     assert excerpt("Lake Quillan is 317 metres deep.", "how deep") == "Lake Quillan is 317 metres deep."
     assert excerpt("", "anything") == "" and excerpt("   \n ", "anything") == ""

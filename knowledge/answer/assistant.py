@@ -34,7 +34,7 @@ import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 
@@ -59,6 +59,7 @@ from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_document_chunks
+from knowledge.retrieval.second import nearness
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
 from knowledge.retrieval.translate import Translation, Translator, search_translated
 from knowledge.store.index import Index
@@ -399,7 +400,7 @@ class Engine:
             log.warning("ask.degraded", error=str(exc))
             why = None if str(exc) == self.unavailable else unavailable(exc)
             self.unavailable = str(exc)
-            reply = degraded_reply(prompt.passages, why, question=question, senses=self._senses(question))
+            reply = degraded_reply(prompt.passages, why, question=question, **self._reading(question))
             return dataclasses.replace(reply, route=route)
         self.unavailable = None
         log.info(
@@ -423,7 +424,7 @@ class Engine:
             )
             reply = degraded_reply(
                 prompt.passages, unavailable(None), question=question, more=(empty_answer(completion),),
-                senses=self._senses(question),
+                **self._reading(question),
             )  # fmt: skip
             return dataclasses.replace(reply, route=route)
         if completion.cut_off:  # what was said stays, with the passages it was given
@@ -442,10 +443,14 @@ class Engine:
             citations = [citation(n, p) for n, p in enumerate(prompt.passages, 1)]
         return Reply(answer, "local", citations, route=route)
 
-    def _senses(self, question: str) -> tuple[tuple[str, ...], ...]:
-        """A Chinese question's words in English, for the excerpts of a reply without the model."""
-        glossary = self.meaning.glossary if self.meaning is not None else None
-        return glossary.senses(question) if glossary is not None else ()
+    def _reading(self, question: str) -> dict[str, Any]:
+        """How the excerpts of a reply without the model match a question in another language: its words'
+        English (the glossary) and the second embedder's nearness (knowledge.answer.excerpt)."""
+        glossary, second = (self.meaning.glossary, self.meaning.second) if self.meaning else (None, None)
+        return {
+            "senses": glossary.senses(question) if glossary is not None else (),
+            "near": partial(nearness, second.encoder, question) if second is not None else None,
+        }
 
     async def _complete(self, prompt: Prompt, listener: Listener | None, reader: str = "en") -> Completion:
         """The model's answer to a prompt: streamed to the listener when there is one, the "I don't know"

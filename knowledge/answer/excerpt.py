@@ -1,29 +1,34 @@
-"""The part of a passage to show when there is no model to answer: the sentences nearest the question,
-as plain text.
+"""The part of a passage to show when there is no model to answer: the sentences nearest the question, as
+plain text.
 
 Pure functions. A passage is Markdown, shown as text a person reads on a phone or in a terminal
-(``readable``): headings, emphasis and code marks dropped, a link as its text and address, a list
-item after a bullet, a table row by row with its cells apart, code as it is. It is split into
-sentences (as the index splits them: full stops in any script, line breaks, the spaces between Thai
-phrases); the sentences sharing the most of the question's terms are kept, in their order, within a
-length budget. A Chinese question about an English passage shares none of its words: its words'
-English (``senses``, knowledge.retrieval.glossary.Glossary.held_words) count as its terms, each word
-once. Nothing is cut inside a word or inside a character cluster (a Thai consonant with its vowel and
-tone marks, a letter with its accents, an emoji sequence): a sentence too long for the budget is cut
-at a space, or else between two clusters, and marked with "…".
+(``readable``): headings, emphasis and code marks dropped, a link as its text and address, a list item
+after a bullet, a table row by row with its cells apart, code as it is. It is split into sentences (as
+the index splits them: full stops in any script, line breaks, the spaces between Thai phrases); the
+sentences sharing the most of the question's terms are kept, in their order, within a length budget. A
+Chinese question about an English passage shares none of its words: its words' English (``senses``,
+knowledge.retrieval.glossary.Glossary.held_words) count as its terms, each word once; without them (a
+Thai question about an English page) the sentences nearest the question in meaning are kept (``near``:
+the second embedder's cosine, knowledge.retrieval.second.nearness). Nothing is cut inside a word or
+inside a character cluster (a Thai consonant with its vowel and tone marks, a letter with its accents,
+an emoji sequence): a sentence too long for the budget is cut at a space, or else between two clusters,
+and marked with "…".
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from knowledge.store import analysis
 
+# Sentences → how near each is to the question in meaning (knowledge.retrieval.second.nearness), or
+# None when that cannot be told (the same script, a language the encoder does not know, no encoder).
+Near = Callable[[Sequence[str]], Sequence[float] | None]
 ELLIPSIS = "…"
 BULLET = "•"
 CELLS = " · "  # between a table row's cells
@@ -33,16 +38,27 @@ _ROW = re.compile(r"\s*\|.*\|\s*")
 _RULE = re.compile(r":?-+:?")
 
 
-def excerpt(text: str, question: str, *, limit: int = 400, senses: Sequence[Sequence[str]] = ()) -> str:
+def excerpt(
+    text: str,
+    question: str,
+    *,
+    limit: int = 400,
+    senses: Sequence[Sequence[str]] = (),
+    near: Near | None = None,
+) -> str:
     """The sentences of ``text`` that best match ``question``, in order, at most ``limit`` characters
-    (``senses``: the English terms of each of the question's words, for a question in Chinese)."""
+    (``senses``: the English terms of each of the question's words, for a question in Chinese; ``near``:
+    how near each sentence is to the question in meaning, asked when they share no word)."""
     sentences = [s.strip() for s in analysis.SENTENCE_END.split(text) if s and s.strip()]
     if not sentences:
         return ""
     wanted = set(analysis.query_terms(question))
     scores = [_shared(set(analysis.terms(s)), wanted, senses) for s in sentences]
     order = sorted((n for n in range(len(sentences)) if scores[n]), key=lambda n: (-scores[n], n))
-    if not order:  # nothing in common (another language): the passage's opening
+    nearness = near(sentences) if near is not None and not order and len(sentences) > 1 else None
+    if nearness is not None:  # another language: the sentences nearest in meaning
+        order = sorted(range(len(sentences)), key=lambda n: (-nearness[n], n))
+    if not order:  # nothing in common and nothing to tell by meaning: the passage's opening
         return cut(" ".join(sentences), limit)
     chosen: list[int] = []
     used = 0

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from knowledge.answer.excerpt import excerpt, readable
+from knowledge.answer.excerpt import Near, excerpt, readable
 from knowledge.errors import ModelError
 from knowledge.model.client import Completion, ModelUnavailable
 from knowledge.retrieval.search import SearchResult
@@ -132,16 +132,18 @@ def unavailable(exc: ModelError | None) -> Said:
 
 def degraded_reply(
     passages: Sequence[SearchResult], why: Said | None, *, question: str = "", more: Sequence[Said] = (),
-    senses: Sequence[Sequence[str]] = (),
+    senses: Sequence[Sequence[str]] = (), near: Near | None = None,
 ) -> Reply:  # fmt: skip
     """The best passages with their citations, each shown by its sentences nearest the question as plain
-    text (its Markdown read; ``senses``: a Chinese question's words in English, see excerpt), and why the
+    text (its Markdown read; ``senses`` and ``near``: how a question in another language is matched,
+    see excerpt), and why the
     model is not answering (``why`` None: it was said before, so only that it still is not)."""
     down = why or Said("model-still-unavailable")
     if not passages:
         return Reply("", "no-evidence", said=(Said("nothing-local"), *more, down))
     excerpts = [
-        f"[{n}] {excerpt(readable(p.text), question, senses=senses)}" for n, p in enumerate(passages, 1)
+        f"[{n}] {excerpt(readable(p.text), question, senses=senses, near=near)}"
+        for n, p in enumerate(passages, 1)
     ]
     citations = [citation(n, p) for n, p in enumerate(passages, 1)]
     return Reply("\n\n".join(excerpts), "degraded", citations, said=(down, Said("best-passages"), *more))

@@ -212,6 +212,15 @@ class Second:
         }
 
 
+def nearness(encoder: UseEncoder, question: str, texts: Sequence[str]) -> list[float] | None:
+    """Each text's cosine with the question, when the texts are in another script than the question and
+    the encoder knows both (see crosses); None otherwise, or when the encoder is unavailable."""
+    if not texts or not crosses(script_of(question), script_of(" ".join(texts))):
+        return None
+    vectors = encoder.encode([question, *texts])
+    return None if vectors is None else [float(c) for c in vectors[1:] @ vectors[0]]
+
+
 def unavailable(encoder: UseEncoder, *, load: bool) -> str:
     """Why the second opinion cannot be asked ('' when it can): it failed already, its package is not
     installed, or (``load``: about a second) it cannot load and encode a sentence now."""
