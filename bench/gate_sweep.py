@@ -8,13 +8,13 @@ agreed, HYBRID_WEIGHTS elsewhere); ``--weights`` gives others
 (standout, coverage, lexical, same script, agreement, intercept), e.g. the ones in force before.
 
 ``--gloss`` reads the gate's gloss evidence instead (knowledge.retrieval.sufficiency.GLOSS_EVIDENCE and
-GLOSS_CENTRE: only Chinese questions' passages in Latin letters carry it): for each weight and centre,
+GLOSS_CENTRE: only Chinese questions' passages in English carry it): for each weight and centre,
 Chinese questions' answerable kept and unanswerable sent in both sets and the cross set's answerable
 ones across languages kept, on each half of the articles (bench/sufficiency.halves), the first to
 choose on, the second to read after.
 
     python bench/gate_sweep.py DUMP [--weights 2.393,2.393,2.393,-4.787,0,0.632] [--thresholds 0.3,0.5,0.7]
-    python bench/gate_sweep.py DUMP --gloss [--gloss-weights 0,2,4,8] [--gloss-centres 0.2,0.3,0.4]
+    python bench/gate_sweep.py DUMP --gloss [--gloss-weights 0,2,4,6,8] [--gloss-centres 0.2,0.3,0.4,0.5]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.backfill import embed_missing, embed_second_missing, second_coverage
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
 from knowledge.retrieval.search import Meaning, find
-from knowledge.retrieval.second import Second, UseEncoder, crosses, nearness, script_of
+from knowledge.retrieval.second import Nearness, Second, UseEncoder, crosses, script_of
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_embeddings import FakeEmbeddings, threaded
@@ -229,11 +229,12 @@ def test_the_daemon_fills_in_the_second_vectors_after_the_first(tmp_path, use):
 
 def test_nearness_is_told_across_known_scripts_only(use):
     sentences = ["The monthly rent is 1,200 dollars.", "The museum opens at ten."]
-    near = nearness(use, "ค่าเช่าเดือนละเท่าไร", sentences)
-    assert near is not None and near[0] > near[1]
-    assert nearness(use, "How much is the rent?", sentences) is None  # the same script: words decide
+    near = Nearness(use, "ค่าเช่าเดือนละเท่าไร")
+    first, again = near(sentences), near(sentences[::-1])  # the question is encoded once
+    assert first is not None and first[0] > first[1] and again == pytest.approx(first[::-1], abs=1e-6)
+    assert Nearness(use, "How much is the rent?")(sentences) is None  # the same script: words decide
     assert (
-        nearness(use, "Tiền thuê nhà bao nhiêu?", sentences) is None
+        Nearness(use, "Tiền thuê nhà bao nhiêu?")(sentences) is None
     )  # Vietnamese: a language it does not know
     with structlog.testing.capture_logs():
-        assert nearness(UseEncoder(load=refusing), "ค่าเช่าเดือนละเท่าไร", sentences) is None
+        assert Nearness(UseEncoder(load=refusing), "ค่าเช่าเดือนละเท่าไร")(sentences) is None

@@ -34,7 +34,7 @@ import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import structlog
 
@@ -59,7 +59,7 @@ from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval import sufficiency
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_document_chunks
-from knowledge.retrieval.second import nearness
+from knowledge.retrieval.second import Nearness
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
 from knowledge.retrieval.translate import Translation, Translator, search_translated
 from knowledge.store.index import Index
@@ -400,7 +400,7 @@ class Engine:
             log.warning("ask.degraded", error=str(exc))
             why = None if str(exc) == self.unavailable else unavailable(exc)
             self.unavailable = str(exc)
-            reply = degraded_reply(prompt.passages, why, question=question, **self._reading(question))
+            reply = await asyncio.to_thread(self._degraded, prompt.passages, why, question)
             return dataclasses.replace(reply, route=route)
         self.unavailable = None
         log.info(
@@ -422,14 +422,14 @@ class Engine:
                 finish_reason=completion.finish_reason,
                 output_tokens=completion.completion_tokens,
             )
-            reply = degraded_reply(
-                prompt.passages, unavailable(None), question=question, more=(empty_answer(completion),),
-                **self._reading(question),
-            )  # fmt: skip
+            more = (empty_answer(completion),)
+            reply = await asyncio.to_thread(
+                self._degraded, prompt.passages, unavailable(None), question, more
+            )
             return dataclasses.replace(reply, route=route)
         if completion.cut_off:  # what was said stays, with the passages it was given
             log.warning("ask.cut_off", output_chars=len(text))
-            answer, _ = citations_for(_without_halfcitation(text), prompt.passages)
+            answer, _ = citations_for(_without_half_citation(text), prompt.passages)
             citations = [citation(n, p) for n, p in enumerate(prompt.passages, 1)]
             return Reply(answer, "local", citations, said=(Said("cut-off"),), route=route, cut_off=True)
         if says_dont_know(text):
@@ -443,14 +443,16 @@ class Engine:
             citations = [citation(n, p) for n, p in enumerate(prompt.passages, 1)]
         return Reply(answer, "local", citations, route=route)
 
-    def _reading(self, question: str) -> dict[str, Any]:
-        """How the excerpts of a reply without the model match a question in another language: its words'
-        English (the glossary) and the second embedder's nearness (knowledge.answer.excerpt)."""
+    def _degraded(
+        self, passages: list[SearchResult], why: Said | None, question: str, more: tuple = ()
+    ) -> Reply:
+        """The reply without the model (degraded_reply), its excerpts matched to a question in another
+        language too: by its words' English (the glossary) and the second embedder's nearness. Blocking:
+        either may load (run it off the event loop)."""
         glossary, second = (self.meaning.glossary, self.meaning.second) if self.meaning else (None, None)
-        return {
-            "senses": glossary.senses(question) if glossary is not None else (),
-            "near": partial(nearness, second.encoder, question) if second is not None else None,
-        }
+        senses = glossary.senses(question) if glossary is not None else ()
+        near = Nearness(second.encoder, question) if second is not None else None
+        return degraded_reply(passages, why, question=question, more=more, senses=senses, near=near)
 
     async def _complete(self, prompt: Prompt, listener: Listener | None, reader: str = "en") -> Completion:
         """The model's answer to a prompt: streamed to the listener when there is one, the "I don't know"
@@ -471,7 +473,7 @@ class Engine:
         return await self.llm.stream(prompt.messages, max_tokens=max_tokens, on_text=text, on_reading=reading)
 
 
-def _without_halfcitation(text: str) -> str:
+def _without_half_citation(text: str) -> str:
     """A text cut off inside a citation (``… manifest [1``) without it."""
     at = text.rfind("[")
     tail = text[at + 1 :] if at >= 0 else "x"

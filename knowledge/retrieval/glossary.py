@@ -51,7 +51,8 @@ _ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|(?<!\S)[^\s|]*\|\S*")  # (notes), 
 # Question and function words: they ask, they do not name what is asked about, and their English
 # ("can", "how long", "have") is in any passage or in none; the gate does not look for them.
 FUNCTION_WORDS = frozenset(
-    """可以 可能 什麼 甚麼 什么 怎麼 怎么 怎樣 怎样 怎麼樣 怎么样 多少 幾 几 嗎 吗 呢 吧 啊 要 需要 有 沒有
+    """可不可以 能不能 不能 還有 还有 是不是 有沒有 有没有 會不會 会不会 要不要 需不需要 能否 可否 是否 到底
+    可以 可能 什麼 甚麼 什么 怎麼 怎么 怎樣 怎样 怎麼樣 怎么样 多少 幾 几 嗎 吗 呢 吧 啊 要 需要 有 沒有
     没有 沒 没 是 不是 不 的 了 會 会 能 哪 哪裡 哪里 哪個 哪个 哪些 誰 谁 時候 时候 什麼時候 什么时候 一個
     一个 個 个 這 这 那 這個 这个 那個 那个 我 你 他 她 它 我們 我们 你們 你们 他們 他们 應該 应该 還 还
     就 都 也 在 給 给 讓 让 被 把 得 到 去 來 来 請問 请问 請 请 如何 為什麼 为什么 為 为 多久 多長 多长
@@ -123,7 +124,8 @@ class Glossary:
 
 def held(words: Sequence[tuple[str, ...]], terms: Collection[str]) -> float:
     """The share of a question's words (each a tuple of English terms, :meth:`Glossary.held_words`)
-    that a passage holds, by at least one of their terms (``terms``: the passage's index terms)."""
+    that a passage holds, by at least one of their terms (``terms``: the passage's index terms); 0 for
+    no words (search asks only for a question that has some)."""
     if not words:
         return 0.0
     return sum(any(t in terms for t in senses) for senses in words) / len(words)

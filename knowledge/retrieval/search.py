@@ -4,7 +4,7 @@ Lexically (knowledge.retrieval.bm25): the question's most selective terms pick c
 scored with bm25 over all its terms plus its best sentence's; the best k are returned with their
 documents. A Chinese question is also read through its English gloss (knowledge.retrieval.glossary):
 those terms score the passages not written in Chinese or Thai the same way (GLOSS_WEIGHT), and the
-share of its words a passage in Latin letters holds is evidence for the relevance gate (``gloss``).
+share of its words an English passage holds is evidence for the relevance gate (``gloss``).
 
 With an embedder (:class:`Meaning`), search is hybrid: the lexical candidates and the chunks
 nearest to the question's (language-centred) vector, from every language, form one pool; every
@@ -78,10 +78,12 @@ SECOND_SHARE = 0.5
 # reported on the other half).
 GLOSS_WEIGHT = 0.5
 GLOSS_POOL = 20  # the gloss's lexical candidates that enter the pool (tried 5, 10, 20, 40)
-# A chunk is read as written in Latin letters when this share of the first characters of its analysed
-# body is ASCII (diacritics are stripped there).
-LATIN_SAMPLE = 200
-LATIN_SHARE = 0.8
+# A chunk is read as English when ENGLISH_MARKERS of these words are among its first ENGLISH_SAMPLE terms
+# (its analysed body keeps them: only questions lose their stopwords). No other language in Latin letters
+# writes them (Vietnamese "thể" is analysed as "the", hence three).
+_ENGLISH_WORDS = frozenset("the of and is are was were with for that this from which have has".split())
+ENGLISH_SAMPLE = 120
+ENGLISH_MARKERS = 3
 
 
 @dataclass(frozen=True)
@@ -449,13 +451,16 @@ def _glossed(index: Index, texts: _Texts, glossary: Glossary | None) -> Scoring 
 
 
 def _english_terms(pool: Sequence[Candidate], groups: Mapping[int, str]) -> dict[int, frozenset[str]]:
-    """The index terms of each pooled chunk written in Latin letters (its analysed body mostly ASCII:
-    English and its neighbours, not Cyrillic or Arabic), in which a Chinese question's gloss is looked
-    for by the relevance gate."""
+    """The index terms of each pooled chunk written in English, in which a Chinese question's gloss is
+    looked for by the relevance gate: not in Chinese or Thai script, and ENGLISH_MARKERS of its distinct
+    words among its first ENGLISH_SAMPLE terms (a German, French or Vietnamese page in Latin letters has
+    none of the gloss's English, which would count against it)."""
     out = {}
     for c in pool:
-        head = c.body[:LATIN_SAMPLE]
-        if groups.get(c.rowid) == "other" and sum(ch.isascii() for ch in head) >= LATIN_SHARE * len(head):
+        if groups.get(c.rowid) != "other":
+            continue
+        head = c.body.split(maxsplit=ENGLISH_SAMPLE)[:ENGLISH_SAMPLE]
+        if len(_ENGLISH_WORDS.intersection(head)) >= ENGLISH_MARKERS:
             out[c.rowid] = frozenset(c.body.split())
     return out
 

@@ -212,13 +212,26 @@ class Second:
         }
 
 
-def nearness(encoder: UseEncoder, question: str, texts: Sequence[str]) -> list[float] | None:
-    """Each text's cosine with the question, when the texts are in another script than the question and
-    the encoder knows both (see crosses); None otherwise, or when the encoder is unavailable."""
-    if not texts or not crosses(script_of(question), script_of(" ".join(texts))):
-        return None
-    vectors = encoder.encode([question, *texts])
-    return None if vectors is None else [float(c) for c in vectors[1:] @ vectors[0]]
+@dataclass
+class Nearness:
+    """How near texts are to one question in meaning: each text's cosine with it, when the texts are in
+    another script than the question and the encoder knows both (see crosses); None otherwise, or when
+    the encoder is unavailable. The question is encoded once, when first needed."""
+
+    encoder: UseEncoder
+    question: str
+    _vector: np.ndarray | None = field(default=None, repr=False)
+
+    def __call__(self, texts: Sequence[str]) -> list[float] | None:
+        if not texts or not crosses(script_of(self.question), script_of(" ".join(texts))):
+            return None
+        if self._vector is None:
+            vector = self.encoder.encode([self.question])
+            if vector is None:
+                return None
+            self._vector = vector[0]
+        vectors = self.encoder.encode(texts)
+        return None if vectors is None else [float(c) for c in vectors @ self._vector]
 
 
 def unavailable(encoder: UseEncoder, *, load: bool) -> str:

@@ -23,7 +23,7 @@ search found is judged by what discriminates, as an :class:`Evidence`:
   (knowledge.retrieval.second: calibrated, unrelated text near 0), counted from AGREEMENT_CENTRE,
   also in a knowledge base too small for the second embedder's z-scores (one short document);
   absent (Vietnamese, the package missing) it counts as that centre: neither for nor against.
-* ``gloss`` — for a Chinese question and a passage in Latin letters, the share of the question's
+* ``gloss`` — for a Chinese question and a passage in English, the share of the question's
   words (knowledge.retrieval.glossary.held_words: question words aside, its words of two or more
   characters where it has some) whose English, from CC-CEDICT, the passage holds: the words a short
   question names are mostly in its answer, even where e5 and the second embedder hear little of a
@@ -106,7 +106,7 @@ class Evidence:
     # the second embedder's cosine (knowledge.retrieval.second), for a passage in another script only
     agreement: float | None = None
     # the share of a Chinese question's words whose English the passage holds (its gloss,
-    # knowledge.retrieval.glossary.held), for a passage in neither Chinese nor Thai script only
+    # knowledge.retrieval.glossary.held), for a passage in English only (knowledge.retrieval.search)
     gloss: float | None = None
 
 
