@@ -35,6 +35,8 @@ SAMPLE = """# CC-CEDICT
 錢 钱 [qian2] /coin/money/CL:筆|笔[bi3]/unit of weight, one tenth of a tael 兩|两[liang3]/
 寵物 宠物 [chong3 wu4] /house pet/
 可以 可以 [ke3 yi3] /can/may/possible/able to/not bad/
+網路 网路 [wang3 lu4] /network (computer, telecom)/Internet/Taiwanese term for 網絡|网络[wang3 luo4]/
+金陵 金陵 [Jin1 ling2] /Jinling, old name for Nanjing 南京[Nan2 jing1]/
 """
 
 PAGES = [  # (file, title, what it says)
@@ -115,6 +117,8 @@ def test_a_words_senses_become_english_terms_without_surnames_measure_words_or_a
     assert words.terms_of("錢") == ("coin", "monei", "unit", "weight", "on", "tenth", "tael")  # stemmed
     assert words.terms_of("多少") == ("number", "amount", "somewhat")  # "how much?" is all stopwords
     assert words.terms_of("不在") == ()
+    assert words.terms_of("網路") == ("network", "internet")  # not "taiwanes", "term" or the pinyin "luo4"
+    assert words.terms_of("金陵") == ("jinl", "old", "nanj")  # another entry's characters and pinyin out
 
 
 def test_each_word_weighs_one_shared_among_its_terms():

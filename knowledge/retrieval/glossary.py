@@ -41,13 +41,21 @@ _NO_SENSE = (
     "surname ",
     "variant of",
     "old variant",
+    "archaic variant",
+    "erroneous variant",
+    "Japanese variant",
     "used in",
     "see ",
     "abbr. for",
     "Taiwan pr.",
+    "Taiwanese term for",
+    "also pr.",
+    "also written",
+    "now written",
     "erhua ",
 )
-_ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|(?<!\S)[^\s|]*\|\S*")  # (notes), [pinyin], 繁|简 pairs
+# (notes), 繁|简 pairs with their [pinyin], [pinyin], Chinese words in a sense
+_ASIDE = re.compile(r"\([^()]*\)|(?<!\S)[^\s|\[]*\|[^\s\[]*(?:\[[^\[\]]*\])?|\[[^\[\]]*\]|[\u3400-\u9fff]+")
 # Question and function words: they ask, they do not name what is asked about, and their English
 # ("can", "how long", "have") is in any passage or in none; the gate does not look for them.
 FUNCTION_WORDS = frozenset(
