@@ -401,7 +401,9 @@ def choose(same: list[Asked], cross: list[Asked], *, words_only: bool) -> tuple[
     every language of ``same``, the one sending most unanswerable ones to the web (the worst
     language counts) while keeping 80 % of ``cross``'s questions that cross languages; words only,
     the one sending most to the web while keeping 94 % of all answerable ones. Then a slope that
-    makes relevance follow the share of answerable questions of ``same``, 0.5 at the decision."""
+    makes relevance follow the share of answerable questions of ``same``, 0.5 at the decision. The
+    gloss's evidence (knowledge.retrieval.sufficiency.GLOSS_EVIDENCE) is not part of this fit: it was
+    chosen after it, with the fitted weights fixed (bench/gate_sweep.py --gloss)."""
     grid = [(1.0, a, b, c, d) for a in (0, 0.5, 1, 2, 3, 4, 6, 8) for b in (0, 0.25, 0.5, 1, 1.5, 2)
             for c in (0, -0.5, -1, -1.5, -2, -3) for d in AGREEMENT_GRID]  # fmt: skip
     if words_only:
