@@ -147,6 +147,10 @@ def test_the_gate_looks_for_the_words_that_name_what_is_asked_about(tmp_path):
     assert on_demand.senses("Can I keep a pet?") == () and on_demand.senses("可以養寵物嗎？") == (
         ("hous", "pet"),
     )
+    unread = OnDemand(tmp_path / "nowhere.gz")
+    with structlog.testing.capture_logs() as logs:  # Korean and Japanese questions never read the dictionary
+        assert unread.senses("애완동물 키워도 돼요?") == unread.senses("ペットを飼ってもいいですか？") == ()
+    assert logs == []
 
 
 def test_the_packages_dictionary_is_read_and_a_broken_one_is_said_once(tmp_path):

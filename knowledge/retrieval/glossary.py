@@ -195,8 +195,12 @@ class OnDemand:
             return self._glossary
 
     def for_question(self, question: str) -> Glossary | None:
-        """The glossary for a question in Chinese (read on the first); None for any other or without one."""
-        return self.get() if language_group(question) == "cjk" else None
+        """The glossary for a question in Chinese (read on the first); None for any other, a Korean or a
+        Japanese one too (not read for them), or without one."""
+        chinese = (
+            language_group(question) == "cjk" and _CHINESE.search(question) and not _KANA.search(question)
+        )
+        return self.get() if chinese else None
 
     def senses(self, question: str) -> tuple[tuple[str, ...], ...]:
         """A Chinese question's words in English (:meth:`Glossary.held_words`); () for another language
