@@ -82,7 +82,7 @@ def ask(index: Index, meaning, questions: list[dict], doc_ids: dict[str, str]) -
                 hit = n
                 break
         top = " ".join(chunks[ranked[0].rowid][0].text.split())[:70] if ranked else ""
-        best = max(ranked, key=lambda r: r.relevance).evidence if ranked else None
+        best = ranked[0].evidence if ranked else None  # as knowledge.retrieval.search.find gives it
         out.append(
             Asked(
                 q["lang"],

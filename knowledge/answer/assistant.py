@@ -45,10 +45,10 @@ from knowledge.answer.reply import (
     Reply,
     Route,
     Said,
-    citation,
     citations_for,
     degraded_reply,
     empty_answer,
+    every_citation,
     unavailable,
 )
 from knowledge.answer.variants import NAMES, answer_language, for_reader
@@ -430,7 +430,7 @@ class Engine:
         if completion.cut_off:  # what was said stays, with the passages it was given
             log.warning("ask.cut_off", output_chars=len(text))
             answer, _ = citations_for(_without_half_citation(text), prompt.passages)
-            citations = [citation(n, p) for n, p in enumerate(prompt.passages, 1)]
+            citations = every_citation(prompt.passages)
             return Reply(answer, "local", citations, said=(Said("cut-off"),), route=route, cut_off=True)
         if says_dont_know(text):
             why = f"the model read {len(prompt.passages)} passage(s) and said they do not answer"
@@ -440,11 +440,11 @@ class Engine:
             return await self._not_answered(question, chat_id, reader, Route("web", "model", why))
         answer, citations = citations_for(text, prompt.passages)
         if not citations:  # an answer that cites nothing still came from this evidence
-            citations = [citation(n, p) for n, p in enumerate(prompt.passages, 1)]
+            citations = every_citation(prompt.passages)
         return Reply(answer, "local", citations, route=route)
 
     def _degraded(
-        self, passages: list[SearchResult], why: Said | None, question: str, more: tuple = ()
+        self, passages: list[SearchResult], why: Said | None, question: str, more: Sequence[Said] = ()
     ) -> Reply:
         """The reply without the model (degraded_reply), its excerpts matched to a question in another
         language too: by its words' English (the glossary) and the second embedder's nearness. Blocking:

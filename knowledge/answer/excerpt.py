@@ -9,7 +9,7 @@ sentences sharing the most of the question's terms are kept, in their order, wit
 Chinese question about an English passage shares none of its words: its words' English (``senses``,
 knowledge.retrieval.glossary.Glossary.held_words) count as its terms, each word once; without them (a
 Thai question about an English page) the sentences nearest the question in meaning are kept (``near``:
-the second embedder's cosine, knowledge.retrieval.second.nearness). Nothing is cut inside a word or
+the second embedder's cosine, knowledge.retrieval.second.Nearness). Nothing is cut inside a word or
 inside a character cluster (a Thai consonant with its vowel and tone marks, a letter with its accents,
 an emoji sequence): a sentence too long for the budget is cut at a space, or else between two clusters,
 and marked with "…".
@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from knowledge.retrieval.glossary import holds
 from knowledge.store import analysis
 
-# Sentences → how near each is to the question in meaning (knowledge.retrieval.second.nearness), or
+# Sentences → how near each is to the question in meaning (knowledge.retrieval.second.Nearness), or
 # None when that cannot be told (the same script, a language the encoder does not know, no encoder).
 Near = Callable[[Sequence[str]], Sequence[float] | None]
 ELLIPSIS = "…"
@@ -85,7 +86,7 @@ def excerpt(
 
 def _shared(terms: set[str], wanted: set[str], senses: Sequence[Sequence[str]]) -> int:
     """How many of the question's terms, and of its words by their English, a sentence holds."""
-    return len(wanted & terms) + sum(any(t in terms for t in word) for word in senses)
+    return len(wanted & terms) + holds(senses, terms)
 
 
 def cut(text: str, limit: int) -> str:

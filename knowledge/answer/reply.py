@@ -118,6 +118,11 @@ def citation(n: int, p: SearchResult) -> Citation:
     return Citation(n, p.title, p.raw_path, p.start_line, p.end_line, p.source_url, p.chunk_id)
 
 
+def every_citation(passages: Sequence[SearchResult]) -> list[Citation]:
+    """Every passage of the evidence as a source, numbered as the prompt numbers them."""
+    return [citation(n, p) for n, p in enumerate(passages, 1)]
+
+
 def unavailable(exc: ModelError | None) -> Said:
     """That the model is not answering, and why: ``not-running`` (nothing listens), ``no-answer`` (it did
     not answer in time), ``bad-answer`` (an error or something unreadable), ``empty`` (it said nothing;
@@ -145,7 +150,7 @@ def degraded_reply(
         f"[{n}] {excerpt(readable(p.text), question, senses=senses, near=near)}"
         for n, p in enumerate(passages, 1)
     ]
-    citations = [citation(n, p) for n, p in enumerate(passages, 1)]
+    citations = every_citation(passages)
     return Reply("\n\n".join(excerpts), "degraded", citations, said=(down, Said("best-passages"), *more))
 
 

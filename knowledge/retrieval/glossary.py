@@ -107,9 +107,9 @@ class Glossary:
     def gloss(self, question: str) -> dict[str, float]:
         """English index term → weight for a question: each Chinese word's weight of 1 shared among
         its terms, added up where two words share a term. Empty without Chinese words it knows, and for
-        Japanese (a text with kana): its kanji do not mean what the same Chinese words do."""
+        a question not in Chinese (:func:`asks_in_chinese`)."""
         weights: dict[str, float] = {}
-        if _KANA.search(question):
+        if not asks_in_chinese(question):
             return weights
         for word in self.words(question):
             terms = self.terms_of(word)
@@ -121,8 +121,8 @@ class Glossary:
         """The English terms of each word of a question that the relevance gate looks for in a passage
         (:func:`held`): its words that have English terms, FUNCTION_WORDS aside, those of two or more
         characters only when there are some (a single character has too many senses to tell a passage
-        that answers from one that does not). Empty for Japanese, as :meth:`gloss`."""
-        if _KANA.search(question):
+        that answers from one that does not). Empty for a question not in Chinese, as :meth:`gloss`."""
+        if not asks_in_chinese(question):
             return ()
         words = [
             w for w in dict.fromkeys(self.words(question)) if w not in FUNCTION_WORDS and self.terms_of(w)
@@ -130,13 +130,25 @@ class Glossary:
         return tuple(self.terms_of(w) for w in ([w for w in words if len(w) > 1] or words))
 
 
-def held(words: Sequence[tuple[str, ...]], terms: Collection[str]) -> float:
-    """The share of a question's words (each a tuple of English terms, :meth:`Glossary.held_words`)
-    that a passage holds, by at least one of their terms (``terms``: the passage's index terms); 0 for
-    no words (search asks only for a question that has some)."""
-    if not words:
-        return 0.0
-    return sum(any(t in terms for t in senses) for senses in words) / len(words)
+def asks_in_chinese(question: str) -> bool:
+    """Whether a question is read through the glossary: mostly CJK script, with Chinese characters and
+    no kana (a Japanese question's kanji do not mean what the same Chinese words do; a Korean one has
+    none to look up)."""
+    return (
+        language_group(question) == "cjk" and bool(_CHINESE.search(question)) and not _KANA.search(question)
+    )
+
+
+def holds(words: Sequence[Sequence[str]], terms: Collection[str]) -> int:
+    """How many of a question's words (each a tuple of English terms, :meth:`Glossary.held_words`) a
+    text holds, by at least one of their terms (``terms``: the text's index terms)."""
+    return sum(any(t in terms for t in senses) for senses in words)
+
+
+def held(words: Sequence[Sequence[str]], terms: Collection[str]) -> float:
+    """The share of a question's words a passage holds (see :func:`holds`); 0 for no words (search asks
+    only for a question that has some)."""
+    return holds(words, terms) / len(words) if words else 0.0
 
 
 def parse(lines: Iterable[str]) -> Glossary:
@@ -197,10 +209,7 @@ class OnDemand:
     def for_question(self, question: str) -> Glossary | None:
         """The glossary for a question in Chinese (read on the first); None for any other, a Korean or a
         Japanese one too (not read for them), or without one."""
-        chinese = (
-            language_group(question) == "cjk" and _CHINESE.search(question) and not _KANA.search(question)
-        )
-        return self.get() if chinese else None
+        return self.get() if asks_in_chinese(question) else None
 
     def senses(self, question: str) -> tuple[tuple[str, ...], ...]:
         """A Chinese question's words in English (:meth:`Glossary.held_words`); () for another language
