@@ -18,7 +18,8 @@ per set and language:
 * kept: answerable questions the relevance gate keeps local (best passage's relevance >= threshold);
 * sent: unanswerable questions it sends to the web;
 * asks: questions for which kb would ask the model to translate (knowledge.retrieval.translate.is_strong
-  says the evidence is not strong enough), the model's calls.
+  says the evidence is not strong enough), the model's calls; missed: answerable questions it would not
+  translate although the passage it found first does not answer them.
 
 Then the gate's gloss evidence (knowledge.retrieval.sufficiency.GLOSS_EVIDENCE and GLOSS_CENTRE) is
 swept over the evidence already computed (the ranking does not depend on it): kept and sent of Chinese
@@ -46,7 +47,7 @@ from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.retrieval import sufficiency  # noqa: E402
-from knowledge.retrieval.search import rank  # noqa: E402
+from knowledge.retrieval.search import lead, rank  # noqa: E402
 from knowledge.retrieval.sufficiency import Evidence  # noqa: E402
 from knowledge.retrieval.translate import is_strong  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
@@ -90,7 +91,7 @@ def ask(index: Index, meaning, questions: list[dict], doc_ids: dict[str, str]) -
                 q["doc"] is not None,
                 hit,
                 [r.evidence for r in ranked],
-                is_strong(best),
+                is_strong(best, lead(ranked)),
                 top,
             )
         )
@@ -111,6 +112,8 @@ def rates(asked: list[Asked], lang: str, threshold: float) -> dict[str, float]:
         "kept": sum(best_relevance(a) >= threshold for a in yes) / max(len(yes), 1),
         "sent": sum(best_relevance(a) < threshold for a in no) / max(len(no), 1),
         "asks": sum(not a.strong for a in mine) / max(len(mine), 1),
+        # answerable questions not translated although their best passage is not the answer
+        "missed": sum(a.strong and a.hit != 1 for a in yes),
         "n": len(mine),
     }
 
@@ -147,7 +150,7 @@ def main() -> int:
     threshold = args.threshold
     print(f"households across languages, no model; gate threshold {threshold}")
     print(
-        f"{'set':6} {'lang':8} {'n':>3}  {'r@1':>5} {'r@3':>5}  {'kept':>5} {'sent':>5}  {'asks':>5}"
+        f"{'set':6} {'lang':8} {'n':>3}  {'r@1':>5} {'r@3':>5}  {'kept':>5} {'sent':>5}  {'asks':>5} {'missed':>6}"
         "   (kept/sent without the gloss)"
     )
     for name, asked in results.items():
@@ -156,7 +159,7 @@ def main() -> int:
             r, p = rates(asked, lang, threshold), rates(plain, lang, threshold)
             print(
                 f"{name:6} {lang:8} {r['n']:>3}  {r['r@1']:5.3f} {r['r@3']:5.3f}  {r['kept']:5.3f} {r['sent']:5.3f}"
-                f"  {r['asks']:5.3f}   ({p['kept']:.3f} / {p['sent']:.3f})"
+                f"  {r['asks']:5.3f} {r['missed']:>6}   ({p['kept']:.3f} / {p['sent']:.3f})"
             )
     print("\nChinese questions, kept / sent, by the gate's gloss weight and centre")
     print(f"{'weight':>6} {'centre':>6}  " + "  ".join(f"{name:>13}" for name in results))

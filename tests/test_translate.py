@@ -15,6 +15,7 @@ from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
 from knowledge.retrieval.translate import (
     STRONG_AGREEMENT,
+    STRONG_LEAD,
     Translation,
     TranslationError,
     Translator,
@@ -88,6 +89,15 @@ def test_a_passage_in_another_script_is_strong_when_the_second_embedder_agrees_s
     assert not is_strong(Evidence(1.0, 0.0, 0.0, False))  # Vietnamese, or no second embedder: ask the model
 
 
+def test_a_passage_in_another_script_found_by_meaning_well_ahead_of_the_next_is_strong():
+    found = Evidence(1.0, 0.0, 0.0, False)
+    assert is_strong(found, STRONG_LEAD + 0.05)
+    assert not is_strong(found, STRONG_LEAD - 0.05)  # a close second: the translation may reorder them
+    assert not is_strong(found)  # no second passage to lead
+    assert not is_strong(Evidence(None, 0.0, 0.4, False), STRONG_LEAD + 1.0)  # no vector: found by words only
+    assert not is_strong(Evidence(1.0, 0.2, 1.2, True), STRONG_LEAD + 1.0)  # its own script: its words decide
+
+
 async def test_one_call_at_temperature_zero_then_the_cache():
     fake = FakeLLM([answer(REPLY)])
     runner = await start(fake)
@@ -152,6 +162,10 @@ async def test_translations_are_skipped_when_they_cannot_help():
     assert await translations_for(translate, QUESTION, strong, {"cjk": 5, "thai": 5, "other": 5}) == []
     assert await translations_for(translate, QUESTION, weak, {"cjk": 5}) == []
     assert await translations_for(None, QUESTION, weak, {"thai": 5}) == []
+    ahead = Evidence(0.5, 0.0, 0.0, False)
+    assert (
+        await translations_for(translate, QUESTION, ahead, {"thai": 5, "other": 5}, STRONG_LEAD + 0.1) == []
+    )
     assert not calls
     assert len(await translations_for(translate, QUESTION, weak, {"cjk": 5, "thai": 5, "other": 5})) == 2
     assert len(calls) == 1
@@ -177,6 +191,7 @@ def test_a_translation_brings_the_passage_in_another_language_first(tmp_path, qw
         helped.results[0].score > alone.results[0].score
     )  # the translations add to the question's own score
     assert [r.chunk_id for r in same.results] == [r.chunk_id for r in alone.results]  # none: as before
+    assert alone.lead == pytest.approx(alone.results[0].score - alone.results[1].score, abs=1e-5)
 
 
 def test_kb_search_shows_the_translations_it_used_and_works_without_the_model(tmp_path, qwen_counter, run_kb):

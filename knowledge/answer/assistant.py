@@ -121,12 +121,14 @@ def says_dont_know(text: str) -> bool:
 
 class Evidenced(NamedTuple):
     """The evidence pack for a question, retrieval's verdict (None for one document's passages), the
-    evidence of the best passage found, and the ranking the pack was taken from."""
+    evidence of the best passage found, the ranking the pack was taken from, and how far its best
+    passage leads the next (knowledge.retrieval.search.Found.lead)."""
 
     passages: list[SearchResult]
     verdict: Verdict | None
     best: Evidence | None
     ranked: list[SearchResult]
+    lead: float | None = None
 
 
 class Listener(Protocol):
@@ -217,8 +219,8 @@ class Engine:
 
     def retrieve(self, question: str, *, document: str | None = None) -> list[SearchResult]:
         """The evidence for a question (see :meth:`_find`); empty when the documents do not answer it."""
-        passages, verdict, _, _ = self._find(question, document, ())
-        return passages if verdict is None or verdict.answerable else []
+        found = self._find(question, document, ())
+        return found.passages if found.verdict is None or found.verdict.answerable else []
 
     def _find(
         self,
@@ -249,7 +251,7 @@ class Engine:
                 chunks_of=index.chunks_of,
                 fits=evidence_fits(self.counter, self.settings.evidence_tokens),
             )
-            return Evidenced(packed, found.verdict, found.best, found.results)
+            return Evidenced(packed, found.verdict, found.best, found.results, found.lead)
 
     async def lookup(
         self,

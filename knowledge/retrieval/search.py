@@ -126,6 +126,7 @@ class Found:
     results: list[SearchResult]
     verdict: Verdict
     best: Evidence | None = None  # the evidence of the best passage (see translate.is_strong)
+    lead: float | None = None  # how far the best passage's score stands above the next one's (see lead())
 
 
 @dataclass
@@ -221,7 +222,13 @@ def find(
         _results(index, ranked[:k]),
         sufficiency.judge(judged, threshold=threshold, vectors=vectors),
         ranked[0].evidence if ranked else None,
+        lead(ranked),
     )
+
+
+def lead(ranked: Sequence[Ranked]) -> float | None:
+    """How far the best candidate's score stands above the second's; None with fewer than two."""
+    return ranked[0].score - ranked[1].score if len(ranked) > 1 else None
 
 
 def rank(
