@@ -11,7 +11,7 @@ from knowledge.config import load_settings
 from knowledge.model.client import ModelClient
 from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import LocalEmbedder, UrlEmbedder
-from knowledge.retrieval.search import Meaning, find
+from knowledge.retrieval.search import Also, Meaning, find
 from knowledge.retrieval.sufficiency import Evidence
 from knowledge.retrieval.translate import (
     STRONG_AGREEMENT,
@@ -186,12 +186,14 @@ def test_a_translation_brings_the_passage_in_another_language_first(tmp_path, qw
         alone = find(index, QUESTION, k=3, meaning=meaning)
         helped = find(index, QUESTION, k=3, meaning=meaning, translations=translations)
         same = find(index, QUESTION, k=3, meaning=meaning, translations=[])
+        followup = find(index, QUESTION, k=3, meaning=meaning, also=Also(queries=[("ข้าวหอม", 0.7)]))
     assert helped.results[0].title == "ข้าวหอมมะลิ"
     assert (
         helped.results[0].score > alone.results[0].score
     )  # the translations add to the question's own score
     assert [r.chunk_id for r in same.results] == [r.chunk_id for r in alone.results]  # none: as before
     assert alone.lead == pytest.approx(alone.results[0].score - alone.results[1].score, abs=1e-5)
+    assert followup.lead is None  # its scores add another query's: no lead to read
 
 
 def test_kb_search_shows_the_translations_it_used_and_works_without_the_model(tmp_path, qwen_counter, run_kb):

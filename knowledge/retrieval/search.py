@@ -126,7 +126,9 @@ class Found:
     results: list[SearchResult]
     verdict: Verdict
     best: Evidence | None = None  # the evidence of the best passage (see translate.is_strong)
-    lead: float | None = None  # how far the best passage's score stands above the next one's (see lead())
+    # how far the best passage's score stands above the next one's (see lead()); None for a follow-up
+    # searched with more queries than its question, whose scores are sums
+    lead: float | None = None
 
 
 @dataclass
@@ -222,7 +224,7 @@ def find(
         _results(index, ranked[:k]),
         sufficiency.judge(judged, threshold=threshold, vectors=vectors),
         ranked[0].evidence if ranked else None,
-        lead(ranked),
+        None if also and also.queries else lead(ranked),  # a follow-up's scores add other queries'
     )
 
 

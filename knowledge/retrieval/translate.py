@@ -10,9 +10,10 @@ The call is made only when it can help:
 * the index holds text in a language group other than the question's (counted per group);
 * the evidence is not already strong: the best passage found without translations is in the
   question's own script, came from its words, and holds at least ``STRONG_COVERAGE`` of
-  the question's idf mass (its rare words); or it is in another script, was found by meaning
-  too (it has a vector), and the second embedder (knowledge.retrieval.second) gives it a cosine
-  of at least ``STRONG_AGREEMENT`` or its score leads the next passage's by ``STRONG_LEAD``. On
+  the question's idf mass (its rare words); or it is in another script and the second embedder
+  (knowledge.retrieval.second) gives it a cosine of at least ``STRONG_AGREEMENT``, or, found by
+  meaning (it has a vector), its score leads the next passage's by ``STRONG_LEAD`` (a follow-up's
+  scores add other queries': it has no lead, knowledge.retrieval.search.Found). On
   XQuAD the words alone skip 89 % of the questions asked in the language of their page. (At 0.6
   they skipped 44 %: more recall across languages, but where the same page is indexed in several
   languages, its translations then often put the question's page in another language first:
