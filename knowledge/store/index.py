@@ -43,6 +43,10 @@ from knowledge.store.summaries import SummaryTable
 from knowledge.store.use_vectors import UseVectorTable
 from knowledge.store.vectors import VectorTable, bump_vector_epoch, restore_vectors, save_vectors
 
+OPENING_CHARS = (
+    400  # of a document's text, enough for its first line to hold a title (120 characters at most)
+)
+
 # The documents of raw/ imported from a URL, the latest first (the one a new import of it replaces).
 _BY_URL = (
     f"SELECT {DOC_COLUMNS} FROM documents WHERE source_url = ? AND raw_path LIKE 'raw/%'"
@@ -228,12 +232,26 @@ class Index(VectorTable, UseVectorTable, SummaryTable, NoteTable):
         return conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount > 0
 
     def bodies(self, rowids: Iterable[int]) -> dict[int, str]:
-        """Analysed bodies of chunks, keyed by rowid."""
+        """The analysed text of chunks as they are ranked, keyed by rowid.
+
+        Each chunk after the first of a document whose title names it (see :func:`names_subject`) has
+        that title as a sentence before its words: a passage deep in a long article is found by the
+        article's subject, which its own words rarely repeat."""
         ids = list(rowids)
         if not ids:
             return {}
-        marks = ",".join("?" * len(ids))
-        return dict(self.conn.execute(f"SELECT rowid, body FROM chunks_fts WHERE rowid IN ({marks})", ids))
+        rows = self.conn.execute(
+            "SELECT f.rowid, f.title, f.body, c.seq, d.title, substr(o.text, 1, ?)"
+            " FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid JOIN documents d ON d.id = c.document_id"
+            " JOIN chunks o ON o.document_id = c.document_id AND o.seq = 1"
+            f" WHERE f.rowid IN ({','.join('?' * len(ids))})",
+            [OPENING_CHARS, *ids],
+        )
+        mark = analysis.SENTENCE_MARK
+        return {
+            r: f"{terms}{mark}{body}" if seq > 1 and terms and names_subject(title, opening) else body
+            for r, terms, body, seq, title, opening in rows
+        }
 
     def record_ingest(self, rec: IngestRecord) -> None:
         """Append an ingest record."""
@@ -432,6 +450,15 @@ def postings_sql(terms: int, *, rowid_range: bool = False) -> str:
     return " UNION ALL ".join(
         f"SELECT ?, group_concat(rowid) FROM chunks_fts WHERE {where}" for _ in range(terms)
     )
+
+
+def names_subject(title: str, opening: str) -> bool:
+    """Whether a document's title names what it is about: its text opens with a heading, or the title
+    came from elsewhere (front matter, a page's or a PDF's own title). A title cut from the first line
+    of plain text (a note, a text file) is only its first words."""
+    first = " ".join(opening.lstrip().split("\n", 1)[0].split())
+    cut = " ".join(title.removesuffix("…").split())
+    return first.startswith("#") or not (cut and first.startswith(cut))
 
 
 def _document_terms(rows: Iterable[tuple[str, str]]) -> Counter[str]:
