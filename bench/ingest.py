@@ -473,8 +473,12 @@ def main() -> int:
         if not args.no_vectors:
 
             def add_document(n: int) -> None:
-                path = settings.inbox / f"refresh-{n}-{time.time_ns()}.md"
-                path.write_text(synthetic_doc(rng, sentences, 20_000_000 + n), encoding="utf-8")
+                stamp = time.time_ns()  # a kept index has the documents of earlier runs: never a duplicate
+                path = settings.inbox / f"refresh-{n}-{stamp}.md"
+                text = synthetic_doc(rng, sentences, 20_000_000 + n).replace(
+                    "# Document", f"# Refresh {stamp}"
+                )
+                path.write_text(text, encoding="utf-8")
                 assert ingestor.ingest(path).status == "indexed"
 
             bench_vectors(index, questions, args.rounds, add_document)
