@@ -1,6 +1,5 @@
 """Scanned PDFs: pages without a text layer read by real RapidOCR, page by page, within time limits."""
 
-
 import pytest
 import structlog
 

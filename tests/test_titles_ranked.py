@@ -102,6 +102,12 @@ def test_a_title_cut_from_a_first_line_is_not_read_before_the_later_chunks(tmp_p
             "Tent",
             "Camping stove",
         ]
+        first = dict(index.conn.execute("SELECT id, rowid FROM chunks WHERE seq = 1"))
+        tent_1, stove_1 = (
+            index.bodies([first[f"{docs[n].id}-chunk-0001"]]).popitem()[1] for n in ("tent.md", "stove.md")
+        )
+        assert tent_1.startswith("tent | a tent is a shelter")  # under its heading, once
+        assert stove_1.startswith("camp stove | it burn ga")  # its front matter's title, before its words
         rowid = dict(index.conn.execute("SELECT id, rowid FROM chunks WHERE seq = 2"))
         later = index.bodies(rowid[f"{d.id}-chunk-0002"] for d in docs.values())
         trip, tent, stove = (

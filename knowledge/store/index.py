@@ -234,9 +234,9 @@ class Index(VectorTable, UseVectorTable, SummaryTable, NoteTable):
     def bodies(self, rowids: Iterable[int]) -> dict[int, str]:
         """The analysed text of chunks as they are ranked, keyed by rowid.
 
-        Each chunk after the first of a document whose title names it (see :func:`names_subject`) has
-        that title as a sentence before its words: a passage deep in a long article is found by the
-        article's subject, which its own words rarely repeat."""
+        Each chunk of a document whose title names it (see :func:`names_subject`) has that title as a
+        sentence before its words, unless it opens with it (the first, under its heading): a passage
+        deep in a long article is found by the article's subject, which its own words rarely repeat."""
         ids = list(rowids)
         if not ids:
             return {}
@@ -247,11 +247,7 @@ class Index(VectorTable, UseVectorTable, SummaryTable, NoteTable):
             f" WHERE f.rowid IN ({','.join('?' * len(ids))})",
             [OPENING_CHARS, *ids],
         )
-        mark = analysis.SENTENCE_MARK
-        return {
-            r: f"{terms}{mark}{body}" if seq > 1 and terms and names_subject(title, opening) else body
-            for r, terms, body, seq, title, opening in rows
-        }
+        return {r: _titled(terms, body, seq, title, opening) for r, terms, body, seq, title, opening in rows}
 
     def record_ingest(self, rec: IngestRecord) -> None:
         """Append an ingest record."""
@@ -459,6 +455,16 @@ def names_subject(title: str, opening: str) -> bool:
     first = " ".join(opening.lstrip().split("\n", 1)[0].split())
     cut = " ".join(title.removesuffix("…").split())
     return first.startswith("#") or not (cut and first.startswith(cut))
+
+
+def _titled(terms: str, body: str, seq: int, title: str, opening: str) -> str:
+    """A chunk's analysed body as it is ranked: its document's analysed title (``terms``) before it when
+    the title names the document and the chunk does not open with it already."""
+    if not terms or not names_subject(title, opening):
+        return body
+    if seq == 1 and (opening.lstrip().startswith("#") or f"{body} ".startswith(f"{terms} ")):
+        return body  # under its heading, or a note's name read with its first passage
+    return f"{terms}{analysis.SENTENCE_MARK}{body}"
 
 
 def _document_terms(rows: Iterable[tuple[str, str]]) -> Counter[str]:
