@@ -4,7 +4,7 @@ import pytest
 
 from knowledge.retrieval.search import search
 from knowledge.store.index import Index
-from tests.conftest import ingest_texts
+from tests.conftest import ingest_texts, make_settings
 
 
 def _article(title: str, opening: str, filler: str, passage: str) -> str:
@@ -54,8 +54,6 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    from tests.conftest import make_settings
-
     settings = make_settings(tmp_path_factory.mktemp("titles") / "kb")
     ingest_texts(settings, DOCS)
     with Index(settings.index_path) as index:
@@ -82,8 +80,6 @@ def test_a_question_naming_the_subject_finds_the_passage_deep_in_its_article(ind
 
 
 def test_a_title_cut_from_a_first_line_is_not_read_before_the_later_chunks(tmp_path):
-    from tests.conftest import make_settings
-
     settings = make_settings(tmp_path / "kb")
     opening = "Groceries for the cabin trip and the fuel for the generator"
     lines = "\n\n".join(f"Packed a bag {n}." for n in range(60))

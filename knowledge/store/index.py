@@ -42,10 +42,10 @@ from knowledge.store.schema import MIGRATIONS, adopt
 from knowledge.store.summaries import SummaryTable
 from knowledge.store.use_vectors import UseVectorTable
 from knowledge.store.vectors import VectorTable, bump_vector_epoch, restore_vectors, save_vectors
+from knowledge.text import ELLIPSIS
 
-OPENING_CHARS = (
-    400  # of a document's text, enough for its first line to hold a title (120 characters at most)
-)
+# Of a document's text, read to tell whether its title is its first line (a title has 120 characters at most).
+OPENING_CHARS = 400
 
 # The documents of raw/ imported from a URL, the latest first (the one a new import of it replaces).
 _BY_URL = (
@@ -453,8 +453,13 @@ def names_subject(title: str, opening: str) -> bool:
     came from elsewhere (front matter, a page's or a PDF's own title). A title cut from the first line
     of plain text (a note, a text file) is only its first words."""
     first = " ".join(opening.lstrip().split("\n", 1)[0].split())
-    cut = " ".join(title.removesuffix("…").split())
-    return first.startswith("#") or not (cut and first.startswith(cut))
+    cut = " ".join(title.removesuffix(ELLIPSIS).split())
+    return _headed(first) or not (cut and first.startswith(cut))
+
+
+def _headed(opening: str) -> bool:
+    """Whether a document's text opens with a Markdown heading."""
+    return opening.lstrip().startswith("#")
 
 
 def _titled(terms: str, body: str, seq: int, title: str, opening: str) -> str:
@@ -462,7 +467,7 @@ def _titled(terms: str, body: str, seq: int, title: str, opening: str) -> str:
     the title names the document and the chunk does not open with it already."""
     if not terms or not names_subject(title, opening):
         return body
-    if seq == 1 and (opening.lstrip().startswith("#") or f"{body} ".startswith(f"{terms} ")):
+    if seq == 1 and (_headed(opening) or f"{body} ".startswith(f"{terms} ")):
         return body  # under its heading, or a note's name read with its first passage
     return f"{terms}{analysis.SENTENCE_MARK}{body}"
 
