@@ -80,6 +80,15 @@ def cross_setup(args: argparse.Namespace) -> tuple[dict, list, dict, TokenCounte
     return docs, questions, env, counter, embedder, CachedUse(args.use_cache)
 
 
+def embed_both(index: Index, embedder: Embedder, second: Second, use: CachedUse, *, batch: int) -> None:
+    """e5's and the second embedder's vectors for every chunk of a rotation's index, both caches saved
+    (a long first run keeps what it embedded)."""
+    embed_missing(index, embedder, batch=batch, second=False)
+    embedder.save()
+    embed_second_missing(index, second, batch=batch)
+    use.save()
+
+
 @dataclass(frozen=True)
 class Arranged:
     """XQuAD's articles and questions as the cross-language benches ask them: the articles' keys, the

@@ -27,11 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.crossing import arranged, cross_setup, report, swept  # noqa: E402
+from bench.crossing import arranged, cross_setup, embed_both, report, swept  # noqa: E402
 from bench.retrieval import LANGS, hit_rank, rotations  # noqa: E402
 from bench.retrieval_cross import with_translations  # noqa: E402
 from knowledge.retrieval import search as search_module  # noqa: E402
-from knowledge.retrieval.backfill import embed_missing, embed_second_missing  # noqa: E402
 from knowledge.retrieval.glossary import Glossary, OnDemand  # noqa: E402
 from knowledge.retrieval.search import Meaning, find  # noqa: E402
 from knowledge.retrieval.second import Second  # noqa: E402
@@ -60,10 +59,7 @@ def main() -> int:
             Path(tmp), docs, xquad.keys, env, counter, name="gloss"
         ):
             with Index(settings.index_path) as index:
-                embed_missing(index, embedder, batch=settings.embed_batch, second=False)
-                embedder.save()
-                embed_second_missing(index, second, batch=settings.embed_batch)
-                use.save()
+                embed_both(index, embedder, second, use, batch=settings.embed_batch)
                 meaning = Meaning.of(embedder, second=second, glossary=glossary)
                 for q in questions[:: args.every]:
                     dlang, answers, gold, half = xquad.about(q, lang_of, doc_ids)

@@ -36,10 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.crossing import arranged, cross_parser, cross_setup, pair_label  # noqa: E402
+from bench.crossing import arranged, cross_parser, cross_setup, embed_both, pair_label  # noqa: E402
 from bench.retrieval import LANGS, hit_rank, recall, rotations  # noqa: E402
 from bench.retrieval_cross import GROUP_OF  # noqa: E402
-from knowledge.retrieval.backfill import embed_missing, embed_second_missing  # noqa: E402
 from knowledge.retrieval.glossary import OnDemand  # noqa: E402
 from knowledge.retrieval.search import Meaning, find  # noqa: E402
 from knowledge.retrieval.second import Second  # noqa: E402
@@ -62,10 +61,7 @@ def collect(args) -> list[Row]:
             Path(tmp), docs, xquad.keys, env, counter, name="asks"
         ):
             with Index(settings.index_path) as index:
-                embed_missing(index, embedder, batch=settings.embed_batch, second=False)
-                embedder.save()
-                embed_second_missing(index, second, batch=settings.embed_batch)
-                use.save()
+                embed_both(index, embedder, second, use, batch=settings.embed_batch)
                 meaning = Meaning.of(embedder, second=second, glossary=OnDemand())
                 for q in questions[:: args.every]:
                     dlang, answers, gold, half = xquad.about(q, lang_of, doc_ids)
