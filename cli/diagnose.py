@@ -172,6 +172,7 @@ def _check_index(settings: Settings, w: Words) -> Finding:
             problems = [r[0] for r in index.conn.execute("PRAGMA quick_check") if r[0] != "ok"]
             built_with = index.meta("tokenizer")
             analyzer = index.meta("analyzer")
+            cut = index.meta("chunking")
     except IndexUnreadable as exc:  # the message says what to do; never delete an index that is only unread
         fix = w.tr(UNREADABLE_FIX[exc.reason]) if exc.reason in UNREADABLE_FIX else ""
         said = str(exc) if w.language == "en" else index_problem_text(exc.reason, w)
@@ -190,6 +191,20 @@ def _check_index(settings: Settings, w: Words) -> Finding:
     )
     if built_with and built_with != counter.name:
         said = w.tr("built with {old}, tokenizer now {new}", old=built_with, new=counter.name)
+        return Finding(name, False, said, w.tr("run: kb reindex"), True)
+    if chunks and cut != settings.chunking:  # passages cut otherwise than kb cuts them now
+        said = (
+            w.tr(
+                "passages cut as {old} tokens (largest/overlap), kb now cuts {new}",
+                old=cut,
+                new=settings.chunking,
+            )
+            if cut
+            else w.tr(
+                "passages cut by an earlier kb, kb now cuts {new} tokens (largest/overlap)",
+                new=settings.chunking,
+            )
+        )
         return Finding(name, False, said, w.tr("run: kb reindex"), True)
     return Finding(name, True, w.tr("{documents} documents, {chunks} chunks", documents=docs, chunks=chunks))
 

@@ -322,6 +322,12 @@ class Settings:
         return self.home / "knowledge" / "requests"
 
     @property
+    def chunking(self) -> str:
+        """How passages are cut, as the index records it (meta ``chunking``): largest / overlap, in
+        tokens ("160/48"). An index cut otherwise is re-cut by ``kb reindex``."""
+        return f"{self.chunk_max_tokens}/{self.chunk_overlap_tokens}"
+
+    @property
     def index_path(self) -> Path:
         return self.home / "knowledge" / "index" / "kb.sqlite3"
 

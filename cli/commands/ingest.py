@@ -104,7 +104,7 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextI
                 len(paths), label=words.tr(INGEST), unit=words.tr(FILES), stream=err, words=words
             ) as bar,
         ):
-            _warn_tokenizer_change(index, counter)
+            _warn_tokenizer_change(index, counter, settings.chunking)
 
             def pages_read(*, name: str, sha256: str, stage: str, done: int, total: int) -> None:
                 """Scanned pages read by OCR, shown beside the file's name while it is read."""
@@ -308,8 +308,9 @@ def _rel(path: Path | None) -> str:
     return "/".join(parts[parts.index("inbox") :]) if "inbox" in parts else str(path)
 
 
-def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
-    """Log when the index was built with another tokenizer or another version of kb's text analysis."""
+def _warn_tokenizer_change(index: Index, counter: TokenCounter, chunking: str) -> None:
+    """Log when the index was built with another tokenizer, another version of kb's text analysis, or
+    its passages were cut otherwise (``chunking``: how kb cuts them now)."""
     from knowledge.store.analysis import ANALYZER_VERSION
 
     built_with = index.meta("tokenizer")
@@ -318,6 +319,9 @@ def _warn_tokenizer_change(index: Index, counter: TokenCounter) -> None:
     analyzer = index.meta("analyzer")
     if analyzer is not None and analyzer != ANALYZER_VERSION:
         log.warning("index.analyzer_changed", index=analyzer, current=ANALYZER_VERSION, fix="kb reindex")
+    cut = index.meta("chunking")
+    if cut != chunking and index.chunk_count():
+        log.warning("index.chunking_changed", index=cut, current=chunking, fix="kb reindex")
 
 
 def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:

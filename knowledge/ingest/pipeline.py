@@ -171,6 +171,10 @@ class Ingestor(RawSync):
         self._index_identity = file_identity(settings.index_path)
         if index.meta("tokenizer") is None:
             index.set_meta("tokenizer", counter.name)
+        if (
+            index.meta("chunking") is None and index.chunk_count() == 0
+        ):  # else cut by a kb that did not say how
+            index.set_meta("chunking", settings.chunking)
         # A page imported twice before a new import replaced the old: merged once, by the first writer.
         from knowledge.ingest.duplicates import merge_web_duplicates  # it builds on this module
 
