@@ -2,7 +2,7 @@
 
 Each set is a closed pool of passages (the reference passages of its own conversations, see
 bench/conversation_data.py): one passage = one Markdown document, ingested through kb's pipeline
-as bench/retrieval.py does it (the real Qwen3 tokenizer, 160/24-token chunks by default), embedded
+as bench/retrieval.py does it (the real Qwen3 tokenizer, kb's own 160/48-token chunks by default), embedded
 by the local embedder (vectors cached by text in ``--cache``, default
 runs/bench/conversation-vectors.npz). Every turn with reference passages is searched (k=5) as:
 
@@ -92,7 +92,7 @@ from bench.conversation_pool import (  # noqa: E402
     score,
     searched,
 )
-from bench.retrieval import setup  # noqa: E402
+from bench.retrieval import CHUNKING, setup  # noqa: E402
 from knowledge.conversation import followup  # noqa: E402
 from knowledge.conversation.grounding import grounded  # noqa: E402
 from knowledge.conversation.store import Turn  # noqa: E402
@@ -486,7 +486,7 @@ def main() -> int:
         "--embed", metavar="KIND", default="local", help="KB_EMBED (local, url or off: lexical only)"
     )
     with_default(parser, "--cache", "FILE", DEFAULT_CACHE, "vector cache file", type=Path)
-    with_default(parser, "--chunk", "MAX/OVERLAP", "160/24", "chunk max/overlap tokens")
+    with_default(parser, "--chunk", "MAX/OVERLAP", CHUNKING, "chunk max/overlap tokens")
     parser.add_argument(
         "--llm-url",
         metavar="URL",

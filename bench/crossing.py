@@ -1,7 +1,7 @@
 """Cross-script benchmark: e5 alone against e5 with the Universal Sentence Encoder's second opinion.
 
 XQuAD en/zh/th, each article in one language only (three rotations, as bench/retrieval.py's
-cross-lingual table), ingested through kb's pipeline (the real Qwen3 tokenizer, 160/24-token
+cross-lingual table), ingested through kb's pipeline (the real Qwen3 tokenizer, 160/48-token
 chunks, no English titles), embedded by e5 (vectors cached by text, as bench/retrieval.py does)
 and by the Universal Sentence Encoder (cached in ``--use-cache``). Every question is asked in
 every rotation: a hit at rank r is a chunk of its article (in the document's language) holding
@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.retrieval import (  # noqa: E402
+    CHUNKING,
     DEFAULT_CACHE,
     DEFAULT_DATA,
     LANGS,
@@ -75,7 +76,7 @@ def cross_setup(args: argparse.Namespace) -> tuple[dict, list, dict, TokenCounte
     """XQuAD's documents and questions, kb's settings, the Qwen3 counter, e5 and USE (both cached)."""
     configure_logging(None, console=io.StringIO())
     docs, questions = load_xquad(args.data, titles=False)
-    env, counter, _, _, embedder, _ = setup("", "local", "160/24", args.cache)
+    env, counter, _, _, embedder, _ = setup("", "local", CHUNKING, args.cache)
     assert embedder is not None
     return docs, questions, env, counter, embedder, CachedUse(args.use_cache)
 

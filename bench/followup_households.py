@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.followup_households_data import CONVERSATIONS, CONVERSATIONS_TH, NOTES, NOTES_TH  # noqa: E402
-from bench.retrieval import build, setup  # noqa: E402
+from bench.retrieval import CHUNKING, build, setup  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.conversation import followup  # noqa: E402
 from knowledge.conversation.store import Turn  # noqa: E402
@@ -139,7 +139,7 @@ def main() -> None:
     parser.add_argument("--tokenizer", default="", help="a tokenizer spec (default: the Qwen3 reference)")
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())
-    env, counter, why, *_ = setup(args.tokenizer, "off", "160/24", ROOT / "runs" / "bench" / "unused.npz")
+    env, counter, why, *_ = setup(args.tokenizer, "off", CHUNKING, ROOT / "runs" / "bench" / "unused.npz")
     if why:
         print(f"tokenizer: {why}")
     with tempfile.TemporaryDirectory(prefix="kb-followup-bench-") as tmp:

@@ -2,7 +2,7 @@
 gloss of the question's words (knowledge.retrieval.glossary, CC-CEDICT).
 
 XQuAD en/zh/th, each article in one language only (bench/crossing.py's three rotations: kb's
-pipeline, the real Qwen3 tokenizer, 160/24-token chunks, e5 and the Universal Sentence Encoder,
+pipeline, the real Qwen3 tokenizer, 160/48-token chunks, e5 and the Universal Sentence Encoder,
 vectors cached), every question asked in every rotation: without the model's translation, and with
 XQuAD's own translations of it where kb would ask for one (``+t``: the best the model could give;
 bench/retrieval_cross.py). A hit at rank r

@@ -25,7 +25,7 @@ title); one article under two ids (its text identical) becomes one document.
 
 Each article becomes one Markdown document (its title as a heading, paragraphs separated by blank
 lines), all three languages in ONE index built through kb's pipeline as bench/retrieval.py builds
-it (the real Qwen3 tokenizer, 160/24-token chunks by default), then embedded by the local embedder
+it (the real Qwen3 tokenizer, kb's own 160/48-token chunks by default), then embedded by the local embedder
 (vectors cached by text in ``--cache``, default runs/bench/heldout-vectors.npz). A question is a hit
 at rank r when one of the top r results is a chunk of its own article containing an answer text.
 Printed per language: lexical and hybrid recall@1/3/5 beside XQuAD's targets, the share of
@@ -64,6 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.retrieval import (  # noqa: E402
+    CHUNKING,
     EVIDENCE_VARIANTS,
     TARGETS,
     CachingEmbedder,
@@ -85,7 +86,7 @@ DATA = Path("/tmp/heldout")
 DEFAULT_CACHE = ROOT / "runs" / "bench" / "heldout-vectors.npz"
 LANGS = ("en", "zh-Hant", "th")
 XQUAD_LANG = {"en": "en", "zh-Hant": "zh", "th": "th"}  # whose XQuAD target applies
-# About 1,300 chunks per language at 160/24 with the Qwen3 tokenizer, so that embedding all three
+# About 1,300 chunks per language at 160/24 (1,450 at kb's 160/48) with the Qwen3 tokenizer, so that embedding all three
 # stays near 15 minutes on a busy 2-core machine (5-8 chunks/s).
 DEFAULT_ARTICLES = {"en": 440, "zh-Hant": 120, "th": 290}
 DEFAULT_EXTRA = 350  # English train articles added as distractors
@@ -367,7 +368,9 @@ def main() -> int:
     parser.add_argument("--tokenizer", default="", help="KB_TOKENIZER (default: the bundled Qwen3 tokenizer)")
     parser.add_argument("--embed", default="local", help="KB_EMBED for the hybrid runs (local, url or off)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="vector cache file")
-    parser.add_argument("--chunk", default="160/24", help="chunk max/overlap tokens (default 160/24)")
+    parser.add_argument(
+        "--chunk", default=CHUNKING, help=f"chunk max/overlap tokens (default kb's, {CHUNKING})"
+    )
     parser.add_argument("--misses", type=int, default=0, help="list this many hybrid misses per language")
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())

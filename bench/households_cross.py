@@ -9,7 +9,7 @@ documents of four to seven sections, two notes in Chinese and Thai nobody asks a
 questions (30 in Chinese, 24 in Thai) and 28 that no document answers (16 and 12: half on the documents'
 topics, half everyday).
 
-Each set is one knowledge base built through kb's pipeline (the real Qwen3 tokenizer, 160/24-token
+Each set is one knowledge base built through kb's pipeline (the real Qwen3 tokenizer, 160/48-token
 chunks, e5 and the Universal Sentence Encoder, vectors cached by text as bench/sufficiency.py does).
 Every question is ranked by kb (knowledge.retrieval.search.rank, no model, no translation) and printed
 per set and language:
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import sufficiency as bench_sufficiency  # noqa: E402
-from bench.retrieval import DEFAULT_CACHE, build, setup  # noqa: E402
+from bench.retrieval import CHUNKING, DEFAULT_CACHE, build, setup  # noqa: E402
 from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
@@ -133,7 +133,7 @@ def main() -> int:
     configure_logging(None, console=io.StringIO())
     data = json.loads(DATA.read_text(encoding="utf-8"))["sets"]
     bench_sufficiency.SECOND.encoder = CachedUse(USE_CACHE)
-    env, counter, _, _, embedder, _ = setup("", "local", "160/24", DEFAULT_CACHE)
+    env, counter, _, _, embedder, _ = setup("", "local", CHUNKING, DEFAULT_CACHE)
     results: dict[str, list[Asked]] = {}
     with tempfile.TemporaryDirectory(prefix="kb-households-") as tmp:
         for name in args.sets.split(","):

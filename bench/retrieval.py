@@ -1,7 +1,7 @@
 """Retrieval benchmark: XQuAD en + zh + th, lexical against hybrid, within and across languages.
 
 Each XQuAD article becomes one Markdown document (its paragraphs separated by blank lines),
-ingested through kb's own pipeline (the real Qwen3 tokenizer, 160/24-token chunks by default),
+ingested through kb's own pipeline (the real Qwen3 tokenizer, kb's 160/48-token chunks by default),
 then embedded. A question is a hit at rank r when one of the top r results is a chunk of the
 gold article that contains an answer text.
 
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: kb and bench/ from this checko
 from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.answer.evidence import pack  # noqa: E402
 from knowledge.answer.prompt import build_prompt, evidence_fits  # noqa: E402
-from knowledge.config import Settings, load_settings  # noqa: E402
+from knowledge.config import SETTINGS, Settings, load_settings  # noqa: E402
 from knowledge.ingest.pipeline import Ingestor  # noqa: E402
 from knowledge.logs import configure_logging  # noqa: E402
 from knowledge.model.template import ChatTemplate, load_template  # noqa: E402
@@ -65,6 +65,9 @@ DEFAULT_DATA = next(
     ROOT.parent / "shared" / "data" / "xquad",
 )
 DEFAULT_CACHE = ROOT / "runs" / "bench" / "xquad-vectors.npz"
+_DEFAULTS = {s.env: s.default for s in SETTINGS}
+# kb's own chunking, largest / overlap tokens ("160/48"): every bench cuts passages as kb does
+CHUNKING = f"{_DEFAULTS['KB_CHUNK_MAX_TOKENS']}/{_DEFAULTS['KB_CHUNK_OVERLAP_TOKENS']}"
 LANGS = ("en", "zh", "th")
 TARGETS = {"r1": {"en": 0.95, "zh": 0.93, "th": 0.85}, "r5": 0.98, "cross_r5": 0.90, "cross_r1": 0.70}
 
@@ -324,7 +327,9 @@ def main() -> int:
     parser.add_argument("--tokenizer", default="", help="KB_TOKENIZER (default: the bundled Qwen3 tokenizer)")
     parser.add_argument("--embed", default="local", help="KB_EMBED for the hybrid runs (local, url or off)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="vector cache file")
-    parser.add_argument("--chunk", default="160/24", help="chunk max/overlap tokens (default 160/24)")
+    parser.add_argument(
+        "--chunk", default=CHUNKING, help=f"chunk max/overlap tokens (default kb's, {CHUNKING})"
+    )
     parser.add_argument("--no-cross", action="store_true", help="skip the cross-lingual table")
     parser.add_argument("--only-cross", action="store_true", help="only the cross-lingual table")
     parser.add_argument(

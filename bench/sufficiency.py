@@ -6,7 +6,7 @@ A question about an indexed article must stay local (its best passage reaches KB
 sent"). The halves take turns (articles alternate by sorted title), so every question is asked
 once as answerable and once as unanswerable. kb's own code decides (knowledge.retrieval.search
 .rank and .sufficiency), over an index built through kb's pipeline (the real Qwen3 tokenizer,
-160/24-token chunks) and embedded by the local embedder (vectors cached by text, as in
+160/48-token chunks) and embedded by the local embedder (vectors cached by text, as in
 bench/retrieval.py).
 
 Sets (XQuAD en/zh/th, 48 articles, 1,190 questions per language, CC BY-SA 4.0):
@@ -60,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.heldout import DATA, load_drcd, load_iapp, load_tydi, markdown, tydi_articles  # noqa: E402
 from bench.retrieval import (  # noqa: E402
+    CHUNKING,
     DEFAULT_CACHE,
     DEFAULT_DATA,
     GROUP_OF,
@@ -509,7 +510,7 @@ def main() -> int:
     configure_logging(None, console=io.StringIO())
     wanted = set(args.only.split(","))
     SECOND.encoder = None if args.no_second else CachedUse(USE_CACHE)
-    env, counter, _, inner, embedder, _ = setup("", args.embed, "160/24", DEFAULT_CACHE)
+    env, counter, _, inner, embedder, _ = setup("", args.embed, CHUNKING, DEFAULT_CACHE)
     if embedder is not None and HELDOUT_CACHE.is_file():  # the held-out vectors bench/heldout.py made
         embedder.memo.update(CachingEmbedder(inner, HELDOUT_CACHE).memo)
     threshold = args.threshold

@@ -2,7 +2,7 @@
 
 kb indexes a Thai run as overlapping character trigrams. This benchmark swaps the Thai part of
 the analyzer for other ways of cutting Thai, one at a time, and measures each on XQuAD exactly
-as bench/retrieval.py does (same documents, tokenizer, 160/24 chunks, vector cache):
+as bench/retrieval.py does (same documents, tokenizer, 160/48 chunks, vector cache):
 
 * ``trigrams``     — kb today;
 * ``newmm``        — dictionary words (PyThaiNLP's maximal matching on character clusters);

@@ -15,7 +15,7 @@ was chosen on the first half of the articles (``tuning``: the fewest calls that 
 less well at rank 1 or 5) and is read on the second (``held out``).
 
 XQuAD en/zh/th, each article in one language only (bench/crossing.py's three rotations: kb's
-pipeline, the real Qwen3 tokenizer, 160/24-token chunks, e5 and the Universal Sentence Encoder,
+pipeline, the real Qwen3 tokenizer, 160/48-token chunks, e5 and the Universal Sentence Encoder,
 vectors cached): a question in one language whose page is in another finds other pages in its own
 language, as in a knowledge base of mixed documents. Where the same page is indexed in several
 languages, translating more often puts the question's page in another language first:

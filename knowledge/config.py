@@ -144,7 +144,7 @@ SETTINGS: tuple[Setting, ...] = (
             "model name sent with each request: default_model is the one mlx_lm.server was started with "
             "(llama-server takes any name); Ollama and vLLM need a name they serve, e.g. qwen3:4b"),
     Setting("KB_CHUNK_MAX_TOKENS", "160", _int(16, 8192), "largest chunk, in tokens"),
-    Setting("KB_CHUNK_OVERLAP_TOKENS", "24", _int(0, 1024), "tokens a chunk repeats from the previous one"),
+    Setting("KB_CHUNK_OVERLAP_TOKENS", "48", _int(0, 1024), "tokens a chunk repeats from the previous one"),
     Setting("KB_MAX_SOURCE_MB", "20", _float(0.001, 1024), "largest source file accepted, in MiB"),
     Setting("KB_PDF_MAX_PAGES", "2000", _int(1, 100000), "PDFs with more pages are refused"),
     Setting("KB_CONVERT_TIMEOUT_S", "30", _float(0.1, 3600), "a conversion taking longer is stopped and refused"),

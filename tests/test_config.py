@@ -8,7 +8,7 @@ from knowledge.errors import ConfigError
 
 def test_defaults(tmp_path):
     s = load_settings({}, home=tmp_path)
-    assert s.chunk_max_tokens == 160 and s.chunk_overlap_tokens == 24
+    assert s.chunk_max_tokens == 160 and s.chunk_overlap_tokens == 48 and s.chunking == "160/48"
     assert s.llm_url == "http://127.0.0.1:8081/v1"
     assert s.index_path == tmp_path / "knowledge" / "index" / "kb.sqlite3"
     assert s.inbox == tmp_path / "knowledge" / "inbox" and s.failed == s.inbox / "failed"
