@@ -64,7 +64,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.retrieval import (  # noqa: E402
-    CHUNKING,
     EVIDENCE_VARIANTS,
     TARGETS,
     CachingEmbedder,
@@ -72,6 +71,7 @@ from bench.retrieval import (  # noqa: E402
     build_said,
     evidence_inside,
     hit_rank,
+    index_options,
     recall,
     run_questions,
     setup,
@@ -364,13 +364,7 @@ def main() -> int:
     parser.add_argument(
         "--questions", type=int, default=1000, help="at most this many questions per language"
     )
-    parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--tokenizer", default="", help="KB_TOKENIZER (default: the bundled Qwen3 tokenizer)")
-    parser.add_argument("--embed", default="local", help="KB_EMBED for the hybrid runs (local, url or off)")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="vector cache file")
-    parser.add_argument(
-        "--chunk", default=CHUNKING, help=f"chunk max/overlap tokens (default kb's, {CHUNKING})"
-    )
+    index_options(parser, cache=DEFAULT_CACHE)
     parser.add_argument("--misses", type=int, default=0, help="list this many hybrid misses per language")
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())

@@ -315,6 +315,18 @@ def evidence_pack(index, question, results, settings, counter, template, packing
     )  # fmt: skip
 
 
+def index_options(parser: argparse.ArgumentParser, *, cache: Path) -> None:
+    """The options of a bench that builds and searches one index: k, the tokenizer, the embedder, the
+    vector cache (default ``cache``) and how passages are cut (default kb's)."""
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--tokenizer", default="", help="KB_TOKENIZER (default: the bundled Qwen3 tokenizer)")
+    parser.add_argument("--embed", default="local", help="KB_EMBED for the hybrid runs (local, url or off)")
+    parser.add_argument("--cache", type=Path, default=cache, help="vector cache file")
+    parser.add_argument(
+        "--chunk", default=CHUNKING, help=f"chunk max/overlap tokens (default kb's, {CHUNKING})"
+    )
+
+
 def main() -> int:
     # imported here: bench/retrieval_cross.py builds on this module's helpers
     from bench.retrieval_cross import cross, model_translator, report_calls, with_translations
@@ -323,13 +335,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with xquad.{en,zh,th}.json")
-    parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--tokenizer", default="", help="KB_TOKENIZER (default: the bundled Qwen3 tokenizer)")
-    parser.add_argument("--embed", default="local", help="KB_EMBED for the hybrid runs (local, url or off)")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="vector cache file")
-    parser.add_argument(
-        "--chunk", default=CHUNKING, help=f"chunk max/overlap tokens (default kb's, {CHUNKING})"
-    )
+    index_options(parser, cache=DEFAULT_CACHE)
     parser.add_argument("--no-cross", action="store_true", help="skip the cross-lingual table")
     parser.add_argument("--only-cross", action="store_true", help="only the cross-lingual table")
     parser.add_argument(

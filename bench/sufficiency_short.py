@@ -28,18 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import sufficiency  # noqa: E402
-from bench.retrieval import (  # noqa: E402
-    CHUNKING,
-    DEFAULT_CACHE,
-    DEFAULT_DATA,
-    LANGS,
-    Question,
-    build,
-    hit_rank,
-    recall,
-    setup,
-)
+from bench import retrieval, sufficiency  # noqa: E402
+from bench.retrieval import DEFAULT_CACHE, DEFAULT_DATA, LANGS, Question, build, hit_rank, recall, setup  # noqa: E402
 from bench.sufficiency import Asked, ask_all, embed, table  # noqa: E402
 from bench.use_cache import USE_CACHE, CachedUse  # noqa: E402
 from knowledge.config import load_settings  # noqa: E402
@@ -143,7 +133,7 @@ def main() -> int:
     args = parser.parse_args()
     configure_logging(None, console=io.StringIO())
     sufficiency.SECOND.encoder = CachedUse(USE_CACHE)
-    env, counter, _, _, embedder, _ = setup("", "local", CHUNKING, DEFAULT_CACHE)
+    env, counter, _, _, embedder, _ = setup("", "local", retrieval.CHUNKING, DEFAULT_CACHE)
     threshold = args.threshold if args.threshold is not None else DEFAULT_THRESHOLD
     with tempfile.TemporaryDirectory(prefix="kb-short-") as tmp:
         asked = short_documents(Path(tmp), args.data, env, counter, embedder, args.articles)

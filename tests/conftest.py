@@ -224,6 +224,20 @@ def ingest_texts(settings: Settings, docs: dict[str, str], counter: object = Non
             assert ingestor.ingest(path).status == "indexed", name
 
 
+def flagged_until_reindexed(run: Callable[..., subprocess.CompletedProcess], home: Path, sources: Path, *,
+                            warning: str, event: str) -> list[dict]:  # fmt: skip
+    """An index kb would now build otherwise, as its owner meets it: kb doctor warns ``warning`` and says
+    to run kb reindex, kb ingest logs ``event`` (its records are returned), and after kb reindex doctor
+    finds the index sound. ``run``: the run_kb fixture."""
+    doctor = run("--home", str(home), "doctor").stdout
+    assert f"warn  index          {warning}" in doctor and "fix: run: kb reindex" in doctor, doctor
+    assert run("--home", str(home), "ingest", str(sources)).returncode == 0
+    log = [json.loads(line) for line in (home / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
+    assert run("--home", str(home), "reindex").returncode == 0
+    assert "ok    index          1 documents" in run("--home", str(home), "doctor").stdout
+    return [e for e in log if e["event"] == event]
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """A fresh, empty knowledge base."""

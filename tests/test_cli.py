@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests import pdfs
-from tests.conftest import subprocess_env
+from tests.conftest import flagged_until_reindexed, subprocess_env
 from tests.fake_llm import FakeLLM, ThreadedFakeLLM, answer, free_port
 from tests.test_daemon import wait_for
 
@@ -386,17 +386,9 @@ def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp
     with Index(home / "knowledge" / "index" / "kb.sqlite3") as index:
         assert index.meta("analyzer") == ANALYZER_VERSION
         index.set_meta("analyzer", "ml-0")  # as an index made by an older kb
-    doctor = run_kb("--home", str(home), "doctor")
-    assert (
-        f"warn  index          terms made by text analysis ml-0, kb now uses {ANALYZER_VERSION}"
-        in doctor.stdout
-    )
-    assert "fix: run: kb reindex" in doctor.stdout
-    assert run_kb("--home", str(home), "ingest", str(sources)).returncode == 0
-    logged = [json.loads(line) for line in (home / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
-    assert [e["current"] for e in logged if e["event"] == "index.analyzer_changed"] == [ANALYZER_VERSION]
-    assert run_kb("--home", str(home), "reindex").returncode == 0
-    assert "ok    index          1 documents" in run_kb("--home", str(home), "doctor").stdout
+    warning = f"terms made by text analysis ml-0, kb now uses {ANALYZER_VERSION}"
+    changed = flagged_until_reindexed(run_kb, home, sources, warning=warning, event="index.analyzer_changed")
+    assert [e["current"] for e in changed] == [ANALYZER_VERSION]
 
 
 def test_ask_says_which_door_it_took_and_lists_web_candidates_when_the_model_does_not_know(tmp_path, run_kb):

@@ -1,10 +1,8 @@
 """An index whose passages were cut otherwise than kb cuts them now: kb doctor names it, kb ingest logs
 it, and kb reindex cuts every passage again."""
 
-import json
-
 from knowledge.store.index import Index
-from tests.conftest import make_settings
+from tests.conftest import flagged_until_reindexed, make_settings
 
 # Short lines (about 15 tokens each): a few 160-token passages, each repeating whole lines of the previous.
 LINES = [f"Gauge {n} of the Varn valley read {300 + n} metres on day {n}." for n in range(1, 41)]
@@ -34,22 +32,12 @@ def test_passages_cut_otherwise_are_flagged_until_kb_reindex_cuts_them_again(tmp
     assert cut == "160/0" != now and len(before) >= 3
     assert not any(shared(a, b) for a, b in zip(before, before[1:], strict=False))
 
-    doctor = run_kb("--home", str(home), "doctor")
-    assert (
-        f"warn  index          passages cut as 160/0 tokens (largest/overlap), kb now cuts {now}"
-        in doctor.stdout
-    )
-    assert "fix: run: kb reindex" in doctor.stdout
-    assert run_kb("--home", str(home), "ingest", str(sources)).returncode == 0
-    logged = [json.loads(line) for line in (home / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
-    changed = [e for e in logged if e["event"] == "index.chunking_changed"]
+    warning = f"passages cut as 160/0 tokens (largest/overlap), kb now cuts {now}"
+    changed = flagged_until_reindexed(run_kb, home, sources, warning=warning, event="index.chunking_changed")
     assert [(e["index"], e["current"], e["fix"]) for e in changed] == [("160/0", now, "kb reindex")]
-
-    assert run_kb("--home", str(home), "reindex").returncode == 0
     after, cut = chunks_of(home)
     assert cut == now
     assert all(shared(a, b) for a, b in zip(after, after[1:], strict=False))  # each repeats the previous end
-    assert "ok    index          1 documents" in run_kb("--home", str(home), "doctor").stdout
 
 
 def test_an_index_from_a_kb_that_did_not_record_its_cut_is_flagged_too(tmp_path, run_kb):
@@ -60,13 +48,10 @@ def test_an_index_from_a_kb_that_did_not_record_its_cut_is_flagged_too(tmp_path,
     with Index(home / "knowledge" / "index" / "kb.sqlite3") as index, index.write() as conn:
         conn.execute("DELETE FROM meta WHERE key = 'chunking'")  # as an index made by an older kb
     now = make_settings(home).chunking
-    doctor = run_kb("--home", str(home), "doctor")
-    assert (
-        f"warn  index          passages cut by an earlier kb, kb now cuts {now} tokens (largest/overlap)"
-        in (doctor.stdout)
-    )
     chinese = run_kb("--home", str(home), "doctor", env={"KB_LANGUAGE": "zh-Hant"}).stdout
     assert f"段落由較早版本的 kb 切分，kb 現在切成 {now} 個詞元（最大／重疊）" in chinese
     assert "kb reindex" in chinese
-    assert run_kb("--home", str(home), "reindex").returncode == 0
-    assert "ok    index          1 documents" in run_kb("--home", str(home), "doctor").stdout
+    warning = f"passages cut by an earlier kb, kb now cuts {now} tokens (largest/overlap)"
+    changed = flagged_until_reindexed(run_kb, home, sources, warning=warning, event="index.chunking_changed")
+    assert [(e["index"], e["current"]) for e in changed] == [(None, now)]
+    assert chunks_of(home)[1] == now
