@@ -104,7 +104,7 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextI
                 len(paths), label=words.tr(INGEST), unit=words.tr(FILES), stream=err, words=words
             ) as bar,
         ):
-            _warn_tokenizer_change(index, counter, settings.chunking)
+            _warn_index_change(index, counter, settings.chunking)
 
             def pages_read(*, name: str, sha256: str, stage: str, done: int, total: int) -> None:
                 """Scanned pages read by OCR, shown beside the file's name while it is read."""
@@ -308,7 +308,7 @@ def _rel(path: Path | None) -> str:
     return "/".join(parts[parts.index("inbox") :]) if "inbox" in parts else str(path)
 
 
-def _warn_tokenizer_change(index: Index, counter: TokenCounter, chunking: str) -> None:
+def _warn_index_change(index: Index, counter: TokenCounter, chunking: str) -> None:
     """Log when the index was built with another tokenizer, another version of kb's text analysis, or
     its passages were cut otherwise (``chunking``: how kb cuts them now)."""
     from knowledge.store.analysis import ANALYZER_VERSION

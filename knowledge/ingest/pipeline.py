@@ -171,9 +171,8 @@ class Ingestor(RawSync):
         self._index_identity = file_identity(settings.index_path)
         if index.meta("tokenizer") is None:
             index.set_meta("tokenizer", counter.name)
-        if (
-            index.meta("chunking") is None and index.chunk_count() == 0
-        ):  # else cut by a kb that did not say how
+        # An index that holds passages but not how they were cut was made by a kb that did not record it.
+        if index.meta("chunking") is None and index.chunk_count() == 0:
             index.set_meta("chunking", settings.chunking)
         # A page imported twice before a new import replaced the old: merged once, by the first writer.
         from knowledge.ingest.duplicates import merge_web_duplicates  # it builds on this module
