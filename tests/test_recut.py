@@ -55,3 +55,27 @@ def test_an_index_from_a_kb_that_did_not_record_its_cut_is_flagged_too(tmp_path,
     changed = flagged_until_reindexed(run_kb, home, sources, warning=warning, event="index.chunking_changed")
     assert [(e["index"], e["current"]) for e in changed] == [(None, now)]
     assert chunks_of(home)[1] == now
+
+
+def test_kb_reindex_reads_a_folder_sources_notes_again_and_cuts_them_as_kb_cuts_them_now(tmp_path, run_kb):
+    home, vault = tmp_path / "kb", tmp_path / "vault"
+    vault.mkdir()
+    (vault / "survey.md").write_text("# Varn valley survey\n\n" + "\n".join(LINES) + "\n", encoding="utf-8")
+    old = {"KB_CHUNK_OVERLAP_TOKENS": "0"}
+    assert run_kb("--home", str(home), "sources", "add", str(vault), "--name", "vault", env=old).returncode == 0
+    with Index(home / "knowledge" / "index" / "kb.sqlite3") as index:
+        (doc,) = index.documents()
+    before, _ = chunks_of(home)
+    assert len(before) >= 3 and not any(shared(a, b) for a, b in zip(before, before[1:], strict=False))
+
+    reindexed = run_kb("--home", str(home), "reindex")
+    assert reindexed.returncode == 0
+    assert "vault: 1 indexed" in reindexed.stdout, reindexed.stdout
+    after, cut = chunks_of(home)
+    assert cut == make_settings(home).chunking
+    assert all(shared(a, b) for a, b in zip(after, after[1:], strict=False))
+    with Index(home / "knowledge" / "index" / "kb.sqlite3") as index:
+        (again,) = index.documents()
+    assert (again.id, again.raw_path) == (doc.id, doc.raw_path)  # the same note, cited as before
+    assert (vault / "survey.md").read_text(encoding="utf-8").startswith("# Varn valley survey")  # never written
+    assert "ok    index          1 documents" in run_kb("--home", str(home), "doctor").stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import time
 from collections import Counter
 from pathlib import Path
@@ -326,18 +327,31 @@ def _warn_index_change(index: Index, counter: TokenCounter, chunking: str) -> No
 
 def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb reindex"""
+    from cli.commands.sources import walk_each  # it pulls the converters in
+    from knowledge.sources.sync import SourceSync
+
     words = terminal_words(settings)
     counter = load_tokenizer(settings)
+    sources = read_sources(config_file(settings.home))
     t0 = time.perf_counter()
     total = len(list(settings.raw.glob("*.md"))) if settings.raw.is_dir() else 0
-    with WriterLock(settings.lock_path, role="kb reindex") as _lock, Index(settings.index_path) as index:
-        ingestor = Ingestor(settings, index, counter)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(WriterLock(settings.lock_path, role="kb reindex"))
+        index = stack.enter_context(Index(settings.index_path))
+        runner = (  # the folder sources' files are converted again
+            stack.enter_context(IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20))
+            if sources
+            else None
+        )
+        ingestor = Ingestor(settings, index, counter, runner=runner)
         label, unit = words.tr(REINDEX), words.tr(DOCUMENTS)
         with Progress(total, label=label, unit=unit, stream=err, words=words) as bar:
             docs, chunks = ingestor.reindex(progress=lambda n, total: bar.advance())
         print(words.tr("reindexed {documents} documents, {chunks} chunks with {name} in {seconds} s",
                        documents=docs, chunks=chunks, name=counter.name,
                        seconds=f"{time.perf_counter() - t0:.1f}"), file=out)  # fmt: skip
+        # Each folder source's files read again, so that their passages too are cut as kb cuts them now.
+        walk_each(SourceSync(ingestor), sources, words, out=out, err=err, again=True)
         embed_index(settings, index, out=out, err=err)
     return EXIT_OK
 
@@ -354,8 +368,10 @@ COMMANDS = {
     ),
     "reindex": Command(
         cmd_reindex,
-        help="rebuild the index from knowledge/raw/",
+        help="rebuild the index from knowledge/raw/ and the folder sources",
         description="Rebuild every document from knowledge/raw/ inside the live index, in one transaction "
-        "(searches see the old index until the new one is complete). Deterministic: same ids, same hashes.",
+        "(searches see the old index until the new one is complete). Deterministic: same ids, same hashes. "
+        "Then each folder source's files are read again (never written), so that their passages too are cut "
+        "as kb cuts them now (after a change of KB_CHUNK_MAX_TOKENS or KB_CHUNK_OVERLAP_TOKENS).",
     ),
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from cli.progress import FILES, Progress
@@ -18,6 +18,9 @@ from knowledge.sources.report import reports
 from knowledge.store.index import Index
 from knowledge.words.catalog import LABELLED, N_, Words, terminal_words
 from knowledge.words.sources import REFUSALS, SAID, counts_line, forgot, left_out
+
+if TYPE_CHECKING:
+    from knowledge.sources.sync import SourceSync
 
 ACTIONS = ("add", "rm", "rescan")
 USAGE = N_("usage: {usage}")  # a command line written wrong: how it is written
@@ -118,33 +121,39 @@ def _sync(settings: Settings, sources: list[Source], words: Words, *, out: TextI
         return EXIT_OK
     try:
         with writer as sync:
-            for s in sources:
-                bars: list[Progress] = []  # made at the first step: the walk tells how many files there are
-
-                def step(done: int, total: int, bars: list[Progress] = bars, name: str = s.name) -> None:
-                    if not bars:
-                        bars.append(
-                            Progress(total, label=name, unit=words.tr(FILES), stream=err, words=words)
-                        )
-                    bars[0].advance()
-
-                try:
-                    tally = sync.sync_source(s, progress=step)
-                finally:
-                    for bar in bars:
-                        bar.close()
-                print(
-                    words.tr(SAID["synced"], name=s.name, indexed=tally.indexed,
-                             moved=tally.moved, forgotten=tally.forgotten, unchanged=tally.unchanged + tally.touched,
-                             skipped=tally.skipped, failed=tally.failed),
-                    file=out,
-                )  # fmt: skip
+            walk_each(sync, sources, words, out=out, err=err)
             from cli.commands.ingest import embed_index
 
             embed_index(settings, sync.index, out=out, err=err)
     finally:
         writer.release()
     return EXIT_OK
+
+
+def walk_each(
+    sync: SourceSync, sources: list[Source], words: Words, *, out: TextIO, err: TextIO, again: bool = False
+) -> None:
+    """Walk each source in this process, a progress bar each on a terminal, and say what the walk did
+    (``again``: every file read again, as kb reindex does)."""
+    for s in sources:
+        bars: list[Progress] = []  # made at the first step: the walk tells how many files there are
+
+        def step(done: int, total: int, bars: list[Progress] = bars, name: str = s.name) -> None:
+            if not bars:
+                bars.append(Progress(total, label=name, unit=words.tr(FILES), stream=err, words=words))
+            bars[0].advance()
+
+        try:
+            tally = sync.sync_source(s, progress=step, again=again)
+        finally:
+            for bar in bars:
+                bar.close()
+        print(
+            words.tr(SAID["synced"], name=s.name, indexed=tally.indexed,
+                     moved=tally.moved, forgotten=tally.forgotten, unchanged=tally.unchanged + tally.touched,
+                     skipped=tally.skipped, failed=tally.failed),
+            file=out,
+        )  # fmt: skip
 
 
 class _Writer:

@@ -87,8 +87,9 @@ class SourceSync:
 
     # -- whole sources ---------------------------------------------------------------------
 
-    def sync_source(self, source: Source, *, progress: Progress | None = None) -> Tally:
-        """Walk a source and bring every file's document in line (start-up, rescans, kb sources add)."""
+    def sync_source(self, source: Source, *, progress: Progress | None = None, again: bool = False) -> Tally:
+        """Walk a source and bring every file's document in line (start-up, rescans, kb sources add);
+        ``again``: read every file again, changed or not (kb reindex: its passages cut as kb cuts them now)."""
         tally = Tally()
         root = source.root
         if not root.is_dir():  # an unmounted disk, a renamed folder: its documents stay until it is removed
@@ -97,13 +98,22 @@ class SourceSync:
         found = scan(root, Rules(source.include, source.exclude))
         conn = self.index.conn
         known = state.known(conn, source.name)
-        steps = plan(known, found.seen, state.document_ids(conn, source.name))
+        steps = plan(known, found.seen, set() if again else state.document_ids(conn, source.name))
         tally.unchanged = len(steps.unchanged)
         # What sits under a folder that could not be read now is not gone: it stays as it was.
         blind = tuple(found.unreadable)
         gone = {p: known[p] for p in steps.gone if not p.startswith(blind)}
         self._apply(
-            source, root, steps.to_read, gone, known, found.seen, tally, progress, may_move=bool(gone)
+            source,
+            root,
+            steps.to_read,
+            gone,
+            known,
+            found.seen,
+            tally,
+            progress,
+            may_move=bool(gone),
+            again=again,
         )
         log.info("sources.synced", source=source.name, files=len(found.seen), **_fields(tally))
         return tally
@@ -159,6 +169,7 @@ class SourceSync:
         progress: Progress | None,
         *,
         may_move: bool = True,
+        again: bool = False,
     ) -> None:
         # The new paths' bytes first: a new path holding a known file's bytes is that file, moved. A walk
         # that found nothing gone has nothing moved (a first walk reads each file once).
@@ -184,7 +195,7 @@ class SourceSync:
                 self._move(source, old, rel, fresh[rel][1])
                 tally.add("moved", rel)
             else:
-                tally.add(self._sync_file(source, root, rel, known.get(rel), seen.get(rel)), rel)
+                tally.add(self._sync_file(source, root, rel, known.get(rel), seen.get(rel), again=again), rel)
             if progress:
                 progress(n, total)
         for n, (rel, k) in enumerate(sorted(gone.items()), len(to_read) + 1):
@@ -193,15 +204,18 @@ class SourceSync:
             if progress:
                 progress(n, total)
 
-    def _sync_file(self, source: Source, root: Path, rel: str, k: Known | None, seen: Seen | None) -> str:
-        """Read one file and index it (or record why not): 'indexed', 'touched', 'skipped' or 'failed'."""
+    def _sync_file(
+        self, source: Source, root: Path, rel: str, k: Known | None, seen: Seen | None, *, again: bool = False
+    ) -> str:
+        """Read one file and index it (or record why not): 'indexed', 'touched', 'skipped' or 'failed';
+        ``again``: index it even when its bytes are those already indexed."""
         try:
             read = _read(root, rel, self.ingestor.limits.max_source_bytes)
         except _Problem as problem:
             problem.seen = problem.seen or seen  # as the walk saw it: kb sources tells it from a new change
             return self._record_problem(source, rel, k, problem)
         has_document = k is not None and k.doc_id is not None and self.index.document(k.doc_id) is not None
-        if k is not None and k.status == "indexed" and k.sha256 == read.sha256 and has_document:
+        if not again and k is not None and k.status == "indexed" and k.sha256 == read.sha256 and has_document:
             with self.index.write() as conn:  # the same bytes, touched: nothing to read again
                 state.put(conn, source.name, _known(rel, read, "indexed", k.doc_id), at=self._now())
             return "touched"
