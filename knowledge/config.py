@@ -324,8 +324,9 @@ class Settings:
     @property
     def chunking(self) -> str:
         """How passages are cut, as the index records it (meta ``chunking``): largest / overlap, in
-        tokens ("160/48"). An index cut otherwise is re-cut by ``kb reindex``."""
-        return f"{self.chunk_max_tokens}/{self.chunk_overlap_tokens}"
+        tokens ("160/48"; the overlap as the chunker bounds it, at most half the largest). An index cut
+        otherwise is re-cut by ``kb reindex``."""
+        return f"{self.chunk_max_tokens}/{min(self.chunk_overlap_tokens, self.chunk_max_tokens // 2)}"
 
     @property
     def index_path(self) -> Path:

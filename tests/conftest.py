@@ -232,6 +232,7 @@ def flagged_until_reindexed(run: Callable[..., subprocess.CompletedProcess], hom
     doctor = run("--home", str(home), "doctor").stdout
     assert f"warn  index          {warning}" in doctor and "fix: run: kb reindex" in doctor, doctor
     assert run("--home", str(home), "ingest", str(sources)).returncode == 0
+    assert warning in run("--home", str(home), "doctor").stdout  # what ingest adds does not hide it
     log = [json.loads(line) for line in (home / "runs" / "logs" / "kb.jsonl").read_text().splitlines()]
     assert run("--home", str(home), "reindex").returncode == 0
     assert "ok    index          1 documents" in run("--home", str(home), "doctor").stdout

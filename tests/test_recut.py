@@ -62,7 +62,9 @@ def test_kb_reindex_reads_a_folder_sources_notes_again_and_cuts_them_as_kb_cuts_
     vault.mkdir()
     (vault / "survey.md").write_text("# Varn valley survey\n\n" + "\n".join(LINES) + "\n", encoding="utf-8")
     old = {"KB_CHUNK_OVERLAP_TOKENS": "0"}
-    assert run_kb("--home", str(home), "sources", "add", str(vault), "--name", "vault", env=old).returncode == 0
+    assert (
+        run_kb("--home", str(home), "sources", "add", str(vault), "--name", "vault", env=old).returncode == 0
+    )
     with Index(home / "knowledge" / "index" / "kb.sqlite3") as index:
         (doc,) = index.documents()
     before, _ = chunks_of(home)
@@ -77,5 +79,35 @@ def test_kb_reindex_reads_a_folder_sources_notes_again_and_cuts_them_as_kb_cuts_
     with Index(home / "knowledge" / "index" / "kb.sqlite3") as index:
         (again,) = index.documents()
     assert (again.id, again.raw_path) == (doc.id, doc.raw_path)  # the same note, cited as before
-    assert (vault / "survey.md").read_text(encoding="utf-8").startswith("# Varn valley survey")  # never written
+    assert (
+        (vault / "survey.md").read_text(encoding="utf-8").startswith("# Varn valley survey")
+    )  # never written
     assert "ok    index          1 documents" in run_kb("--home", str(home), "doctor").stdout
+
+
+def test_a_reindex_that_cannot_read_a_source_again_keeps_its_notes_and_says_so(tmp_path, run_kb):
+    home, vault = tmp_path / "kb", tmp_path / "vault"
+    vault.mkdir()
+    (vault / "survey.md").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    old = {"KB_CHUNK_OVERLAP_TOKENS": "0"}
+    assert (
+        run_kb("--home", str(home), "sources", "add", str(vault), "--name", "vault", env=old).returncode == 0
+    )
+    before, _ = chunks_of(home)
+
+    too_small = run_kb("--home", str(home), "reindex", env={"KB_MAX_SOURCE_MB": "0.001"})  # the note: 2 KB
+    assert too_small.returncode == 1
+    assert "vault: 0 indexed" in too_small.stdout and "1 failed" in too_small.stdout
+    assert "could not be read again" in too_small.stderr and "run kb reindex again" in too_small.stderr
+    assert chunks_of(home) == (before, "160/0")  # the note as it was, and the index still says so
+    assert "passages cut as 160/0 tokens" in run_kb("--home", str(home), "doctor").stdout
+
+    vault.rename(tmp_path / "elsewhere")  # an unmounted disk
+    gone = run_kb("--home", str(home), "reindex")
+    assert gone.returncode == 1 and "could not be read again" in gone.stderr
+    assert chunks_of(home) == (before, "160/0")
+
+    (tmp_path / "elsewhere").rename(vault)
+    assert run_kb("--home", str(home), "reindex").returncode == 0
+    after, cut = chunks_of(home)
+    assert cut == make_settings(home).chunking and after != before

@@ -155,3 +155,23 @@ def test_a_rebuild_from_raw_keeps_the_sources_documents(kb, vault):
     assert index.document_count() == 4
     assert top(index, "how many drives does the NAS take") == "vault:Projects/NAS upgrade.md:6-10"
     assert embed_missing(index, embedder) == 0
+
+
+def test_a_source_folder_that_cannot_be_listed_keeps_every_document(kb, vault, monkeypatch):
+    """A folder kb may no longer list (macOS's Full Disk Access withdrawn, a network share's permissions)
+    is not a folder emptied: its notes stay, the walk says it did not see the whole folder."""
+    import knowledge.sources.scan as scan_module
+
+    sync, index, _ = kb
+    assert sync.sync_source(Source("vault", vault)).indexed == 4
+    listed = os.scandir
+
+    def refused(path):
+        if Path(path) == vault.resolve():
+            raise PermissionError(13, "Operation not permitted", str(path))
+        return listed(path)
+
+    monkeypatch.setattr(scan_module.os, "scandir", refused)
+    tally = sync.sync_source(Source("vault", vault))
+    assert (tally.forgotten, tally.whole) == (0, False)
+    assert len(index.documents()) == 4

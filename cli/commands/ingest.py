@@ -16,7 +16,7 @@ from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from cli.progress import CHUNKS, DOCUMENTS, EMBED, FILES, INGEST, REINDEX, Progress
 from knowledge.config import Settings
 from knowledge.convert.isolate import IsolatedRunner
-from knowledge.errors import WriterLockHeld
+from knowledge.errors import ConfigError, WriterLockHeld
 from knowledge.ingest.files import iter_sources
 from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.names import readable_name
@@ -332,7 +332,10 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, er
 
     words = terminal_words(settings)
     counter = load_tokenizer(settings)
-    sources = read_sources(config_file(settings.home))
+    try:
+        sources, unread = read_sources(config_file(settings.home)), ""
+    except ConfigError as exc:  # the documents of knowledge/raw/ are rebuilt all the same
+        sources, unread = [], str(exc)
     t0 = time.perf_counter()
     total = len(list(settings.raw.glob("*.md"))) if settings.raw.is_dir() else 0
     with contextlib.ExitStack() as stack:
@@ -350,10 +353,25 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, er
         print(words.tr("reindexed {documents} documents, {chunks} chunks with {name} in {seconds} s",
                        documents=docs, chunks=chunks, name=counter.name,
                        seconds=f"{time.perf_counter() - t0:.1f}"), file=out)  # fmt: skip
-        # Each folder source's files read again, so that their passages too are cut as kb cuts them now.
-        walk_each(SourceSync(ingestor), sources, words, out=out, err=err, again=True)
+        # Each folder source's files read again, so that their passages too are cut as kb cuts them now;
+        # the index records the new cut only once every file of every source was.
+        tallies = walk_each(SourceSync(ingestor), sources, words, out=out, err=err, again=True)
+        whole = not unread and all(t.whole and not t.failed for t in tallies)
+        if whole:
+            index.set_meta("chunking", settings.chunking)
+        elif unread:
+            print(words.tr(SOURCES_UNREAD, why=unread), file=err)
+        else:
+            print(words.tr(SOURCES_PARTLY), file=err)
         embed_index(settings, index, out=out, err=err)
-    return EXIT_OK
+    return EXIT_OK if whole else EXIT_FAILED
+
+
+SOURCES_UNREAD = N_("kb: the folder sources were not read again: {why}")
+SOURCES_PARTLY = N_(
+    "kb: some files of the folder sources could not be read again (see above): their notes keep their "
+    "passages as they were; run kb reindex again once they can be read"
+)
 
 
 COMMANDS = {
@@ -371,7 +389,9 @@ COMMANDS = {
         help="rebuild the index from knowledge/raw/ and the folder sources",
         description="Rebuild every document from knowledge/raw/ inside the live index, in one transaction "
         "(searches see the old index until the new one is complete). Deterministic: same ids, same hashes. "
-        "Then each folder source's files are read again (never written), so that their passages too are cut "
-        "as kb cuts them now (after a change of KB_CHUNK_MAX_TOKENS or KB_CHUNK_OVERLAP_TOKENS).",
+        "Then each folder source's files are read and converted again, one at a time (never written; scans "
+        "are read by OCR again, which can take long), so that their passages too are cut as kb cuts them now "
+        "(after a change of KB_CHUNK_MAX_TOKENS or KB_CHUNK_OVERLAP_TOKENS); a file that cannot be read now "
+        "keeps its passages. Exit status: 0 done, 1 when a folder source could not be read again whole.",
     ),
 }

@@ -20,7 +20,7 @@ from knowledge.words.catalog import LABELLED, N_, Words, terminal_words
 from knowledge.words.sources import REFUSALS, SAID, counts_line, forgot, left_out
 
 if TYPE_CHECKING:
-    from knowledge.sources.sync import SourceSync
+    from knowledge.sources.sync import SourceSync, Tally
 
 ACTIONS = ("add", "rm", "rescan")
 USAGE = N_("usage: {usage}")  # a command line written wrong: how it is written
@@ -132,9 +132,10 @@ def _sync(settings: Settings, sources: list[Source], words: Words, *, out: TextI
 
 def walk_each(
     sync: SourceSync, sources: list[Source], words: Words, *, out: TextIO, err: TextIO, again: bool = False
-) -> None:
-    """Walk each source in this process, a progress bar each on a terminal, and say what the walk did
+) -> list[Tally]:
+    """Walk each source in this process, a progress bar each on a terminal, and say what each walk did
     (``again``: every file read again, as kb reindex does)."""
+    tallies = []
     for s in sources:
         bars: list[Progress] = []  # made at the first step: the walk tells how many files there are
 
@@ -154,6 +155,8 @@ def walk_each(
                      skipped=tally.skipped, failed=tally.failed),
             file=out,
         )  # fmt: skip
+        tallies.append(tally)
+    return tallies
 
 
 class _Writer:

@@ -133,7 +133,8 @@ class RawSync:
         rows += [(d, self.index.chunks_of(d.id, range(1, d.chunk_count + 1))) for d in kept]
         self.index.replace_all(rows)
         self.index.set_meta("tokenizer", self.counter.name)
-        self.index.set_meta("chunking", self.settings.chunking)
+        if not kept:  # else once the folder sources' files are read again (kb reindex)
+            self.index.set_meta("chunking", self.settings.chunking)
         self.index.set_meta("analyzer", ANALYZER_VERSION)  # every term is now this analyzer's
         return len(rows), sum(len(c) for _, c in rows)
 

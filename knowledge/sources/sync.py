@@ -54,6 +54,7 @@ class Tally:
     skipped: int = 0
     failed: int = 0
     paths: list[str] = field(default_factory=list)  # the paths indexed, moved or forgotten
+    whole: bool = True  # the walk saw the whole folder (not missing, no folder it could not list)
 
     def add(self, outcome: str, path: str) -> None:
         """Count one file's outcome."""
@@ -94,14 +95,17 @@ class SourceSync:
         root = source.root
         if not root.is_dir():  # an unmounted disk, a renamed folder: its documents stay until it is removed
             log.warning("sources.missing", source=source.name, path=str(source.path))
+            tally.whole = False
             return tally
         found = scan(root, Rules(source.include, source.exclude))
         conn = self.index.conn
         known = state.known(conn, source.name)
         steps = plan(known, found.seen, set() if again else state.document_ids(conn, source.name))
         tally.unchanged = len(steps.unchanged)
-        # What sits under a folder that could not be read now is not gone: it stays as it was.
-        blind = tuple(found.unreadable)
+        # What sits under a folder that could not be read now is not gone: it stays as it was ("/" is the
+        # source's own folder, which holds every path).
+        blind = tuple("" if folder == "/" else folder for folder in found.unreadable)
+        tally.whole = not blind
         gone = {p: known[p] for p in steps.gone if not p.startswith(blind)}
         self._apply(
             source,
@@ -208,13 +212,16 @@ class SourceSync:
         self, source: Source, root: Path, rel: str, k: Known | None, seen: Seen | None, *, again: bool = False
     ) -> str:
         """Read one file and index it (or record why not): 'indexed', 'touched', 'skipped' or 'failed';
-        ``again``: index it even when its bytes are those already indexed."""
+        ``again``: index it even when its bytes are those already indexed, and keep its document as it
+        is when it cannot be read or converted now."""
+        has_document = k is not None and k.doc_id is not None and self.index.document(k.doc_id) is not None
         try:
             read = _read(root, rel, self.ingestor.limits.max_source_bytes)
         except _Problem as problem:
             problem.seen = problem.seen or seen  # as the walk saw it: kb sources tells it from a new change
+            if again and has_document:
+                return _kept(source, rel, problem)
             return self._record_problem(source, rel, k, problem)
-        has_document = k is not None and k.doc_id is not None and self.index.document(k.doc_id) is not None
         if not again and k is not None and k.status == "indexed" and k.sha256 == read.sha256 and has_document:
             with self.index.write() as conn:  # the same bytes, touched: nothing to read again
                 state.put(conn, source.name, _known(rel, read, "indexed", k.doc_id), at=self._now())
@@ -231,6 +238,8 @@ class SourceSync:
             raise
         except ConversionError as exc:
             problem = _Problem(exc.reason, str(exc), read.seen)
+            if again and has_document:
+                return _kept(source, rel, problem)
             return self._record_problem(source, rel, k, problem, sha256=read.sha256)
         log_front_matter(f"{source.name}:{rel}", converted)
         doc_id = self._doc_id(source.name, rel, k)
@@ -349,6 +358,13 @@ class SourceSync:
             "sources.not_indexed", source=source.name, file=rel, reason=problem.reason, error=problem.message
         )
         return status
+
+
+def _kept(source: Source, rel: str, problem: _Problem) -> str:
+    """A file read again (kb reindex) that cannot be read or converted now: its document and record stay
+    as they were, the failure is told."""
+    log.warning("sources.kept", source=source.name, file=rel, reason=problem.reason, error=problem.message)
+    return "failed"
 
 
 def _known(rel: str, read: _Read, status: str, doc_id: str | None) -> Known:
