@@ -111,3 +111,15 @@ def test_a_reindex_that_cannot_read_a_source_again_keeps_its_notes_and_says_so(t
     assert run_kb("--home", str(home), "reindex").returncode == 0
     after, cut = chunks_of(home)
     assert cut == make_settings(home).chunking and after != before
+
+
+def test_a_reindex_with_a_broken_sources_entry_rebuilds_the_rest_and_says_so(tmp_path, run_kb):
+    home, sources = tmp_path / "kb", tmp_path / "src"
+    sources.mkdir()
+    (sources / "survey.md").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    assert run_kb("--home", str(home), "ingest", str(sources)).returncode == 0
+    (home / "kb.toml").write_text('[[sources]]\nname = "my notes!"\npath = "/nowhere"\n', encoding="utf-8")
+    broken = run_kb("--home", str(home), "reindex")
+    assert broken.returncode == 1
+    assert "reindexed 1 documents" in broken.stdout
+    assert "kb: the folder sources were not read again:" in broken.stderr and "kb.toml" in broken.stderr
