@@ -19,6 +19,7 @@ from knowledge.errors import IndexUnreadable
 from knowledge.ingest import working
 from knowledge.ingest.lock import DAEMON_ROLE, WriterLock
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.ingest.rawsync import warn_index_change
 from knowledge.model.template import ChatTemplate, template_for
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.retrieval.embed import EmbedderError, make_embedder
@@ -46,6 +47,7 @@ def open_daemon(
             Index(settings.index_path) as index,
             IsolatedRunner(memory_bytes=settings.convert_memory_mb * 2**20) as runner,
         ):
+            warn_index_change(index, counter, settings.chunking)
             try:
                 embedder = make_embedder(settings)
             except EmbedderError as exc:

@@ -123,3 +123,23 @@ def test_a_reindex_with_a_broken_sources_entry_rebuilds_the_rest_and_says_so(tmp
     assert broken.returncode == 1
     assert "reindexed 1 documents" in broken.stdout
     assert "kb: the folder sources were not read again:" in broken.stderr and "kb.toml" in broken.stderr
+
+
+def test_the_daemon_says_at_its_start_that_the_index_was_cut_otherwise(tmp_path):
+    import structlog
+
+    from daemon.main import open_daemon
+    from knowledge.model.tokenizer import ApproxCounter
+    from tests.conftest import ingest_texts
+
+    home = tmp_path / "kb"
+    ingest_texts(
+        make_settings(home, KB_CHUNK_OVERLAP_TOKENS="0", KB_EMBED="off"), {"survey.md": "\n".join(LINES)}
+    )
+    settings = make_settings(home, KB_EMBED="off", KB_SUMMARIES="off")
+    with structlog.testing.capture_logs() as logs, open_daemon(settings, ApproxCounter()):
+        pass
+    changed = [e for e in logs if e["event"] == "index.chunking_changed"]
+    assert [(e["index"], e["current"], e["fix"]) for e in changed] == [
+        ("160/0", settings.chunking, "kb reindex")
+    ]

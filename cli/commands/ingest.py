@@ -21,6 +21,7 @@ from knowledge.ingest.files import iter_sources
 from knowledge.ingest.lock import WriterLock, daemon_holder
 from knowledge.ingest.names import readable_name
 from knowledge.ingest.pipeline import Ingestor, Outcome
+from knowledge.ingest.rawsync import warn_index_change
 from knowledge.model.tokenizer import TokenCounter, configured_counter
 from knowledge.report.status import columns, plural
 from knowledge.retrieval.backfill import embed_missing
@@ -105,7 +106,7 @@ def run_ingest(settings: Settings, paths: list[Path], *, out: TextIO, err: TextI
                 len(paths), label=words.tr(INGEST), unit=words.tr(FILES), stream=err, words=words
             ) as bar,
         ):
-            _warn_index_change(index, counter, settings.chunking)
+            warn_index_change(index, counter, settings.chunking)
 
             def pages_read(*, name: str, sha256: str, stage: str, done: int, total: int) -> None:
                 """Scanned pages read by OCR, shown beside the file's name while it is read."""
@@ -307,22 +308,6 @@ def _rel(path: Path | None) -> str:
         return "-"
     parts = path.parts
     return "/".join(parts[parts.index("inbox") :]) if "inbox" in parts else str(path)
-
-
-def _warn_index_change(index: Index, counter: TokenCounter, chunking: str) -> None:
-    """Log when the index was built with another tokenizer, another version of kb's text analysis, or
-    its passages were cut otherwise (``chunking``: how kb cuts them now)."""
-    from knowledge.store.analysis import ANALYZER_VERSION
-
-    built_with = index.meta("tokenizer")
-    if built_with is not None and built_with != counter.name:
-        log.warning("index.tokenizer_changed", index=built_with, current=counter.name, fix="kb reindex")
-    analyzer = index.meta("analyzer")
-    if analyzer is not None and analyzer != ANALYZER_VERSION:
-        log.warning("index.analyzer_changed", index=analyzer, current=ANALYZER_VERSION, fix="kb reindex")
-    cut = index.meta("chunking")
-    if cut != chunking and index.chunk_count():
-        log.warning("index.chunking_changed", index=cut, current=chunking, fix="kb reindex")
 
 
 def cmd_reindex(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:

@@ -139,6 +139,21 @@ class RawSync:
         return len(rows), sum(len(c) for _, c in rows)
 
 
+def warn_index_change(index: Index, counter: TokenCounter, chunking: str) -> None:
+    """Log, as a writer starts (kb ingest, the daemon), when the index was built with another tokenizer,
+    another version of kb's text analysis, or its passages were cut otherwise (``chunking``: how kb cuts
+    them now): kb reindex brings it in line."""
+    built_with = index.meta("tokenizer")
+    if built_with is not None and built_with != counter.name:
+        log.warning("index.tokenizer_changed", index=built_with, current=counter.name, fix="kb reindex")
+    analyzer = index.meta("analyzer")
+    if analyzer is not None and analyzer != ANALYZER_VERSION:
+        log.warning("index.analyzer_changed", index=analyzer, current=ANALYZER_VERSION, fix="kb reindex")
+    cut = index.meta("chunking")
+    if cut != chunking and index.chunk_count():
+        log.warning("index.chunking_changed", index=cut, current=chunking, fix="kb reindex")
+
+
 def chunk_records(doc_id: str, chunks: Iterable[Chunk]) -> list[ChunkRecord]:
     """The index rows of a document's chunks (their ids and text hashes follow from the document id)."""
     return [
