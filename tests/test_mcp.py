@@ -59,10 +59,15 @@ async def serving(settings: Settings, *, token: str = "", fetch: object = None) 
             await task
 
 
-def client(url: str, *, headers: dict[str, str] | None = None, **kw: object) -> Client:
-    """The SDK's client over Streamable HTTP, sending these headers."""
-    http = create_mcp_http_client(headers=headers)
-    return Client(streamable_http_client(url, http_client=http), **kw)
+@asynccontextmanager
+async def client(url: str, *, headers: dict[str, str] | None = None, **kw: object) -> AsyncIterator[Client]:
+    """The SDK's client over Streamable HTTP, sending these headers; its HTTP connections are closed at
+    the end (the SDK leaves an HTTP client it was given open)."""
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http), **kw) as c,
+    ):
+        yield c
 
 
 @pytest.fixture
