@@ -173,7 +173,7 @@ class Ingestor(RawSync):
             index.set_meta("tokenizer", counter.name)
         # Passages are cut as kb cuts them now from the first one on (an index that holds passages but
         # no record of their cut was made by a kb that did not record it).
-        if index.chunk_count() == 0 and index.meta("chunking") != settings.chunking:
+        if not index.has_chunks() and index.meta("chunking") != settings.chunking:
             index.set_meta("chunking", settings.chunking)
         # A page imported twice before a new import replaced the old: merged once, by the first writer.
         from knowledge.ingest.duplicates import merge_web_duplicates  # it builds on this module

@@ -150,7 +150,7 @@ def warn_index_change(index: Index, counter: TokenCounter, chunking: str) -> Non
     if analyzer is not None and analyzer != ANALYZER_VERSION:
         log.warning("index.analyzer_changed", index=analyzer, current=ANALYZER_VERSION, fix="kb reindex")
     cut = index.meta("chunking")
-    if cut != chunking and index.chunk_count():
+    if cut != chunking and index.has_chunks():
         log.warning("index.chunking_changed", index=cut, current=chunking, fix="kb reindex")
 
 

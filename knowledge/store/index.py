@@ -414,6 +414,10 @@ class Index(VectorTable, UseVectorTable, SummaryTable, NoteTable):
         """Number of chunks."""
         return self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
+    def has_chunks(self) -> bool:
+        """Whether the index holds any chunk (at once: counting them reads the whole table)."""
+        return self.conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0] == 1
+
     def document_count(self) -> int:
         """Number of documents."""
         return self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
