@@ -17,6 +17,7 @@ from knowledge.convert.ocr import OcrSpec, describe_ocr, ocr_warnings, parse_lan
 from knowledge.errors import IndexUnreadable, KbError
 from knowledge.ingest.lock import holder
 from knowledge.ingest.pipeline import Ingestor
+from knowledge.ingest.rawsync import built_otherwise
 from knowledge.model.client import ModelUnavailable
 from knowledge.model.reach import name_problem
 from knowledge.model.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
@@ -24,7 +25,6 @@ from knowledge.report.status import count_files, status_report
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.glossary import PACKAGE, data_file
 from knowledge.retrieval.second import Second
-from knowledge.store.analysis import ANALYZER_VERSION
 from knowledge.store.connection import LOW_DISK_BYTES
 from knowledge.store.index import Index
 from knowledge.wiring import build_engine, http_session, load_language, model_client
@@ -166,13 +166,14 @@ def _check_index(settings: Settings, w: Words) -> Finding:
         return Finding(
             name, False, w.tr("no index yet"), w.tr("drop files into the inbox or run: kb ingest PATH"), True
         )
+    counter, _ = load_counter(
+        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir
+    )
     try:
         with Index(settings.index_path, readonly=True) as index:
             docs, chunks = index.document_count(), index.chunk_count()
             problems = [r[0] for r in index.conn.execute("PRAGMA quick_check") if r[0] != "ok"]
-            built_with = index.meta("tokenizer")
-            analyzer = index.meta("analyzer")
-            cut = index.meta("chunking")
+            changed = built_otherwise(index, tokenizer=counter.name, chunking=settings.chunking)
     except IndexUnreadable as exc:  # the message says what to do; never delete an index that is only unread
         fix = w.tr(UNREADABLE_FIX[exc.reason]) if exc.reason in UNREADABLE_FIX else ""
         said = str(exc) if w.language == "en" else index_problem_text(exc.reason, w)
@@ -181,32 +182,20 @@ def _check_index(settings: Settings, w: Words) -> Finding:
         return Finding(name, False, english(w, str(exc), N_("the index cannot be read")), rebuild)
     if problems:
         return Finding(name, False, english(w, "; ".join(problems[:3]), N_("the index is damaged")), rebuild)
-    if analyzer and analyzer != ANALYZER_VERSION:  # questions are analysed one way, the index another
-        said = w.tr(
-            "terms made by text analysis {old}, kb now uses {new}", old=analyzer, new=ANALYZER_VERSION
-        )
-        return Finding(name, False, said, w.tr("run: kb reindex"), True)
-    counter, _ = load_counter(
-        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir
-    )
-    if built_with and built_with != counter.name:
-        said = w.tr("built with {old}, tokenizer now {new}", old=built_with, new=counter.name)
-        return Finding(name, False, said, w.tr("run: kb reindex"), True)
-    if chunks and cut != settings.chunking:  # passages cut otherwise than kb cuts them now
-        said = (
-            w.tr(
-                "passages cut as {old} tokens (largest/overlap), kb now cuts {new}",
-                old=cut,
-                new=settings.chunking,
-            )
-            if cut
-            else w.tr(
-                "passages cut by an earlier kb, kb now cuts {new} tokens (largest/overlap)",
-                new=settings.chunking,
-            )
-        )
-        return Finding(name, False, said, w.tr("run: kb reindex"), True)
+    if changed:  # the first of: text analysis, tokenizer, cut of passages
+        return Finding(name, False, _built_otherwise(w, *changed[0]), w.tr("run: kb reindex"), True)
     return Finding(name, True, w.tr("{documents} documents, {chunks} chunks", documents=docs, chunks=chunks))
+
+
+def _built_otherwise(w: Words, key: str, built: str | None, now: str) -> str:
+    """What kb doctor says of an index kb would now build otherwise (knowledge.ingest.rawsync.built_otherwise)."""
+    if key == "analyzer":  # questions are analysed one way, the index another
+        return w.tr("terms made by text analysis {old}, kb now uses {new}", old=built, new=now)
+    if key == "tokenizer":
+        return w.tr("built with {old}, tokenizer now {new}", old=built, new=now)
+    if built:
+        return w.tr("passages cut as {old} tokens (largest/overlap), kb now cuts {new}", old=built, new=now)
+    return w.tr("passages cut by an earlier kb, kb now cuts {new} tokens (largest/overlap)", new=now)
 
 
 REBUILD = N_("delete knowledge/index/ and run: kb reindex")

@@ -139,19 +139,33 @@ class RawSync:
         return len(rows), sum(len(c) for _, c in rows)
 
 
+# How kb built an index, as it records it (meta keys), in the order kb doctor names them, and the event
+# that says it was built otherwise.
+_CHANGED = {
+    "analyzer": "index.analyzer_changed",
+    "tokenizer": "index.tokenizer_changed",
+    "chunking": "index.chunking_changed",
+}
+
+
+def built_otherwise(index: Index, *, tokenizer: str, chunking: str) -> list[tuple[str, str | None, str]]:
+    """What of the index kb would now build otherwise, as (meta key, as built, as now): its text analysis
+    and its tokenizer when recorded otherwise; the cut of its passages when it holds passages cut
+    otherwise, or not recorded (an earlier kb did not record it). kb reindex brings each in line."""
+    now = {"analyzer": ANALYZER_VERSION, "tokenizer": tokenizer, "chunking": chunking}
+    out = []
+    for key, current in now.items():
+        built = index.meta(key)
+        if built != current and (index.has_chunks() if key == "chunking" else built is not None):
+            out.append((key, built, current))
+    return out
+
+
 def warn_index_change(index: Index, counter: TokenCounter, chunking: str) -> None:
-    """Log, as a writer starts (kb ingest, the daemon), when the index was built with another tokenizer,
-    another version of kb's text analysis, or its passages were cut otherwise (``chunking``: how kb cuts
-    them now): kb reindex brings it in line."""
-    built_with = index.meta("tokenizer")
-    if built_with is not None and built_with != counter.name:
-        log.warning("index.tokenizer_changed", index=built_with, current=counter.name, fix="kb reindex")
-    analyzer = index.meta("analyzer")
-    if analyzer is not None and analyzer != ANALYZER_VERSION:
-        log.warning("index.analyzer_changed", index=analyzer, current=ANALYZER_VERSION, fix="kb reindex")
-    cut = index.meta("chunking")
-    if cut != chunking and index.has_chunks():
-        log.warning("index.chunking_changed", index=cut, current=chunking, fix="kb reindex")
+    """Log, as a writer starts (kb ingest, the daemon), what of the index kb would now build otherwise
+    (``chunking``: how kb cuts passages now; see built_otherwise)."""
+    for key, built, current in built_otherwise(index, tokenizer=counter.name, chunking=chunking):
+        log.warning(_CHANGED[key], index=built, current=current, fix="kb reindex")
 
 
 def chunk_records(doc_id: str, chunks: Iterable[Chunk]) -> list[ChunkRecord]:
