@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,11 +117,15 @@ def arranged(docs: dict, questions: list) -> Arranged:
     return Arranged(keys, halves(keys)[0], by_lang, position)
 
 
-def swept(doc: str | None, option: str, default: str, what: str) -> tuple[argparse.Namespace, list[float]]:
+def swept(
+    doc: str | None, option: str, default: str, what: str, *, extra: Sequence[tuple[str, str]] = ()
+) -> tuple[argparse.Namespace, list[float]]:
     """The options of a cross-language bench that compares values of one setting (``option``: its
-    comma-separated values), parsed, and those values."""
+    comma-separated values), parsed, and those values; ``extra``: flags of its own (name, help)."""
     parser = cross_parser(doc, every=1)
     parser.add_argument(option, default=default, help=f"{what} values to compare")
+    for flag, text in extra:
+        parser.add_argument(flag, action="store_true", help=text)
     args = parser.parse_args()
     return args, [float(x) for x in getattr(args, option.lstrip("-")).split(",")]
 

@@ -1,5 +1,6 @@
 """A Chinese question's words in English from CC-CEDICT: cut longest first, each word's senses its English
-terms, and search that puts the right English page first among pages much like it, without a model."""
+terms, and search that puts the right English page first among pages much like it, without a model; and
+the dictionary read the other way, an English question's words in Chinese for a Chinese page."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ SAMPLE = """# CC-CEDICT
 可以 可以 [ke3 yi3] /can/may/possible/able to/not bad/
 網路 网路 [wang3 lu4] /network (computer, telecom)/Internet/Taiwanese term for 網絡|网络[wang3 luo4]/
 金陵 金陵 [Jin1 ling2] /Jinling, old name for Nanjing 南京[Nan2 jing1]/
+質數 质数 [zhi4 shu4] /prime number/
+數字 数字 [shu4 zi4] /numeral/digit/number/figure/
+號碼 号码 [hao4 ma3] /number/
 """
 
 PAGES = [  # (file, title, what it says)
@@ -127,6 +131,31 @@ def test_each_word_weighs_one_shared_among_its_terms():
     assert sum(gloss.values()) == pytest.approx(3.0)  # three words
     assert parse(SAMPLE.splitlines()).gloss("ค่าเช่าเดือนละเท่าไร") == {}
     assert parse(SAMPLE.splitlines()).gloss("房租はいくらですか") == {}  # Japanese: kanji mean otherwise
+
+
+def test_an_english_questions_words_become_the_chinese_of_the_entries_that_have_them_as_a_sense():
+    words = parse(SAMPLE.splitlines())
+    assert words.chinese_gloss("How much is the deposit?") == {"押金": 1.0}  # "how much" asks
+    # both forms of an entry share its weight: a passage is written in one of them
+    assert words.chinese_gloss("Can I keep a house pet?") == {"寵物": 0.5, "宠物": 0.5}
+    # a phrase before its words: "prime number" is 質數, not a prime and a number
+    assert words.chinese_gloss("What is a prime number?") == {"質數": 0.5, "质数": 0.5}
+    number = words.chinese_gloss("Which number?")  # three entries have it: 多少 as well, 錢 is one character
+    assert sum(number.values()) == pytest.approx(1.0) and set(number) == {
+        "多少",
+        "數字",
+        "数字",
+        "號碼",
+        "号码",
+    }
+    assert words.chinese_gloss("What is the rent?") == {}  # only "rent for a room or house": too long a sense
+    for other in (
+        "押金多少錢？",
+        "ค่ามัดจำเท่าไร",
+        "Combien coûte le dépôt ?",
+        "Tiền đặt cọc có thể trả lại không?",
+    ):
+        assert words.chinese_gloss(other) == {}, other
 
 
 def test_the_gate_looks_for_the_words_that_name_what_is_asked_about(tmp_path):
@@ -223,6 +252,47 @@ def test_before_any_vector_is_made_a_chinese_question_still_finds_english_pages_
     assert glossed.verdict.basis == "words" and glossed.results[0].title == "Vacuum cleaner"
     assert plain.results == []
     assert english.results[0].title == "Vacuum cleaner"
+
+
+ZH_APPLIANCES = {  # the same household machines, written in Chinese
+    "dishwasher.md": "# 洗碗機\n\n洗碗機的濾網每個月清洗一次：轉出濾網，在水龍頭下沖洗後裝回。\n",
+    "washer.md": "# 洗衣機\n\n每洗十次清一次洗衣機的棉絮網，每三個月用醋跑一次熱水行程。\n",
+    "fridge.md": "# 冰箱\n\n冷凍庫一年除霜兩次，每年春天用吸塵器清理冰箱後面的散熱線圈。\n",
+    "oven.md": "# 烤箱\n\n烤箱的自清行程需要三小時；先取出烤架，並保持廚房通風。\n",
+    "boiler.md": "# 鍋爐\n\n鍋爐每年秋天由合格技師保養；壓力錶應在一到一點五巴之間。\n",
+    "aircon.md": "# 冷氣機\n\n夏天每兩週清洗冷氣機的防塵濾網；每年更換一次。\n",
+    "vacuum.md": "# 吸塵器\n\n每次使用後倒空吸塵器的集塵盒，每個月清洗海綿濾網；晾乾一天。\n",
+    "kettle.md": "# 熱水壺\n\n白色水垢累積時，用檸檬汁或檸檬酸為熱水壺除垢，大約每六週一次。\n",
+    "smoke.md": "# 煙霧警報器\n\n每個月按下按鈕測試煙霧警報器；每年更換電池。\n",
+    "car.md": "# 汽車\n\n汽車每一萬公里換一次機油；輪胎同時對調。\n",
+}
+ASKED_IN_ENGLISH = {
+    "How often is the sponge filter washed?": "吸塵器",  # without the gloss: the dishwasher's filter
+    "How long does the sponge take to dry?": "吸塵器",  # without the gloss: the washing machine
+    "How often is the engine oil changed?": "汽車",
+    "When is the battery changed?": "煙霧警報器",
+    "How often should I defrost?": "冰箱",
+    "How often is lemon juice used?": "熱水壺",
+    "How often is the faucet used to rinse the filter?": "洗碗機",
+    "How often is vinegar used in a hot cycle?": "洗衣機",
+    "How often is the dust screen replaced?": "冷氣機",
+    "How long does the oven's self-cleaning cycle take?": "烤箱",
+}
+
+
+def test_an_english_question_finds_its_chinese_page_among_pages_much_like_it(tmp_path):
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, ZH_APPLIANCES)
+    e5, second = LocalEmbedder(), Second(UseEncoder())
+    with Index(settings.index_path) as index:
+        embed_missing(index, e5, second=second)
+        glossed, meaning_only = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
+        firsts = {q: find(index, q, k=3, meaning=glossed).results[0].title for q in ASKED_IN_ENGLISH}
+        plain = [
+            find(index, q, k=3, meaning=meaning_only).results[0].title for q in list(ASKED_IN_ENGLISH)[:2]
+        ]
+    assert firsts == ASKED_IN_ENGLISH
+    assert plain == ["洗碗機", "洗衣機"]  # what the gloss puts right
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,15 @@ the index's chunks on those terms with bm25 as it does a question's own words, a
 chunks they find best (knowledge.retrieval.search: GLOSS_WEIGHT, GLOSS_POOL). Traditional and simplified
 questions are glossed alike.
 
-The dictionary is read once, on the first Chinese question (about half a second; it then holds about
-36 MB). Without the package, search goes on without it: :func:`load` says so once in the log.
+Read the other way, the dictionary gives an English question's words in Chinese
+(:meth:`Glossary.chinese_gloss`): the senses that are a word or a short phrase ("deposit", "prime
+number") name the entries that have them, and those entries' index terms score the index's Chinese
+chunks (knowledge.retrieval.search: INTO_CHINESE_WEIGHT).
+
+The dictionary is read once, on the first Chinese question, or the first English one where the index
+holds Chinese passages (about half a second; it then holds about 36 MB; read the other way, about a
+second and 20 MB more, on the first English question). Without the package, search goes on without it:
+:func:`load` says so once in the log.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 import structlog
 
 from knowledge.store import analysis
+from knowledge.store.records import Candidate
 from knowledge.text import language_group
 
 log = structlog.get_logger()
@@ -69,6 +77,24 @@ FUNCTION_WORDS = frozenset(
 )
 _CHINESE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _KANA = re.compile(r"[\u3040-\u30ff]")
+# An English question is glossed into Chinese through the senses that are a word or a short phrase
+# ("oxygen", "prime number", "to sign a contract"), each naming headwords of two to four characters: a
+# single character is an index term only where it stands alone, and longer entries are names and idioms.
+SHORTEST_HEADWORD = 2
+LONGEST_HEADWORD = 4
+LONGEST_SENSE = 3  # English index terms
+# A question is read as English when it holds one of these (as written: Vietnamese "thể" is not "the").
+_ENGLISH_ASKS = frozenset(
+    """what which who whom whose when where why how is are was were did does do can could should would will
+    must i my you your it the of""".split()
+)
+_LATIN_WORD = re.compile(r"[a-z]+")
+# A chunk is read as English when ENGLISH_MARKERS of these words are among its first ENGLISH_SAMPLE terms
+# (its analysed body keeps them: only questions lose their stopwords). No other language in Latin letters
+# writes them (Vietnamese "thể" is analysed as "the", hence three).
+_ENGLISH_WORDS = frozenset("the of and is are was were with for that this from which have has".split())
+ENGLISH_SAMPLE = 120
+ENGLISH_MARKERS = 3
 
 
 @dataclass
@@ -77,6 +103,8 @@ class Glossary:
 
     senses: Mapping[str, str]  # headword → "/sense/sense/…/" (every entry of the headword)
     _terms: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    _chinese: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def words(self, text: str) -> list[str]:
         """The dictionary's words in a text's Chinese runs, longest match first (characters the
@@ -117,6 +145,39 @@ class Glossary:
                 weights[term] = weights.get(term, 0.0) + 1.0 / len(terms)
         return weights
 
+    def chinese(self) -> Mapping[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        """English index terms of a short sense → the Chinese index terms of each entry that has it (the
+        entry's traditional and simplified forms together), built on the first English question (about
+        a second)."""
+        with self._lock:
+            if self._chinese is None:
+                self._chinese = reversed_senses(self.senses)
+            return self._chinese
+
+    def chinese_gloss(self, question: str) -> dict[str, float]:
+        """Chinese index term → weight for an English question: its words, and phrases of up to
+        LONGEST_SENSE of them, matched longest first; each match's weight of 1 shared among the entries
+        that have it as a sense, and an entry's among its terms (those of its traditional and its
+        simplified form alike). Empty for a question not in English (:func:`asks_in_english`)."""
+        weights: dict[str, float] = {}
+        if not asks_in_english(question):
+            return weights
+        chinese = self.chinese()
+        words = analysis.terms(question, drop_stopwords=True)
+        i = 0
+        while i < len(words):
+            for n in range(min(LONGEST_SENSE, len(words) - i), 0, -1):
+                entries = chinese.get(tuple(words[i : i + n]))
+                if entries:
+                    for terms in entries:
+                        for term in terms:
+                            weights[term] = weights.get(term, 0.0) + 1.0 / len(entries) / len(terms)
+                    i += n
+                    break
+            else:
+                i += 1
+        return weights
+
     def held_words(self, question: str) -> tuple[tuple[str, ...], ...]:
         """The English terms of each word of a question that the relevance gate looks for in a passage
         (:func:`held`): its words that have English terms, FUNCTION_WORDS aside, those of two or more
@@ -137,6 +198,51 @@ def asks_in_chinese(question: str) -> bool:
     return (
         language_group(question) == "cjk" and bool(_CHINESE.search(question)) and not _KANA.search(question)
     )
+
+
+def asks_in_english(question: str) -> bool:
+    """Whether an English question is read through the glossary into Chinese: Latin script, and one of
+    English's question or function words as written."""
+    return language_group(question) == "other" and not _ENGLISH_ASKS.isdisjoint(
+        _LATIN_WORD.findall(question.lower())
+    )
+
+
+def reversed_senses(senses: Mapping[str, str]) -> dict[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """Each short sense's English index terms → the Chinese index terms of the entries that have it
+    (see :meth:`Glossary.chinese`). Forms with the same senses are one entry (traditional and
+    simplified), so a word written two ways does not count twice; each sense is analysed once."""
+    forms: dict[str, list[str]] = {}
+    for word, meaning in senses.items():
+        if SHORTEST_HEADWORD <= len(word) <= LONGEST_HEADWORD and _CHINESE.fullmatch(word):
+            forms.setdefault(meaning, []).append(word)
+    keys: dict[str, tuple[str, ...]] = {}
+    entries: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
+    for meaning, words in forms.items():
+        for sense in meaning.split("/"):
+            if not sense or sense.startswith(_NO_SENSE) or sense.count(" ") > 2 * LONGEST_SENSE:
+                continue
+            key = keys.get(sense)
+            if key is None:
+                key = keys[sense] = tuple(analysis.terms(_ASIDE.sub(" ", sense), drop_stopwords=True))
+            if 1 <= len(key) <= LONGEST_SENSE and meaning not in entries.setdefault(key, {}):
+                entries[key][meaning] = tuple(dict.fromkeys(t for w in words for t in analysis.terms(w)))
+    return {key: tuple(found.values()) for key, found in entries.items()}
+
+
+def english_terms(pool: Sequence[Candidate], groups: Mapping[int, str]) -> dict[int, frozenset[str]]:
+    """The index terms of each pooled chunk written in English, in which a Chinese question's gloss is
+    looked for by the relevance gate: not in Chinese or Thai script, and ENGLISH_MARKERS of its distinct
+    words among its first ENGLISH_SAMPLE terms (a German, French or Vietnamese page in Latin letters has
+    none of the gloss's English, which would count against it)."""
+    out = {}
+    for c in pool:
+        if groups.get(c.rowid) != "other":
+            continue
+        head = c.body.split(maxsplit=ENGLISH_SAMPLE)[:ENGLISH_SAMPLE]
+        if len(_ENGLISH_WORDS.intersection(head)) >= ENGLISH_MARKERS:
+            out[c.rowid] = frozenset(c.body.split())
+    return out
 
 
 def holds(words: Sequence[Sequence[str]], terms: Collection[str]) -> int:
@@ -210,6 +316,11 @@ class OnDemand:
         """The glossary for a question in Chinese (read on the first); None for any other, a Korean or a
         Japanese one too (not read for them), or without one."""
         return self.get() if asks_in_chinese(question) else None
+
+    def for_english(self, question: str) -> Glossary | None:
+        """The glossary for a question in English (:func:`asks_in_english`; read on the first), None for
+        any other or without one."""
+        return self.get() if asks_in_english(question) else None
 
     def senses(self, question: str) -> tuple[tuple[str, ...], ...]:
         """A Chinese question's words in English (:meth:`Glossary.held_words`); () for another language

@@ -4,7 +4,9 @@ Lexically (knowledge.retrieval.bm25): the question's most selective terms pick c
 scored with bm25 over all its terms plus its best sentence's; the best k are returned with their
 documents. A Chinese question is also read through its English gloss (knowledge.retrieval.glossary):
 those terms score the passages not written in Chinese or Thai the same way (GLOSS_WEIGHT), and the
-share of its words an English passage holds is evidence for the relevance gate (``gloss``).
+share of its words an English passage holds is evidence for the relevance gate (``gloss``). An
+English question's gloss in Chinese scores the Chinese passages alike (INTO_CHINESE_WEIGHT), where
+search is by meaning and the index holds some.
 
 With an embedder (:class:`Meaning`), search is hybrid: the lexical candidates and the chunks
 nearest to the question's (language-centred) vector, from every language, form one pool; every
@@ -32,7 +34,7 @@ from knowledge.retrieval.backfill import embed_background
 from knowledge.retrieval.bm25 import Ranked, Scoring, question_scoring, rerank
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
-from knowledge.retrieval.glossary import Glossary, OnDemand, held
+from knowledge.retrieval.glossary import Glossary, OnDemand, english_terms, held
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
@@ -78,12 +80,10 @@ SECOND_SHARE = 0.5
 # reported on the other half).
 GLOSS_WEIGHT = 0.5
 GLOSS_POOL = 20  # the gloss's lexical candidates that enter the pool (tried 5, 10, 20, 40)
-# A chunk is read as English when ENGLISH_MARKERS of these words are among its first ENGLISH_SAMPLE terms
-# (its analysed body keeps them: only questions lose their stopwords). No other language in Latin letters
-# writes them (Vietnamese "thể" is analysed as "the", hence three).
-_ENGLISH_WORDS = frozenset("the of and is are was were with for that this from which have has".split())
-ENGLISH_SAMPLE = 120
-ENGLISH_MARKERS = 3
+# An English question's words in Chinese (the same dictionary read the other way) score the index's
+# Chinese chunks alike, where it holds some, and add this much (bench/glossary.py --into-chinese: tried
+# 0, 0.3, 0.5, 0.8, 1.0, 1.5 on the same tuning half).
+INTO_CHINESE_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
@@ -392,7 +392,7 @@ def _hybrid(
     nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k), within=within)) for v in vectors]
     scorings = [question_scoring(index, t) for t in texts]
     glossary = _glossary(ranked, meaning.glossary)
-    glossed = _glossed(index, ranked, glossary)
+    glossed, into_chinese = _gloss_of(index, ranked, meaning)
     held_words = glossary.held_words(ranked.texts[0]) if glossary is not None else ()
     limit = max(LEXICAL_POOL, k)
     near = [*carried, *(r for n in nearest for r in n)]
@@ -401,7 +401,7 @@ def _hybrid(
     pooled = [c.rowid for c in pool]
     each: dict[int, list[float]] = {rowid: [] for rowid in pooled}
     groups = meaning.cache.groups_of(pooled)
-    english = _english_terms(pool, groups) if held_words else {}
+    english = english_terms(pool, groups) if held_words else {}
     second = meaning.second.rows(index, pooled) if meaning.second is not None else {}
     judged: dict[int, tuple[float, Evidence]] = {}
     for n, (vector, near, scoring) in enumerate(zip(vectors, nearest, scorings, strict=True)):
@@ -441,7 +441,7 @@ def _hybrid(
                 held(held_words, english[rowid]) if n == 0 and rowid in english else None,
             )
             _judge(judged, rowid, evidence, n)
-    bonus = _gloss_bonus(pool, glossed, groups, ranked.weights[0])
+    bonus = _gloss_bonus(pool, glossed, groups, ranked.weights[0], into_chinese=into_chinese)
     fused = [
         Ranked(rowid, ranked.combine(each[rowid]) + bonus.get(rowid, 0.0), *judged[rowid]) for rowid in pooled
     ]
@@ -459,33 +459,46 @@ def _glossed(index: Index, texts: _Texts, glossary: Glossary | None) -> Scoring 
     return bm25.scoring(index, glossary.gloss(texts.texts[0])) if glossary is not None else None
 
 
-def _english_terms(pool: Sequence[Candidate], groups: Mapping[int, str]) -> dict[int, frozenset[str]]:
-    """The index terms of each pooled chunk written in English, in which a Chinese question's gloss is
-    looked for by the relevance gate: not in Chinese or Thai script, and ENGLISH_MARKERS of its distinct
-    words among its first ENGLISH_SAMPLE terms (a German, French or Vietnamese page in Latin letters has
-    none of the gloss's English, which would count against it)."""
-    out = {}
-    for c in pool:
-        if groups.get(c.rowid) != "other":
-            continue
-        head = c.body.split(maxsplit=ENGLISH_SAMPLE)[:ENGLISH_SAMPLE]
-        if len(_ENGLISH_WORDS.intersection(head)) >= ENGLISH_MARKERS:
-            out[c.rowid] = frozenset(c.body.split())
-    return out
+def _gloss_of(index: Index, texts: _Texts, meaning: Meaning) -> tuple[Scoring | None, bool]:
+    """The scoring of the question's gloss, and whether it is in Chinese: a Chinese question's in
+    English, an English question's in Chinese where the index holds Chinese chunks; (None, False) for
+    another question, or without the glossary."""
+    if meaning.glossary is None:
+        return None, False
+    question = texts.texts[0]
+    glossary = meaning.glossary.for_question(question)
+    if glossary is not None:
+        return bm25.scoring(index, glossary.gloss(question)), False
+    if INTO_CHINESE_WEIGHT and meaning.cache.group_counts().get("cjk"):
+        glossary = meaning.glossary.for_english(question)
+        if glossary is not None:
+            return bm25.scoring(index, glossary.chinese_gloss(question)), True
+    return None, False
 
 
 def _gloss_bonus(
-    pool: Sequence[Candidate], glossed: Scoring | None, groups: Mapping[int, str], weight: float
+    pool: Sequence[Candidate],
+    glossed: Scoring | None,
+    groups: Mapping[int, str],
+    weight: float,
+    *,
+    into_chinese: bool = False,
 ) -> dict[int, float]:
-    """What the gloss adds to each chunk's score (see GLOSS_WEIGHT). The gloss is English: chunks in
-    Chinese or Thai script (``groups``: each chunk's language group, where known) are not scored on it."""
+    """What the gloss adds to each chunk's score (see GLOSS_WEIGHT, INTO_CHINESE_WEIGHT). A gloss in
+    English scores no chunk in Chinese or Thai script (``groups``: each chunk's language group, where
+    known); one in Chinese only the chunks in CJK script."""
     if glossed is None:
         return {}
-    lexical = _lexical([c for c in pool if groups.get(c.rowid) not in ("cjk", "thai")], glossed)
+    if into_chinese:
+        chunks, weight = [c for c in pool if groups.get(c.rowid) == "cjk"], weight * INTO_CHINESE_WEIGHT
+    else:
+        chunks, weight = (
+            [c for c in pool if groups.get(c.rowid) not in ("cjk", "thai")],
+            weight * GLOSS_WEIGHT,
+        )
+    lexical = _lexical(chunks, glossed)
     top = max((r.score for r in lexical.values()), default=0.0) or 1.0
-    return {
-        rowid: weight * GLOSS_WEIGHT * _covered(r.score / top, r.relevance) for rowid, r in lexical.items()
-    }
+    return {rowid: weight * _covered(r.score / top, r.relevance) for rowid, r in lexical.items()}
 
 
 def _covered(lexical: float, coverage: float) -> float:
