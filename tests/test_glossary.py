@@ -295,6 +295,26 @@ def test_an_english_question_finds_its_chinese_page_among_pages_much_like_it(tmp
     assert plain == ["洗碗機", "洗衣機"]  # what the gloss puts right
 
 
+def test_an_english_question_its_own_words_answer_in_english_leaves_the_chinese_pages_as_they_were(tmp_path):
+    """The same pages kept in English and in Chinese: a question whose words found its English page is
+    not glossed into Chinese, so the Chinese twin cannot come before the page in the owner's language."""
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, {**APPLIANCES, **{f"zh-{name}": text for name, text in ZH_APPLIANCES.items()}})
+    e5, second = LocalEmbedder(), Second(UseEncoder())
+    with Index(settings.index_path) as index:
+        embed_missing(index, e5, second=second)
+        glossed, meaning_only = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
+        for question in (
+            "How often should the dishwasher filter be cleaned?",
+            "How do I descale the kettle?",
+        ):
+            ranked, plain = (rank(index, question, k=5, meaning=m) for m in (glossed, meaning_only))
+            assert [(r.rowid, r.score) for r in ranked] == [(r.rowid, r.score) for r in plain], question
+        sponge = rank(index, "Which one has a sponge?", k=5, meaning=glossed)
+        unglossed = rank(index, "Which one has a sponge?", k=5, meaning=meaning_only)
+    assert [r.score for r in sponge] != [r.score for r in unglossed]  # found by no page's words: glossed
+
+
 @pytest.fixture(scope="module")
 def lease(tmp_path_factory):
     """A newcomer's knowledge base: one English lease of two passages, embedded by e5 and the second encoder."""

@@ -38,6 +38,7 @@ from knowledge.retrieval.glossary import Glossary, OnDemand, english_terms, held
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
+from knowledge.retrieval.translate import is_strong
 from knowledge.retrieval.vectors import VectorCache, stored_background
 from knowledge.store.index import Index
 from knowledge.store.records import Candidate
@@ -441,10 +442,11 @@ def _hybrid(
                 held(held_words, english[rowid]) if n == 0 and rowid in english else None,
             )
             _judge(judged, rowid, evidence, n)
+    scores = {rowid: ranked.combine(each[rowid]) for rowid in pooled}
+    if into_chinese and pooled and is_strong(judged[max(pooled, key=lambda r: (scores[r], -r))][1]):
+        glossed = None  # its own words found it a passage in English: a Chinese one must not outrank it
     bonus = _gloss_bonus(pool, glossed, groups, ranked.weights[0], into_chinese=into_chinese)
-    fused = [
-        Ranked(rowid, ranked.combine(each[rowid]) + bonus.get(rowid, 0.0), *judged[rowid]) for rowid in pooled
-    ]
+    fused = [Ranked(rowid, scores[rowid] + bonus.get(rowid, 0.0), *judged[rowid]) for rowid in pooled]
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
