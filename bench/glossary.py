@@ -23,9 +23,11 @@ the other way once, then glossing an English question).
 from __future__ import annotations
 
 import asyncio
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,17 +106,22 @@ def main() -> int:
     return 0
 
 
-def cost(words: Glossary, read_s: float, questions: list[str]) -> None:
-    """Reading the dictionary (once a process) and glossing a question (median over these)."""
+def median_ms(gloss: Callable[[str], object], questions: list[str]) -> float:
+    """The median time to gloss one of these questions, in ms (first use of each word included)."""
     times = []
     for q in questions:
         t0 = time.perf_counter()
-        words.gloss(q)
+        gloss(q)
         times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
+    return statistics.median(times)
+
+
+def cost(words: Glossary, read_s: float, questions: list[str]) -> None:
+    """Reading the dictionary (once a process) and glossing a question (median over these)."""
     print(
-        f"\nreading CC-CEDICT: {read_s:.2f} s once; glossing a question: median {times[len(times) // 2]:.2f} ms"
-        f" (first use of each word included), {len(words.senses):,} headwords"
+        f"\nreading CC-CEDICT: {read_s:.2f} s once; glossing a question: median"
+        f" {median_ms(words.gloss, questions):.2f} ms (first use of each word included),"
+        f" {len(words.senses):,} headwords"
     )
 
 
@@ -123,15 +130,9 @@ def cost_into_chinese(words: Glossary, questions: list[str]) -> None:
     t0 = time.perf_counter()
     senses = reversed_senses(words.senses)  # as the first English question does (searches have read it)
     build_s = time.perf_counter() - t0
-    times = []
-    for q in questions:
-        t0 = time.perf_counter()
-        words.chinese_gloss(q)
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
     print(
         f"reading it the other way: {build_s:.2f} s once, {len(senses):,} English senses;"
-        f" glossing an English question: median {times[len(times) // 2]:.2f} ms"
+        f" glossing an English question: median {median_ms(words.chinese_gloss, questions):.2f} ms"
     )
 
 
