@@ -149,6 +149,9 @@ def test_an_english_questions_words_become_the_chinese_of_the_entries_that_have_
         "号码",
     }
     assert words.chinese_gloss("What is the rent?") == {}  # only "rent for a room or house": too long a sense
+    pasted = "What about the " + "deposit " * 300 + "and the prime number?"  # a page pasted, not a question
+    assert words.chinese_gloss(pasted) == {"押金": 160.0}  # its first 160 words
+    assert set(words.gloss("押金" * 300 + "寵物")) == {"deposit", "down", "payment"}
     for other in (
         "押金多少錢？",
         "ค่ามัดจำเท่าไร",

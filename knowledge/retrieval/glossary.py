@@ -83,6 +83,7 @@ _KANA = re.compile(r"[\u3040-\u30ff]")
 SHORTEST_HEADWORD = 2
 LONGEST_HEADWORD = 4
 LONGEST_SENSE = 3  # English index terms
+GLOSSED_WORDS = 160  # a question's first words glossed, either way (a pasted page is not glossed whole)
 # A question is read as English when it holds one of these (as written: Vietnamese "thể" is not "the").
 _ENGLISH_ASKS = frozenset(
     """what which who whom whose when where why how is are was were did does do can could should would will
@@ -139,7 +140,7 @@ class Glossary:
         weights: dict[str, float] = {}
         if not asks_in_chinese(question):
             return weights
-        for word in self.words(question):
+        for word in self.words(question)[:GLOSSED_WORDS]:
             terms = self.terms_of(word)
             for term in terms:
                 weights[term] = weights.get(term, 0.0) + 1.0 / len(terms)
@@ -163,7 +164,7 @@ class Glossary:
         if not asks_in_english(question):
             return weights
         chinese = self.chinese()
-        words = analysis.terms(question, drop_stopwords=True)
+        words = analysis.terms(question, drop_stopwords=True)[:GLOSSED_WORDS]
         i = 0
         while i < len(words):
             for n in range(min(LONGEST_SENSE, len(words) - i), 0, -1):
