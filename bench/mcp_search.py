@@ -56,6 +56,7 @@ from knowledge.retrieval.embed import make_embedder  # noqa: E402
 from knowledge.store.analysis import SENTENCE_END  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
 from knowledge.store.vectors import encode  # noqa: E402
+from knowledge.text import language_group  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "data" / "xquad_sample.json"
 LANGS = ("en", "zh", "th")
@@ -121,14 +122,18 @@ def build(home: Path, env: dict[str, str], chunks: int) -> Settings:
         if model is not None:
             dim = make_embedder(settings).embed(["dimension"], "query").shape[1]
             rows = index.conn.execute(
-                "SELECT c.rowid, c.text_sha256 FROM chunks c WHERE NOT EXISTS"
+                "SELECT c.rowid, c.text_sha256, c.text FROM chunks c WHERE NOT EXISTS"
                 " (SELECT 1 FROM chunk_vectors v WHERE v.rowid = c.rowid AND v.model = ?)",
                 (model,),
             ).fetchall()
             vecs = np.random.default_rng(7).standard_normal((len(rows), dim), dtype=np.float32)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True) if len(rows) else 1
-            index.store_vectors(
-                model, [(r, sha, "other", encode(v)) for (r, sha), v in zip(rows, vecs, strict=True)]
+            index.store_vectors(  # each chunk's own language group, as the embedder would store it
+                model,
+                [
+                    (r, sha, language_group(text), encode(v))
+                    for (r, sha, text), v in zip(rows, vecs, strict=True)
+                ],
             )
             embed_missing(
                 index, make_embedder(settings)
