@@ -223,6 +223,12 @@ SETTINGS: tuple[Setting, ...] = (
 )  # fmt: skip
 
 
+def bounded_overlap(max_tokens: int, overlap_tokens: int) -> int:
+    """The tokens a chunk repeats from the one before (KB_CHUNK_OVERLAP_TOKENS): as asked, at most half
+    the largest chunk (knowledge.ingest.chunking cuts by it)."""
+    return max(0, min(overlap_tokens, max_tokens // 2))
+
+
 @dataclass(frozen=True)
 class Settings:
     """Resolved settings; paths under ``home`` follow the data layout in the README."""
@@ -326,7 +332,7 @@ class Settings:
         """How passages are cut, as the index records it (meta ``chunking``): largest / overlap, in
         tokens ("160/48"; the overlap as the chunker bounds it, at most half the largest). An index cut
         otherwise is re-cut by ``kb reindex``."""
-        return f"{self.chunk_max_tokens}/{min(self.chunk_overlap_tokens, self.chunk_max_tokens // 2)}"
+        return f"{self.chunk_max_tokens}/{bounded_overlap(self.chunk_max_tokens, self.chunk_overlap_tokens)}"
 
     @property
     def index_path(self) -> Path:

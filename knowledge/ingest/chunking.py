@@ -18,6 +18,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from knowledge.config import bounded_overlap
 from knowledge.model.tokenizer import TokenCounter
 from knowledge.store.analysis import SENTENCE_END
 
@@ -58,7 +59,7 @@ def chunk_lines(
     """Split lines (numbered from ``first_line``) into chunks within the token budget."""
     if max_tokens < 8:
         raise ValueError("max_tokens must be at least 8")
-    overlap_tokens = max(0, min(overlap_tokens, max_tokens // 2))
+    overlap_tokens = bounded_overlap(max_tokens, overlap_tokens)
     # Pieces of a cut line leave room for the overlap, so consecutive pieces can share it.
     units = _units(
         lines, counter, max_tokens=max_tokens, piece_tokens=max_tokens - overlap_tokens, first_line=first_line
