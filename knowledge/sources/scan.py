@@ -39,6 +39,11 @@ class Scan:
     left_out: list[LeftOut] = field(default_factory=list)
     unreadable: dict[str, str] = field(default_factory=dict)  # folder ('/'-ended) → the error
 
+    def unseen(self, path: str) -> bool:
+        """Whether a path lies under a folder this walk could not list (the source's own folder, "/",
+        holds every path): what it held is not known to be gone."""
+        return any(folder == "/" or path.startswith(folder) for folder in self.unreadable)
+
 
 def scan(root: Path, rules: Rules) -> Scan:
     """Walk a source's folder (``root``: already resolved), top down, iteratively."""

@@ -102,11 +102,9 @@ class SourceSync:
         known = state.known(conn, source.name)
         steps = plan(known, found.seen, set() if again else state.document_ids(conn, source.name))
         tally.unchanged = len(steps.unchanged)
-        # What sits under a folder that could not be read now is not gone: it stays as it was ("/" is the
-        # source's own folder, which holds every path).
-        blind = tuple("" if folder == "/" else folder for folder in found.unreadable)
-        tally.whole = not blind
-        gone = {p: known[p] for p in steps.gone if not p.startswith(blind)}
+        # What sits under a folder that could not be read now is not gone: it stays as it was.
+        tally.whole = not found.unreadable
+        gone = {p: known[p] for p in steps.gone if not found.unseen(p)}
         self._apply(
             source,
             root,
