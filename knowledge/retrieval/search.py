@@ -393,7 +393,7 @@ def _hybrid(
     nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k), within=within)) for v in vectors]
     scorings = [question_scoring(index, t) for t in texts]
     glossary = _glossary(ranked, meaning.glossary)
-    glossed, into_chinese = _gloss_of(index, ranked, meaning)
+    glossed, into_chinese = _gloss_of(index, ranked, meaning, glossary)
     held_words = glossary.held_words(ranked.texts[0]) if glossary is not None else ()
     limit = max(LEXICAL_POOL, k)
     near = [*carried, *(r for n in nearest for r in n)]
@@ -461,17 +461,16 @@ def _glossed(index: Index, texts: _Texts, glossary: Glossary | None) -> Scoring 
     return bm25.scoring(index, glossary.gloss(texts.texts[0])) if glossary is not None else None
 
 
-def _gloss_of(index: Index, texts: _Texts, meaning: Meaning) -> tuple[Scoring | None, bool]:
+def _gloss_of(
+    index: Index, texts: _Texts, meaning: Meaning, chinese: Glossary | None
+) -> tuple[Scoring | None, bool]:
     """The scoring of the question's gloss, and whether it is in Chinese: a Chinese question's in
-    English, an English question's in Chinese where the index holds Chinese chunks; (None, False) for
-    another question, or without the glossary."""
-    if meaning.glossary is None:
-        return None, False
+    English (``chinese``: the glossary read for it, see _glossary), an English question's in Chinese
+    where the index holds Chinese chunks; (None, False) for another question, or without the glossary."""
+    if chinese is not None:
+        return _glossed(index, texts, chinese), False
     question = texts.texts[0]
-    glossary = meaning.glossary.for_question(question)
-    if glossary is not None:
-        return bm25.scoring(index, glossary.gloss(question)), False
-    if INTO_CHINESE_WEIGHT and meaning.cache.group_counts().get("cjk"):
+    if meaning.glossary is not None and INTO_CHINESE_WEIGHT and meaning.cache.group_counts().get("cjk"):
         glossary = meaning.glossary.for_english(question)
         if glossary is not None:
             return bm25.scoring(index, glossary.chinese_gloss(question)), True
