@@ -17,7 +17,7 @@ chunks (knowledge.retrieval.search: INTO_CHINESE_WEIGHT).
 
 The dictionary is read once, on the first Chinese question, or the first English one where the index
 holds Chinese passages (about half a second; it then holds about 36 MB; read the other way, about
-1.5 s on a 2-core machine and 20 MB more, on the first English question). Without the package, search goes on without it:
+0.9 s on a 2-core machine and 19 MB more, on the first English question). Without the package, search goes on without it:
 :func:`load` says so once in the log.
 """
 
@@ -105,6 +105,7 @@ class Glossary:
     senses: Mapping[str, str]  # headword → "/sense/sense/…/" (every entry of the headword)
     _terms: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _chinese: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = field(default=None, repr=False)
+    _forms: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def words(self, text: str) -> list[str]:
@@ -147,9 +148,9 @@ class Glossary:
         return weights
 
     def chinese(self) -> Mapping[tuple[str, ...], tuple[tuple[str, ...], ...]]:
-        """English index terms of a short sense → the Chinese index terms of each entry that has it (the
-        entry's traditional and simplified forms together), built on the first English question (about
-        1.5 s on a 2-core machine; the searches that ask meanwhile wait for it)."""
+        """English index terms of a short sense → the forms of each entry that has it (its traditional and
+        simplified headwords together), built on the first English question (about 0.6 s on a 2-core
+        machine; the searches that ask meanwhile wait for it)."""
         with self._lock:
             if self._chinese is None:
                 self._chinese = reversed_senses(self.senses)
@@ -170,7 +171,8 @@ class Glossary:
             for n in range(min(LONGEST_SENSE, len(words) - i), 0, -1):
                 entries = chinese.get(tuple(words[i : i + n]))
                 if entries:
-                    for terms in entries:
+                    for forms in entries:
+                        terms = self._terms_of_forms(forms)
                         for term in terms:
                             weights[term] = weights.get(term, 0.0) + 1.0 / len(entries) / len(terms)
                     i += n
@@ -178,6 +180,12 @@ class Glossary:
             else:
                 i += 1
         return weights
+
+    def _terms_of_forms(self, forms: tuple[str, ...]) -> tuple[str, ...]:
+        """An entry's Chinese index terms, its forms' together, each once (read when a question needs them)."""
+        if forms not in self._forms:
+            self._forms[forms] = tuple(dict.fromkeys(t for w in forms for t in analysis.terms(w)))
+        return self._forms[forms]
 
     def held_words(self, question: str) -> tuple[tuple[str, ...], ...]:
         """The English terms of each word of a question that the relevance gate looks for in a passage
@@ -210,13 +218,14 @@ def asks_in_english(question: str) -> bool:
 
 
 def reversed_senses(senses: Mapping[str, str]) -> dict[tuple[str, ...], tuple[tuple[str, ...], ...]]:
-    """Each short sense's English index terms → the Chinese index terms of the entries that have it
-    (see :meth:`Glossary.chinese`). Forms with the same senses are one entry (traditional and
-    simplified), so a word written two ways does not count twice; each sense is analysed once."""
-    forms: dict[str, list[str]] = {}
+    """Each short sense's English index terms → the forms of the entries that have it (see
+    :meth:`Glossary.chinese`). Forms with the same senses are one entry (traditional and simplified), so
+    a word written two ways does not count twice; each sense is analysed once, the forms only when a
+    question finds them."""
+    forms: dict[str, tuple[str, ...]] = {}
     for word, meaning in senses.items():
         if SHORTEST_HEADWORD <= len(word) <= LONGEST_HEADWORD and _CHINESE.fullmatch(word):
-            forms.setdefault(meaning, []).append(word)
+            forms[meaning] = (*forms.get(meaning, ()), word)
     keys: dict[str, tuple[str, ...]] = {}
     entries: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
     for meaning, words in forms.items():
@@ -227,7 +236,7 @@ def reversed_senses(senses: Mapping[str, str]) -> dict[tuple[str, ...], tuple[tu
             if key is None:
                 key = keys[sense] = tuple(analysis.terms(_ASIDE.sub(" ", sense), drop_stopwords=True))
             if 1 <= len(key) <= LONGEST_SENSE and meaning not in entries.setdefault(key, {}):
-                entries[key][meaning] = tuple(dict.fromkeys(t for w in words for t in analysis.terms(w)))
+                entries[key][meaning] = words
     return {key: tuple(found.values()) for key, found in entries.items()}
 
 
