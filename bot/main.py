@@ -57,6 +57,7 @@ def create(
     transcribe: Callable[[bytes], Transcript] | None = None,
     language: Language | None = None,
     signals: bool = False,
+    warm: bool = False,
     zone: tzinfo | None = None,
     **fetch_test_only: object,
 ):
@@ -67,6 +68,8 @@ def create(
     one, or refused with a sentence when mlx-whisper is not installed. ``language``: the token counter
     and chat template (load_language's) when the caller has them already. ``signals``: SIGTERM and
     SIGINT stop it, ending a model download first (the bot's own process; tests stop it themselves).
+    ``warm``: load what the owner's first question would, on a thread from the start (Engine.warm; the
+    bot's own process), so that it is answered as fast as the next.
     ``zone``: the owner's time zone (this machine's by default).
     """
     check_settings(settings)
@@ -119,6 +122,8 @@ def create(
             await register(application)
         deps = application.bot_data["deps"]
         schedule_digests(application, deps, zone=deps.zone)
+        if warm:  # on a thread of its own, while the bot polls (a question meanwhile waits for what it loads)
+            session_box["warming"] = asyncio.get_running_loop().run_in_executor(None, engine.warm)
         announce(settings, application.bot.username)
 
     async def stop(application) -> None:
@@ -127,6 +132,9 @@ def create(
         if deps is not None:
             await deps.collector.close()
             await deps.kept.close()
+        warming = session_box.pop("warming", None)
+        if warming is not None:
+            await asyncio.wait([warming])
         session = session_box.pop("session", None)
         if session is not None:
             await session.close()
@@ -157,7 +165,7 @@ def announce(settings: Settings, username: str | None) -> None:
 
 def serve(settings: Settings, *, language: Language | None = None) -> int:
     """Poll Telegram until SIGTERM or SIGINT; exit 0 after a clean stop (``language``: see create)."""
-    app = create(settings, language=language, signals=True)
+    app = create(settings, language=language, signals=True, warm=True)
     try:
         app.run_polling(allowed_updates=Update.ALL_TYPES, stop_signals=None)  # create's own: see on_signal
     except InvalidToken:  # its message carries the token: never chained into a traceback or a log

@@ -66,6 +66,7 @@ async def running_bot(
     daemon: bool = True,
     zone=None,
     platform: str = sys.platform,
+    warm: bool = False,
     **env: str,
 ) -> AsyncIterator[tuple[Env, str]]:
     """The bot and the daemon on a knowledge base in ``home``, with every stand-in; (Env, web base URL).
@@ -73,7 +74,8 @@ async def running_bot(
     ``transcribe`` None: the bot's own transcriber (mlx-whisper on KB_WHISPER_MODEL, given in ``env``).
     ``daemon`` False: no daemon runs (a test starts one with ``daemon.main.background`` when it wants).
     ``zone``: the owner's time zone (this machine's when None). ``platform``: the operating system kb
-    takes itself to run on (this one's by default).
+    takes itself to run on (this one's by default). ``warm``: as the bot's own process starts it (see
+    bot.main.create).
     """
     base, port, _ = varn_site
     telegram, tg_runner, tg_url = await start_fake_telegram(TOKEN)
@@ -88,7 +90,7 @@ async def running_bot(
         "KB_TELEGRAM_UPDATE_EVERY_S": "0.05", **env,
     })  # fmt: skip
     app = create(
-        settings, transcribe=transcribe, zone=zone, allow_hosts=[("127.0.0.1", port)]
+        settings, transcribe=transcribe, zone=zone, warm=warm, allow_hosts=[("127.0.0.1", port)]
     )  # the test web server only
     with background(settings, ApproxCounter()) if daemon else contextlib.nullcontext():
         await app.initialize()

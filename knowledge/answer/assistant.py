@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -56,7 +57,7 @@ from knowledge.errors import IndexMissing, IndexUnreadable, ModelError, SearchEr
 from knowledge.model.client import Completion, ModelClient
 from knowledge.model.template import ChatTemplate
 from knowledge.model.tokenizer import TokenCounter
-from knowledge.retrieval import sufficiency
+from knowledge.retrieval import sufficiency, warmup
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.search import Also, Meaning, SearchResult, find, get_document_chunks
 from knowledge.retrieval.second import Nearness
@@ -216,6 +217,21 @@ class Engine:
         else:
             summary, said = "", (*lead, Said("web-searched"), Said("web-nothing-passed"), *notes)
         return Reply(summary, "web", candidates=candidates, said=said, route=route)
+
+    def warm(self) -> None:
+        """Load what the first questions would (knowledge.retrieval.warmup), logged as ``engine.warmed``
+        (ms, the language groups searched in); a failure is logged as ``engine.warm_failed``: the first
+        question meets it again and says it."""
+        started = time.perf_counter()
+        try:
+            with self.open_index() as index:
+                groups = warmup.warm(index, self.meaning)
+        except IndexMissing:  # nothing to load: the first document's search loads it
+            return
+        except Exception as exc:  # whatever it is, the front end goes on: each question reports its own
+            log.warning("engine.warm_failed", reason=f"{type(exc).__name__}: {exc}"[:300])
+            return
+        log.info("engine.warmed", ms=round((time.perf_counter() - started) * 1000, 1), groups=list(groups))
 
     def retrieve(self, question: str, *, document: str | None = None) -> list[SearchResult]:
         """The evidence for a question (see :meth:`_find`); empty when the documents do not answer it."""

@@ -17,8 +17,9 @@ chunks (knowledge.retrieval.search: INTO_CHINESE_WEIGHT).
 
 The dictionary is read once, on the first Chinese question, or the first English one where the index
 holds Chinese passages (about half a second; it then holds about 36 MB; read the other way, about
-0.9 s on a 2-core machine and 19 MB more, on the first English question). Without the package, search goes on without it:
-:func:`load` says so once in the log.
+0.9 s on a 2-core machine and 19 MB more, on the first English question), logged as ``glossary.read``
+and ``glossary.reversed`` (ms); kb bot reads it as it starts (knowledge.retrieval.warmup). Without the
+package, search goes on without it: :func:`load` says so once in the log.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import gzip
 import importlib.util
 import re
 import threading
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,7 +155,9 @@ class Glossary:
         machine; the searches that ask meanwhile wait for it)."""
         with self._lock:
             if self._chinese is None:
+                started = time.perf_counter()
                 self._chinese = reversed_senses(self.senses)
+                log.info("glossary.reversed", ms=_ms_since(started), senses=len(self._chinese))
             return self._chinese
 
     def chinese_gloss(self, question: str) -> dict[str, float]:
@@ -198,6 +202,10 @@ class Glossary:
             w for w in dict.fromkeys(self.words(question)) if w not in FUNCTION_WORDS and self.terms_of(w)
         ]
         return tuple(self.terms_of(w) for w in ([w for w in words if len(w) > 1] or words))
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def asks_in_chinese(question: str) -> bool:
@@ -319,7 +327,10 @@ class OnDemand:
     def get(self) -> Glossary | None:
         with self._lock:
             if not self._read:
+                started = time.perf_counter()
                 self._glossary, self._read = load(self.path), True
+                if self._glossary is not None:
+                    log.info("glossary.read", ms=_ms_since(started), headwords=len(self._glossary.senses))
             return self._glossary
 
     def for_question(self, question: str) -> Glossary | None:
