@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import importlib.util
 import signal
+import threading
 from collections.abc import Callable
 from datetime import tzinfo
 from functools import partial
@@ -69,7 +70,7 @@ def create(
     and chat template (load_language's) when the caller has them already. ``signals``: SIGTERM and
     SIGINT stop it, ending a model download first (the bot's own process; tests stop it themselves).
     ``warm``: load what the owner's first question would, on a thread from the start (Engine.warm; the
-    bot's own process), so that it is answered as fast as the next.
+    bot's own process), so that it is answered as fast as the next; a stop does not wait for it.
     ``zone``: the owner's time zone (this machine's by default).
     """
     check_settings(settings)
@@ -122,8 +123,8 @@ def create(
             await register(application)
         deps = application.bot_data["deps"]
         schedule_digests(application, deps, zone=deps.zone)
-        if warm:  # on a thread of its own, while the bot polls (a question meanwhile waits for what it loads)
-            session_box["warming"] = asyncio.get_running_loop().run_in_executor(None, engine.warm)
+        if warm:  # while the bot polls (a question meanwhile waits for what it loads); not holding a stop up
+            threading.Thread(target=engine.warm, name="kb-warm", daemon=True).start()
         announce(settings, application.bot.username)
 
     async def stop(application) -> None:
@@ -132,9 +133,6 @@ def create(
         if deps is not None:
             await deps.collector.close()
             await deps.kept.close()
-        warming = session_box.pop("warming", None)
-        if warming is not None:
-            await asyncio.wait([warming])
         session = session_box.pop("session", None)
         if session is not None:
             await session.close()

@@ -6,8 +6,9 @@ knowledge.retrieval.second), reads CC-CEDICT (a Chinese question: knowledge.retr
 it into Chinese (an English question where the index holds Chinese passages). Each first question in
 a language pays for its part: on a quiet 2-core machine, in a 13,000-chunk index with passages in
 English, Chinese and Thai, the first Chinese question's search took 0.69-0.78 s and the first English
-one's 0.78-0.79 s, against 20-27 ms once warm. kb bot calls :func:`warm` on a thread as it starts (about
-1.5 s there), so that the owner's first question is answered as fast as the next.
+one's 0.78-0.79 s, against 20-27 ms once warm. kb bot and the terminal chat call :func:`warm` on a
+thread as they start (about 1.5 s there), so that the owner's first question is answered as fast as the
+next.
 
 It searches once in English, then once in each other script the index holds passages in (Chinese,
 Thai): what an owner's first question in one of them would load is loaded, and nothing is loaded for a
