@@ -87,7 +87,8 @@ async def test_a_knowledge_base_with_no_index_yet_is_not_warmed_and_a_broken_one
         with structlog.testing.capture_logs() as logs:
             engine_on(fresh, session).warm()
             engine_on(broken, session).warm()
-    assert [e["event"] for e in logs if e["event"].startswith("engine.")] == ["engine.warm_failed"]
+    said = [e for e in logs if e["event"].startswith("engine.") and str(tmp_path) in e.get("reason", "")]
+    assert [e["event"] for e in said] == ["engine.warm_failed"] and "broken" in said[0]["reason"]
     assert broken.index_path.read_bytes() == b"this is not a database" * 100  # nothing written to it
 
 
@@ -103,5 +104,6 @@ async def test_the_bots_own_process_warms_as_it_starts_and_answers_the_first_que
             env.llm.script = [answer("It is 317 metres deep [1].")]
             await env.say("How deep is Lake Quillan?")
             reply = await env.bot_said(lambda c: "317 metres" in c.params.get("text", ""))
-    assert [e["groups"] for e in logs if e["event"] == "engine.warmed"] == [[]]  # KB_EMBED=off: words only
+    warmed = [e for e in logs if e["event"] == "engine.warmed"]
+    assert warmed and all(e["groups"] == [] for e in warmed)  # KB_EMBED=off: by words, nothing to load
     assert "[1]" in reply.params["text"]

@@ -18,8 +18,9 @@ chunks (knowledge.retrieval.search: INTO_CHINESE_WEIGHT).
 The dictionary is read once, on the first Chinese question, or the first English one where the index
 holds Chinese passages (about half a second; it then holds about 36 MB; read the other way, about
 0.9 s on a 2-core machine and 19 MB more, on the first English question), logged as ``glossary.read``
-and ``glossary.reversed`` (ms); kb bot reads it as it starts (knowledge.retrieval.warmup). Without the
-package, search goes on without it: :func:`load` says so once in the log.
+and ``glossary.reversed`` (ms); kb bot and the terminal chat read it as they start
+(knowledge.retrieval.warmup). Without the package, search goes on without it: :func:`load` says so
+once in the log.
 """
 
 from __future__ import annotations
