@@ -21,7 +21,6 @@ Never tuned on: it is the held-out check for cross-language search on real notes
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
@@ -34,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or os.getcwd()).resolve() != HERE]
 
-from cli.main import main  # noqa: E402
+from bench.vault_aliases import kb  # noqa: E402  (kb run in this process)
 
 LANGS = ("en", "zh-TW", "th")
 RESULTS = 20  # passages asked for: enough for five notes (a note's passages count once)
@@ -57,15 +56,6 @@ def notes(folder: Path) -> dict[str, tuple[str, str]]:
         if m and (link := field(m.group(1), "permalink")):
             out[link] = (path.relative_to(folder).as_posix(), field(m.group(1), "description"))
     return out
-
-
-def kb(home: Path, env: dict[str, str], *args: str) -> str:
-    """kb run in this process; its stdout (SystemExit on failure)."""
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["--home", str(home), *args], stdout=out, stderr=err, env=env)
-    if code != 0:
-        raise SystemExit(f"kb {' '.join(args)} failed ({code}): {err.getvalue()[-2000:]}")
-    return out.getvalue()
 
 
 def run(
