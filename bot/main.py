@@ -124,7 +124,9 @@ def create(
         deps = application.bot_data["deps"]
         schedule_digests(application, deps, zone=deps.zone)
         if warm:  # while the bot polls (a question meanwhile waits for what it loads); not holding a stop up
-            threading.Thread(target=engine.warm, name="kb-warm", daemon=True).start()
+            threading.Thread(
+                target=engine.warm, args=(settings.language,), name="kb-warm", daemon=True
+            ).start()
         announce(settings, application.bot.username)
 
     async def stop(application) -> None:

@@ -49,6 +49,7 @@ def test_an_index_in_two_languages_is_warmed_in_both_and_its_first_questions_loa
     e5, second = embedders
     meaning = Meaning.of(e5, second=second)
     with Index(settings.index_path, readonly=True) as index:
+        assert warm(index, Meaning.of(e5, second=second), "zh-Hant") == ("cjk", "other")  # the reader's first
         with structlog.testing.capture_logs() as warming:
             assert warm(index, meaning) == ("other", "cjk")
         with structlog.testing.capture_logs() as asking:
@@ -64,10 +65,14 @@ def test_an_index_in_two_languages_is_warmed_in_both_and_its_first_questions_loa
 def test_an_english_index_is_warmed_in_english_only_and_the_dictionary_is_not_read(tmp_path, embedders):
     settings = embedded(tmp_path / "kb", dict(list(APPLIANCES.items())[:3]), embedders)
     e5, second = embedders
-    with Index(settings.index_path, readonly=True) as index, structlog.testing.capture_logs() as logs:
-        assert warm(index, Meaning.of(e5, second=second)) == ("other",)
-        assert warm(index, None) == ()  # by words alone there is nothing to load ahead
-    assert not [e for e in logs if e["event"] in LOADS]
+    with Index(settings.index_path, readonly=True) as index:
+        with structlog.testing.capture_logs() as english:
+            assert warm(index, Meaning.of(e5, second=second)) == ("other",)
+            assert warm(index, None) == ()  # by words alone there is nothing to load ahead
+        with structlog.testing.capture_logs() as chinese:  # a reader in Chinese asks in Chinese
+            assert warm(index, Meaning.of(e5, second=second), "zh-Hant") == ("cjk", "other")
+    assert not [e for e in english if e["event"] in LOADS]
+    assert [e["event"] for e in chinese if e["event"] in LOADS] == ["glossary.read"]  # not read into Chinese
 
 
 def engine_on(settings, session: aiohttp.ClientSession) -> Engine:

@@ -120,7 +120,7 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
     async with open_engine(settings, language) as engine:
         # what the first question would load, while the summary is made and the question typed (a thread
         # that does not hold the exit up: /quit or Ctrl-C right away leaves at once)
-        threading.Thread(target=engine.warm, name="kb-warm", daemon=True).start()
+        threading.Thread(target=engine.warm, args=(words.language,), name="kb-warm", daemon=True).start()
         model = await probe_model(engine.llm)
         report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
         print("\n".join(summary_lines(report, words)), file=out, flush=True)

@@ -218,14 +218,14 @@ class Engine:
             summary, said = "", (*lead, Said("web-searched"), Said("web-nothing-passed"), *notes)
         return Reply(summary, "web", candidates=candidates, said=said, route=route)
 
-    def warm(self) -> None:
-        """Load what the first questions would (knowledge.retrieval.warmup), logged as ``engine.warmed``
-        (ms, the language groups searched in); a failure is logged as ``engine.warm_failed``: the first
-        question meets it again and says it."""
+    def warm(self, reader: str = "") -> None:
+        """Load what the first questions would, in the ``reader``'s language first (knowledge.retrieval.
+        warmup), logged as ``engine.warmed`` (ms, the language groups searched in); a failure is logged
+        as ``engine.warm_failed``: the first question meets it again and says it."""
         started = time.perf_counter()
         try:
             with self.open_index() as index:
-                groups = warmup.warm(index, self.meaning)
+                groups = warmup.warm(index, self.meaning, reader)
         except IndexMissing:  # nothing to load: the first document's search loads it
             return
         except Exception as exc:  # whatever it is, the front end goes on: each question reports its own

@@ -10,9 +10,12 @@ one's 0.78-0.79 s, against 20-27 ms once warm. kb bot and the terminal chat call
 thread as they start (about 1.5 s there), so that the owner's first question is answered as fast as the
 next.
 
-It searches once in English, then once in each other script the index holds passages in (Chinese,
+It searches once in English and once in each other script the index holds passages in (Chinese,
 Thai): what an owner's first question in one of them would load is loaded, and nothing is loaded for a
-language the index does not hold (an English-only index does not read the dictionary).
+language the index does not hold (an English-only index does not read the dictionary). The reader's own
+language goes first, so that a question asked at once (a message waiting as the bot starts) waits only
+for what it needs itself: in a chat in Chinese, not for the dictionary read into Chinese for English
+questions.
 """
 
 from __future__ import annotations
@@ -24,14 +27,21 @@ from knowledge.store.index import Index
 QUESTIONS = {"other": "What is in here?", "cjk": "這裡寫了什麼？", "thai": "ที่นี่มีอะไรบ้าง"}
 
 
-def warm(index: Index, meaning: Meaning | None) -> tuple[str, ...]:
-    """Search as the first questions would (see the module docstring); the language groups searched in,
-    () without search by meaning (by words alone there is nothing to load ahead)."""
+def group_of(language: str) -> str:
+    """The language group of a language kb speaks (en, zh-Hant, zh-Hans, th; "" or another: English's)."""
+    return "cjk" if language.startswith("zh") else "thai" if language == "th" else "other"
+
+
+def warm(index: Index, meaning: Meaning | None, reader: str = "") -> tuple[str, ...]:
+    """Search as the first questions would (see the module docstring), in the ``reader``'s language first
+    (:func:`group_of`); the language groups searched in, in order, () without search by meaning (by words
+    alone there is nothing to load ahead)."""
     if meaning is None:
         return ()
-    find(index, QUESTIONS["other"], k=1, meaning=meaning)
+    first = group_of(reader)
+    find(index, QUESTIONS[first], k=1, meaning=meaning)
     held = meaning.cache.group_counts()
-    others = tuple(group for group in ("cjk", "thai") if held.get(group))
-    for group in others:
+    rest = tuple(g for g in ("other", "cjk", "thai") if g != first and (g == "other" or held.get(g)))
+    for group in rest:
         find(index, QUESTIONS[group], k=1, meaning=meaning)
-    return ("other", *others)
+    return (first, *rest)
