@@ -18,7 +18,9 @@ from telegram.error import InvalidToken
 from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
 from bot.digest import machine_zone, schedule_digests
+from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
+from knowledge.conversation.session import Conversing
 from knowledge.errors import ConfigError, KbError
 from knowledge.feedback.store import Feedback
 from knowledge.report.status import plural
@@ -125,7 +127,7 @@ def create(
         schedule_digests(application, deps, zone=deps.zone)
         if warm:  # while the bot polls (a question meanwhile waits for what it loads); not holding a stop up
             threading.Thread(
-                target=engine.warm, args=(settings.language,), name="kb-warm", daemon=True
+                target=warm_for_owner, args=(engine, settings, talk), name="kb-warm", daemon=True
             ).start()
         announce(settings, application.bot.username)
 
@@ -143,6 +145,11 @@ def create(
     app.post_init = start
     app.post_shutdown = stop
     return app
+
+
+def warm_for_owner(engine: Engine, settings: Settings, talk: Conversing) -> None:
+    """Engine.warm in the owner's language first: KB_LANGUAGE, else the one last chosen with /lang."""
+    engine.warm(settings.language or talk.store.last_chosen_language() or "")
 
 
 def announce(settings: Settings, username: str | None) -> None:

@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 import structlog
 
+from bot.main import warm_for_owner
 from knowledge.answer.assistant import Engine, EngineSettings
 from knowledge.model.client import ModelClient
 from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
@@ -19,6 +20,7 @@ from knowledge.retrieval.search import Meaning, find
 from knowledge.retrieval.second import Second, UseEncoder
 from knowledge.retrieval.warmup import warm
 from knowledge.store.index import Index
+from knowledge.wiring import build_engine, conversing
 from tests.bot_env import running_bot
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_llm import answer, free_port
@@ -112,3 +114,18 @@ async def test_the_bots_own_process_warms_as_it_starts_and_answers_the_first_que
     warmed = [e for e in logs if e["event"] == "engine.warmed"]
     assert warmed and all(e["groups"] == [] for e in warmed)  # KB_EMBED=off: by words, nothing to load
     assert "[1]" in reply.params["text"]
+
+
+async def test_the_bot_warms_in_the_language_its_owner_last_chose_first(tmp_path, embedders):
+    settings = make_settings(tmp_path / "kb", KB_EMBED="local")
+    embedded(settings.home, dict(list(APPLIANCES.items())[:2]), embedders)
+    async with aiohttp.ClientSession() as session:
+        engine = build_engine(settings, session, ApproxCounter(), ChatTemplate(FALLBACK_TEMPLATE, {}))
+        talk = conversing(settings, engine)
+        with structlog.testing.capture_logs() as before:
+            warm_for_owner(engine, settings, talk)
+        talk.store.choose_language("tg:1", "th")  # /lang in the bot
+        with structlog.testing.capture_logs() as after:
+            warm_for_owner(engine, settings, talk)
+    assert [e["groups"] for e in before if e["event"] == "engine.warmed"] == [["other"]]
+    assert [e["groups"] for e in after if e["event"] == "engine.warmed"] == [["thai", "other"]]
