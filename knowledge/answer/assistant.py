@@ -229,7 +229,8 @@ class Engine:
         except IndexMissing:  # nothing to load: the first document's search loads it
             return
         except Exception as exc:  # whatever it is, the front end goes on: each question reports its own
-            log.warning("engine.warm_failed", reason=f"{type(exc).__name__}: {exc}"[:300])
+            # (info: not a second warning on the terminal while the owner types; the question says it)
+            log.info("engine.warm_failed", reason=f"{type(exc).__name__}: {exc}"[:300])
             return
         log.info("engine.warmed", ms=round((time.perf_counter() - started) * 1000, 1), groups=list(groups))
 
