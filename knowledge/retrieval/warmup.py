@@ -10,12 +10,13 @@ one's 0.78-0.79 s, against 20-27 ms once warm. kb bot and the terminal chat call
 thread as they start (about 1.5 s there), so that the owner's first question is answered as fast as the
 next.
 
-It searches once in English and once in each other script the index holds passages in (Chinese,
-Thai): what an owner's first question in one of them would load is loaded, and nothing is loaded for a
-language the index does not hold (an English-only index does not read the dictionary). The reader's own
-language goes first, so that a question asked at once (a message waiting as the bot starts) waits only
-for what it needs itself: in a chat in Chinese, not for the dictionary read into Chinese for English
-questions.
+It searches once in the reader's language, once in English and once in each other script the index
+holds passages in (Chinese, Thai): what an owner's first question in one of them would load is loaded,
+and nothing for a language neither the reader nor the index uses (an English-only index read in
+English does not read the dictionary; read in Chinese, it does: the owner's Chinese questions are
+glossed into English). The reader's own language goes first, so that a question asked at once (a
+message waiting as the bot starts) waits only for what it needs itself: in a chat in Chinese, not for
+the dictionary read into Chinese for English questions.
 """
 
 from __future__ import annotations
