@@ -239,8 +239,8 @@ def embed(index: Index, embedder: CachingEmbedder | None, settings) -> Meaning |
 SECOND = SimpleNamespace(encoder=None)  # the cached Universal Sentence Encoder, None with --no-second
 
 
-def heldout_set(tmp: Path, env: dict[str, str], counter, embedder) -> list[Asked]:
-    """TyDi en, DRCD zh-Hant and iApp th in one index, both folds."""
+def heldout_set(tmp: Path, env: dict[str, str], counter, embedder, *, keep: bool = False) -> list[Asked]:
+    """TyDi en, DRCD zh-Hant and iApp th in one index, both folds (``keep``: every candidate's evidence)."""
     samples = [
         load_tydi(DATA / "tydiqa_english_dev.json", 440, None, 0),
         load_drcd(DATA / "DRCD_dev.json", 120),
@@ -263,6 +263,7 @@ def heldout_set(tmp: Path, env: dict[str, str], counter, embedder) -> list[Asked
             out += ask_all(
                 index, meaning, questions,
                 lambda q, half=half, ids=doc_ids, keys=lang_key: (ids[(keys[q[1]], q[1])], q[3], False) if q[1] in half else None,
+                keep_candidates=keep,
             )  # fmt: skip
     return out
 
@@ -492,7 +493,9 @@ def main() -> int:
     )
     parser.add_argument("--threshold", type=float, default=sufficiency.DEFAULT_THRESHOLD)
     parser.add_argument(
-        "--dump", type=Path, help="save every candidate's evidence of the XQuAD sets (JSON lines)"
+        "--dump",
+        type=Path,
+        help="save every candidate's evidence of the XQuAD sets, and of the held-out set when --only names it",
     )
     parser.add_argument("--embed", default="local", help="KB_EMBED: local, or off (words only)")
     parser.add_argument(
@@ -532,6 +535,9 @@ def main() -> int:
                     keep=args.choose or args.dump is not None,
                     translated=args.translations,
                 )
+        if args.dump is not None and "heldout" in wanted:  # dumped too, and its table read from the same run
+            say("held out: TyDi en, DRCD zh-Hant, iApp th")
+            results["heldout"] = heldout_set(tmp, env, counter, embedder, keep=True)
         if args.dump is not None:
             with args.dump.open("w") as out:
                 for name, asked in results.items():
@@ -556,7 +562,7 @@ def main() -> int:
             sweep(results["same"], results.get("cross", []), (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9))
         held_out = (  # (--sets name, progress, table title, the measured answers, the languages shown)
             ("heldout", "held out: TyDi en, DRCD zh-Hant, iApp th", "held out (TyDi en, DRCD zh-Hant, iApp th)",
-             lambda: heldout_set(tmp, env, counter, embedder), LANGS),
+             lambda: results.get("heldout") or heldout_set(tmp, env, counter, embedder), LANGS),
             ("other", "held out: TyDi in other languages", "held out, languages never measured (TyDi dev)",
              lambda: [a for xs in other_languages(tmp, env, counter, embedder).values() for a in xs], OTHER_TYDI),
             ("one", "one-document knowledge bases", "one-document knowledge bases (XQuAD)",
