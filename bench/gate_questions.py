@@ -11,8 +11,8 @@ best same-script coverage and lexical score, the highest agreement of the second
 candidates in the question's script, the mean standout (the question's own level), the best gloss share;
 "quadratic" adds their products two by two.
 
-    python bench/sufficiency.py --dump /tmp/gate.dump --only same,cross
-    python bench/gate_questions.py /tmp/gate.dump [--thresholds 0.2,0.3,...]
+    python bench/sufficiency.py --dump /tmp/gate.dump --only same,cross,heldout  # the held-out set too
+    python bench/gate_questions.py /tmp/gate.dump [--thresholds 0.2,0.3,...] [--cross-weight 3]
 """
 
 from __future__ import annotations
@@ -65,9 +65,11 @@ def quadratic(x: np.ndarray) -> np.ndarray:
     return np.hstack([x, *((x[:, i] * x[:, j])[:, None] for i in range(n) for j in range(i, n))])
 
 
-def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, rounds: int = 50):
-    """Logistic regression by Newton's method on standardised features; the fitted probability function."""
+def fit(x: np.ndarray, y: np.ndarray, weight: np.ndarray | None = None, l2: float = 1e-2, rounds: int = 50):
+    """Logistic regression by Newton's method on standardised features (``weight``: each question's, 1 by
+    default); the fitted probability function."""
     mu, sd = x.mean(0), x.std(0) + 1e-9
+    sw = np.ones(len(y)) if weight is None else weight
 
     def design(xs: np.ndarray) -> np.ndarray:
         return np.hstack([(xs - mu) / sd, np.ones((len(xs), 1))])
@@ -75,8 +77,8 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-2, rounds: int = 50):
     z, w = design(x), np.zeros(x.shape[1] + 1)
     for _ in range(rounds):
         p = 1 / (1 + np.exp(-z @ w))
-        grad = z.T @ (p - y) / len(y) + l2 * w
-        hess = (z * (p * (1 - p))[:, None]).T @ z / len(y) + l2 * np.eye(len(w))
+        grad = z.T @ (sw * (p - y)) / sw.sum() + l2 * w
+        hess = (z * (sw * p * (1 - p))[:, None]).T @ z / sw.sum() + l2 * np.eye(len(w))
         w -= np.linalg.solve(hess, grad)
     return lambda xs: 1 / (1 + np.exp(-design(xs) @ w))
 
@@ -87,6 +89,12 @@ def main() -> int:
     )
     parser.add_argument("dump", type=Path)
     parser.add_argument("--thresholds", default="0.2,0.25,0.3,0.35,0.4,0.45,0.5,0.55,0.6")
+    parser.add_argument(
+        "--cross-weight",
+        type=float,
+        default=1.0,
+        help="the weight in the fit of an answerable question across languages",
+    )
     args = parser.parse_args()
     everything = [json.loads(line) for line in args.dump.open()]
     rows = [r for r in everything if r["set"] in ("same", "cross")]
@@ -97,10 +105,11 @@ def main() -> int:
     first, _ = halves({r["key"] for r in rows})
     tune = np.array([r["key"] in first for r in rows])
     held = ~tune
+    weight = np.where(crosses & (y == 1), args.cross_weight, 1.0)
     scores = {
         "kb's gate": 1 / (1 + np.exp(-x[:, 0])),
-        "question, linear": fit(x[tune], y[tune])(x),
-        "question, quadratic": fit(quadratic(x)[tune], y[tune])(quadratic(x)),
+        "question, linear": fit(x[tune], y[tune], weight[tune])(x),
+        "question, quadratic": fit(quadratic(x)[tune], y[tune], weight[tune])(quadratic(x)),
     }
     print(f"{len(rows)} questions; fitted on {int(tune.sum())}, read on the other {int(held.sum())}")
     print("held-out half: same set answerable kept / unanswerable sent, cross set kept across languages")
@@ -119,11 +128,13 @@ def main() -> int:
             print(f"  {t:.2f}  " + "   ".join(cells))
     held_out = [r for r in everything if r["set"] == "heldout"]
     if held_out:
-        read_held_out(held_out, x, y, [float(v) for v in args.thresholds.split(",")])
+        read_held_out(held_out, x, y, weight, [float(v) for v in args.thresholds.split(",")])
     return 0
 
 
-def read_held_out(rows: list[dict], x: np.ndarray, y: np.ndarray, thresholds: list[float]) -> None:
+def read_held_out(
+    rows: list[dict], x: np.ndarray, y: np.ndarray, weight: np.ndarray, thresholds: list[float]
+) -> None:
     """The models fitted on all of XQuAD's questions, read on the held-out set (TyDi en, DRCD zh-Hant,
     iApp th: never fitted on), answerable kept / unanswerable sent per language."""
     hx = np.array([features(r["candidates"]) for r in rows])
@@ -131,8 +142,8 @@ def read_held_out(rows: list[dict], x: np.ndarray, y: np.ndarray, thresholds: li
     langs = np.array([r["lang"] for r in rows])
     scores = {
         "kb's gate": 1 / (1 + np.exp(-hx[:, 0])),
-        "question, linear": fit(x, y)(hx),
-        "question, quadratic": fit(quadratic(x), y)(quadratic(hx)),
+        "question, linear": fit(x, y, weight)(hx),
+        "question, quadratic": fit(quadratic(x), y, weight)(quadratic(hx)),
     }
     print(f"\nheld out ({len(rows)} questions: TyDi en, DRCD zh-Hant, iApp th), fitted on all of XQuAD:")
     for name, score in scores.items():
