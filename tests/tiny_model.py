@@ -186,7 +186,8 @@ def _get(url: str, timeout: float) -> tuple[int, bytes]:
         with _OPENER.open(url, timeout=timeout) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
-        return e.code, e.read()
+        with e:  # the error is the response too
+            return e.code, e.read()
 
 
 def _post_json(url: str, body: dict, timeout: float) -> tuple[int, bytes]:
@@ -196,7 +197,8 @@ def _post_json(url: str, body: dict, timeout: float) -> tuple[int, bytes]:
         with _OPENER.open(req, timeout=timeout) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
-        return e.code, e.read()
+        with e:  # the error is the response too
+            return e.code, e.read()
 
 
 @dataclass(eq=False)

@@ -196,6 +196,7 @@ def download(
                 return folder / name
             return _download_into(out, file_url(model_id, name), folder / name, limits, check, progress)
     except urllib.error.HTTPError as exc:
+        exc.close()  # the error is the response too: its connection closed here, not when collected
         kind = "missing" if exc.code in (401, 403, 404) else "unreachable"
         raise HubError(kind, f"the hub answered {exc.code} for {what}") from exc
     except urllib.error.URLError as exc:
@@ -225,6 +226,7 @@ def _download_into(
         except urllib.error.HTTPError as exc:
             if exc.code != 416:  # Range Not Satisfiable: the .part is no prefix of this file
                 raise
+            exc.close()
             _empty(out)
             expected = _fetch(url, out, limits, progress)
         out.flush()

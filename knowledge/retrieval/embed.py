@@ -151,7 +151,8 @@ class UrlEmbedder:
                 f"the embeddings server at {url} took longer than {self.timeout_s:g} s (KB_EMBED_TIMEOUT_S)"
             ) from exc
         except urllib.error.HTTPError as exc:
-            detail = _error_detail(exc.read(4096))
+            with exc:  # the error is the response too: its connection closed here, not when collected
+                detail = _error_detail(exc.read(4096))
             raise EmbedderError(
                 f"the embeddings server at {url} answered {exc.code}{detail}"
                 f" — is KB_EMBED_MODEL={self.model!r} served there?"
