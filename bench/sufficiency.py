@@ -570,7 +570,8 @@ def main() -> int:
         )  # fmt: skip
         for name, step, title, measure, langs in held_out:
             if name in wanted:
-                say(step)
+                if name not in results:  # the held-out set was measured already for the dump
+                    say(step)
                 table(title, measure(), threshold, langs)
         if "big" in wanted and embedder is not None:
             say("XQuAD same with the held-out articles as distractors")

@@ -10,8 +10,6 @@ import pytest
 import structlog
 
 from bot.main import warm_for_owner
-from knowledge.answer.assistant import Engine, EngineSettings
-from knowledge.model.client import ModelClient
 from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.backfill import embed_missing
@@ -24,6 +22,7 @@ from knowledge.wiring import build_engine, conversing
 from tests.bot_env import running_bot
 from tests.conftest import ingest_texts, make_settings
 from tests.fake_llm import answer, free_port
+from tests.test_assistant import engine_for
 from tests.test_glossary import APPLIANCES, ZH_APPLIANCES
 
 LOADS = ("glossary.read", "glossary.reversed")
@@ -77,14 +76,6 @@ def test_an_english_index_is_warmed_in_english_only_and_the_dictionary_is_not_re
     assert [e["event"] for e in chinese if e["event"] in LOADS] == ["glossary.read"]  # not read into Chinese
 
 
-def engine_on(settings, session: aiohttp.ClientSession) -> Engine:
-    return Engine(
-        lambda: Index(settings.index_path, readonly=True),
-        ModelClient(session, f"http://127.0.0.1:{free_port()}/v1", timeout_s=5),
-        ApproxCounter(), ChatTemplate(FALLBACK_TEMPLATE, {}), EngineSettings(),
-    )  # fmt: skip
-
-
 async def test_a_knowledge_base_with_no_index_yet_is_not_warmed_and_a_broken_one_is_said_once(tmp_path):
     fresh = make_settings(tmp_path / "fresh")
     broken = make_settings(tmp_path / "broken")
@@ -92,8 +83,8 @@ async def test_a_knowledge_base_with_no_index_yet_is_not_warmed_and_a_broken_one
     broken.index_path.write_bytes(b"this is not a database" * 100)
     async with aiohttp.ClientSession() as session:
         with structlog.testing.capture_logs() as logs:
-            engine_on(fresh, session).warm()
-            engine_on(broken, session).warm()
+            engine_for(fresh, session, f"http://127.0.0.1:{free_port()}/v1").warm()
+            engine_for(broken, session, f"http://127.0.0.1:{free_port()}/v1").warm()
     said = [e for e in logs if e["event"].startswith("engine.") and str(tmp_path) in e.get("reason", "")]
     assert [e["event"] for e in said] == ["engine.warm_failed"] and "broken" in said[0]["reason"]
     assert broken.index_path.read_bytes() == b"this is not a database" * 100  # nothing written to it
