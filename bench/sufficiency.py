@@ -80,6 +80,7 @@ from knowledge.retrieval.second import Second  # noqa: E402
 from knowledge.retrieval.sufficiency import Evidence  # noqa: E402
 from knowledge.retrieval.translate import LANGUAGES, Translation, search_translated  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
+from knowledge.text import language_group  # noqa: E402
 
 HELDOUT_CACHE = ROOT / "runs" / "bench" / "heldout-vectors.npz"
 LANGS = ("en", "zh", "th")
@@ -98,7 +99,7 @@ class Asked:
 
     lang: str
     answerable: bool
-    best: float  # the best passage's relevance
+    best: float  # the verdict's relevance (knowledge.retrieval.sufficiency.judge)
     crosses: bool  # its article is indexed in another language only
     candidates: list[tuple[Evidence, bool]]  # each candidate's evidence, and whether it holds the answer
     key: str = ""  # its article
@@ -142,7 +143,9 @@ def ask_all(
                 chunk, doc = chunks[r.rowid]
                 holds = gold is not None and doc.id == gold[0] and any(a in chunk.text for a in gold[1])
                 candidates.append((r.evidence, holds))
-        best = max((r.relevance for r in ranked), default=0.0)
+        judged = [r.evidence for r in ranked if r.evidence is not None]
+        vectors = any(e.standout is not None for e in judged)  # as knowledge.retrieval.search.find judges
+        best = sufficiency.judge(judged, group=language_group(q[2]), vectors=vectors).relevance
         crosses = gold is not None and gold[2]
         out.append(Asked(q[0], gold is not None, best, crosses, candidates, q[1]))
     return out
@@ -473,12 +476,13 @@ def decision_cost(dim: int = 384, rows: int = 100_000) -> tuple[float, float]:
         t0 = time.perf_counter()
         typical, _, passages, noise = cache.reference(query)
         found_groups = cache.groups_of(list(cosines))
-        relevances = []
+        candidates = []
         for rowid, cos in cosines.items():
             group = found_groups[rowid]
             evidence = Evidence(sufficiency.standout(cos, typical[group], passages, noise), 0.3, 0.5, True)
-            relevances.append(sufficiency.relevance(evidence))
-        sufficiency.judge(relevances, vectors=True)
+            sufficiency.relevance(evidence)
+            candidates.append(evidence)
+        sufficiency.judge(candidates, vectors=True)
         times.append((time.perf_counter() - t0) * 1000)
     times.sort()
     return statistics.median(times), times[int(0.95 * (len(times) - 1))]
