@@ -1,25 +1,24 @@
-"""The relevance gate's question model (knowledge.retrieval.sufficiency.QUESTION_WEIGHTS), fitted here from a
-dump of bench/sufficiency.py (``--dump FILE``).
+"""How far the relevance gate could go by judging the question from its whole candidate list, not only its
+best passage: fitted and read from a dump of bench/sufficiency.py (``--dump FILE``); analysis, not kb's gate.
 
-The gate judges a question by its whole candidate list (sufficiency.question_vector: the best passage's
-relevance and its lead over the second, the highest standout, the best same-script coverage and lexical
-score, the highest agreement of the second embedder, the share of candidates in the question's script,
-the mean standout, the best gloss share, and whether the question is written in Chinese-Japanese-Korean or
-Thai script). A logistic model of these is fitted on XQuAD's ``same`` and ``cross`` sets, the answerable
-questions that cross languages weighed ``w`` times (w in CROSS_WEIGHTS). Each w is read out of fold (fitted
-on the questions of half of the articles, bench/sufficiency.halves, read on the other half, both ways);
-its threshold is the one that sends the most unanswerable Chinese and Thai questions to the web while
-keeping KEPT of every language's answerable ones local and, in every language, at least as many of the
-answerable questions across languages as the best passage's relevance keeps at 0.5 (kb's gate before it
-judged questions). The w that sends the most is chosen, refitted on every XQuAD question, and its intercept
-moved so that 0.5 is the decision: the weights printed are kb's.
+kb's gate decides by the best passage's relevance (knowledge.retrieval.sufficiency). Here each question is
+described by its candidates (``vector``): the best passage's relevance (as a logit) and its lead over the
+second, the highest standout, the best coverage and lexical score of a passage in the question's script,
+the second embedder's highest agreement, the share of candidates in the question's script less the index's
+share (so that an index in one language, or a one-document one, reads 0), the mean standout, the best gloss
+share, and whether the question is written in Chinese-Japanese-Korean or Thai script. A logistic model of
+these (all of them, or ``--without`` some) is fitted on XQuAD's ``same`` and ``cross`` sets, the answerable
+questions across languages weighed ``w`` times (w in CROSS_WEIGHTS). Each w is read out of fold (fitted on
+the questions of half of the articles, bench/sufficiency.halves, read on the other half, both ways); its
+threshold is the one that sends the most unanswerable Chinese and Thai questions to the web while keeping
+KEPT of every language's answerable ones local and, in every language, at least as many of the answerable
+questions across languages as the best passage keeps at 0.5. The w that sends the most is chosen, refitted
+on every XQuAD question, its intercept moved so that 0.5 is the decision, and read at 0.5 beside the best
+passage on every other set the dump holds (held out: TyDi en, DRCD zh-Hant, iApp th; TyDi in other
+languages; one-document knowledge bases; XQuAD among the held-out articles), none fitted on.
 
-Printed: the sweep (each w's threshold and figures, out of fold), the chosen weights, and the held-out
-reading when the dump holds it (``--only same,cross,heldout``: TyDi en, DRCD zh-Hant, iApp th, never
-fitted on) of the best passage at 0.5, of the weights kb holds, and of the weights just fitted.
-
-    python bench/sufficiency.py --dump /tmp/gate.dump --only same,cross,heldout
-    python bench/gate_questions.py /tmp/gate.dump
+    python bench/sufficiency.py --dump /tmp/gate.dump --only same,cross,heldout,other,one,big
+    python bench/gate_questions.py /tmp/gate.dump [--without 1,7]
 """
 
 from __future__ import annotations
@@ -39,16 +38,43 @@ from bench.sufficiency import halves  # noqa: E402
 from knowledge.retrieval import sufficiency  # noqa: E402
 from knowledge.retrieval.sufficiency import Evidence  # noqa: E402
 
-GROUP = {"en": "other", "zh": "cjk", "th": "thai"}  # the dump's languages, as kb tells scripts apart
+GROUP = {"en": "other", "zh": "cjk", "th": "thai"}  # XQuAD's languages
+FEATURES = (
+    "best relevance (logit)", "its lead over the second", "highest standout", "best same-script coverage",
+    "best same-script lexical score", "highest agreement", "share in the question's script less the index's",
+    "mean standout", "best gloss", "question in CJK script", "question in Thai script",
+)  # fmt: skip
 CROSS_WEIGHTS = (1.0, 1.5, 2.0, 3.0)
 THRESHOLDS = [round(t, 3) for t in np.arange(0.1, 0.801, 0.025)]
 KEPT = 0.97
 
 
+def logit(p: float) -> float:
+    p = min(max(p, 1e-9), 1 - 1e-9)
+    return math.log(p / (1 - p))
+
+
 def vector(row: dict) -> list[float]:
-    """A dumped question as kb's gate reads it (sufficiency.question_vector)."""
-    candidates = [Evidence(c[0], c[1], c[2], c[3], c[4], c[5]) for c in row["candidates"]]
-    return sufficiency.question_vector(candidates, GROUP[row["lang"]])
+    """A dumped question's features (FEATURES, see the module docstring)."""
+    ev = [Evidence(*c[:6]) for c in row["candidates"]]
+    script = [float(row["group"] == "cjk"), float(row["group"] == "thai")]
+    if not ev:
+        return [-20.0] + [0.0] * (len(FEATURES) - 3) + script
+    judged = sorted((logit(sufficiency.relevance(e)) for e in ev), reverse=True)
+    same = [e for e in ev if e.same_script]
+    standouts = [e.standout or 0.0 for e in ev]
+    return [
+        judged[0],
+        judged[0] - (judged[1] if len(judged) > 1 else -10.0),
+        max(standouts),
+        max((e.coverage for e in same), default=0.0),
+        max((e.lexical for e in same), default=0.0),
+        max((e.agreement for e in ev if e.agreement is not None), default=0.0),
+        len(same) / len(ev) - row["share"],
+        sum(standouts) / len(standouts),
+        max((e.gloss for e in ev if e.gloss is not None), default=0.0),
+        *script,
+    ]
 
 
 def fit(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1e-2, rounds: int = 50) -> np.ndarray:
@@ -72,8 +98,8 @@ def probability(weights: np.ndarray, x: np.ndarray) -> np.ndarray:
 class Dump:
     """The XQuAD questions of a dump: their vectors, answers, sets, languages and articles."""
 
-    def __init__(self, rows: list[dict]) -> None:
-        self.x = np.array([vector(r) for r in rows])
+    def __init__(self, rows: list[dict], columns: list[int]) -> None:
+        self.x = np.array([vector(r) for r in rows])[:, columns]
         self.best = np.array([max((sufficiency.relevance(Evidence(*c[:6])) for c in r["candidates"]), default=0.0)
                               for r in rows])  # fmt: skip
         self.y = np.array([r["answerable"] for r in rows], dtype=float)
@@ -127,9 +153,14 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("dump", type=Path)
+    parser.add_argument(
+        "--without", default="", help="features left out, by their place in FEATURES from 0 (e.g. 1,7)"
+    )
     args = parser.parse_args()
+    left_out = {int(n) for n in args.without.split(",") if n.strip()}
+    columns = [n for n in range(len(FEATURES)) if n not in left_out]
     everything = [json.loads(line) for line in args.dump.open()]
-    dump = Dump([r for r in everything if r["set"] in ("same", "cross")])
+    dump = Dump([r for r in everything if r["set"] in ("same", "cross")], columns)
     before = dump.figures(dump.best, sufficiency.DEFAULT_THRESHOLD)
     floor = {lang: f[2] for lang, f in before.items()}
     print(f"{len(dump.y)} XQuAD questions; answerable kept / unanswerable sent, kept across languages")
@@ -151,35 +182,38 @@ def main() -> int:
     w, t, _ = chosen
     weights = fit(dump.x, dump.y, np.where(dump.crosses, w, 1.0))
     weights[-1] -= math.log(t / (1 - t))  # 0.5 is the decision
-    print(f"chosen: w {w}, threshold {t:.3f}; kb's QUESTION_WEIGHTS (intercept last):")
-    print("  (" + ", ".join(f"{v:.4g}" for v in weights) + ")")
-    kb = np.array(sufficiency.QUESTION_WEIGHTS)
-    in_sample = dump.figures(probability(kb, dump.x), 0.5)
-    print(f"  kb's weights on every XQuAD question (fitted on them): {line(in_sample)}")
-    held_out = [r for r in everything if r["set"] == "heldout"]
-    if held_out:
-        read_held_out(held_out, {"the best passage": None, "kb's weights": kb, "just fitted": weights})
+    print(f"chosen: w {w}, threshold {t:.3f}; its weights, refitted on every XQuAD question:")
+    for n, v in zip(columns, weights, strict=False):
+        print(f"  {v:8.3f}  {FEATURES[n]}")
+    print(f"  {weights[-1]:8.3f}  intercept (0.5 the decision)")
+    unfitted = [r for r in everything if r["set"] not in ("same", "cross")]
+    if unfitted:
+        read_unfitted(unfitted, {"the best passage": None, "the question model": weights}, columns)
     return 0
 
 
-def read_held_out(rows: list[dict], models: dict[str, np.ndarray | None]) -> None:
-    """The held-out set (TyDi en, DRCD zh-Hant, iApp th: never fitted on) at 0.5, answerable kept /
-    unanswerable sent per language."""
-    x = np.array([vector(r) for r in rows])
-    y = np.array([r["answerable"] for r in rows], dtype=float)
-    langs = np.array([r["lang"] for r in rows])
-    best = np.array([max((sufficiency.relevance(Evidence(*c[:6])) for c in r["candidates"]), default=0.0)
-                     for r in rows])  # fmt: skip
-    print(f"held out ({len(rows)} questions: TyDi en, DRCD zh-Hant, iApp th), at 0.5:")
-    for name, weights in models.items():
-        score: np.ndarray = best if weights is None else probability(weights, x)
-        cells = []
-        for lang in GROUP:
-            mine = langs == lang
-            kept = ((score >= 0.5) & mine & (y == 1)).sum() / (mine & (y == 1)).sum()
-            sent = ((score < 0.5) & mine & (y == 0)).sum() / (mine & (y == 0)).sum()
-            cells.append(f"{lang} {kept:.3f} / {sent:.3f}")
-        print(f"  {name + ':':20s}" + "   ".join(cells))
+def read_unfitted(rows: list[dict], models: dict[str, np.ndarray | None], columns: list[int]) -> None:
+    """The sets the dump holds besides XQuAD's two (held out: TyDi en, DRCD zh-Hant, iApp th; TyDi in other
+    languages; one-document knowledge bases; XQuAD with the held-out articles as distractors), never fitted
+    on, at 0.5: answerable kept / unanswerable sent per language."""
+    print("never fitted on, at 0.5: answerable kept / unanswerable sent")
+    for name in dict.fromkeys(r["set"] for r in rows):
+        mine = [r for r in rows if r["set"] == name]
+        x = np.array([vector(r) for r in mine])[:, columns]
+        y = np.array([r["answerable"] for r in mine], dtype=float)
+        langs = np.array([r["lang"] for r in mine])
+        best = np.array([max((sufficiency.relevance(Evidence(*c[:6])) for c in r["candidates"]), default=0.0)
+                         for r in mine])  # fmt: skip
+        print(f"  {name} ({len(mine)} questions)")
+        for model, weights in models.items():
+            score: np.ndarray = best if weights is None else probability(weights, x)
+            cells = []
+            for lang in dict.fromkeys(langs):
+                m = langs == lang
+                kept = ((score >= 0.5) & m & (y == 1)).sum() / max((m & (y == 1)).sum(), 1)
+                sent = ((score < 0.5) & m & (y == 0)).sum() / max((m & (y == 0)).sum(), 1)
+                cells.append(f"{lang[:2]} {kept:.3f} / {sent:.3f}")
+            print(f"    {model + ':':20s}" + "   ".join(cells))
 
 
 if __name__ == "__main__":

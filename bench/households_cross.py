@@ -15,7 +15,7 @@ Every question is ranked by kb (knowledge.retrieval.search.rank, no model, no tr
 per set and language:
 
 * r@1 / r@3: a passage of the right document holding the answer's text at rank 1 / within 3;
-* kept: answerable questions the relevance gate keeps local (the verdict's relevance >= threshold);
+* kept: answerable questions the relevance gate keeps local (best passage's relevance >= threshold);
 * sent: unanswerable questions it sends to the web;
 * asks: questions for which kb would ask the model to translate (knowledge.retrieval.translate.is_strong
   says the evidence is not strong enough), the model's calls; missed: answerable questions it would not
@@ -51,7 +51,6 @@ from knowledge.retrieval.search import lead, rank  # noqa: E402
 from knowledge.retrieval.sufficiency import Evidence  # noqa: E402
 from knowledge.retrieval.translate import is_strong  # noqa: E402
 from knowledge.store.index import Index  # noqa: E402
-from knowledge.text import language_group  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "households_cross.json"
 LANGS = ("zh-Hant", "th")
@@ -99,10 +98,8 @@ def ask(index: Index, meaning, questions: list[dict], doc_ids: dict[str, str]) -
     return out
 
 
-def judged(asked: Asked) -> float:
-    """The verdict's relevance, as knowledge.retrieval.search.find judges the question."""
-    vectors = any(e.standout is not None for e in asked.evidence)
-    return sufficiency.judge(asked.evidence, group=language_group(asked.text), vectors=vectors).relevance
+def best_relevance(asked: Asked) -> float:
+    return max((sufficiency.relevance(e) for e in asked.evidence), default=0.0)
 
 
 def rates(asked: list[Asked], lang: str, threshold: float) -> dict[str, float]:
@@ -112,8 +109,8 @@ def rates(asked: list[Asked], lang: str, threshold: float) -> dict[str, float]:
     return {
         "r@1": sum(a.hit == 1 for a in yes) / max(len(yes), 1),
         "r@3": sum(a.hit is not None and a.hit <= 3 for a in yes) / max(len(yes), 1),
-        "kept": sum(judged(a) >= threshold for a in yes) / max(len(yes), 1),
-        "sent": sum(judged(a) < threshold for a in no) / max(len(no), 1),
+        "kept": sum(best_relevance(a) >= threshold for a in yes) / max(len(yes), 1),
+        "sent": sum(best_relevance(a) < threshold for a in no) / max(len(no), 1),
         "asks": sum(not a.strong for a in mine) / max(len(mine), 1),
         # answerable questions not translated although their best passage is not the answer
         "missed": sum(a.strong and a.hit != 1 for a in yes),
@@ -181,7 +178,7 @@ def main() -> int:
         for name, asked in results.items():
             print(f"\n{name}: decided wrong")
             for a in asked:
-                relevance = judged(a)
+                relevance = best_relevance(a)
                 if (relevance >= threshold) != a.answerable:
                     print(
                         f"  [{a.lang}] {a.text}  answerable={a.answerable} relevance={relevance:.2f} hit={a.hit} top: {a.top}"

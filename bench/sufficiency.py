@@ -99,10 +99,12 @@ class Asked:
 
     lang: str
     answerable: bool
-    best: float  # the verdict's relevance (knowledge.retrieval.sufficiency.judge)
+    best: float  # the best passage's relevance
     crosses: bool  # its article is indexed in another language only
     candidates: list[tuple[Evidence, bool]]  # each candidate's evidence, and whether it holds the answer
     key: str = ""  # its article
+    share: float = 0.0  # the share of the index's passages (with a vector) in the question's script
+    group: str = "other"  # the question's script (knowledge.text.language_group)
 
 
 def say(text: str) -> None:
@@ -143,11 +145,12 @@ def ask_all(
                 chunk, doc = chunks[r.rowid]
                 holds = gold is not None and doc.id == gold[0] and any(a in chunk.text for a in gold[1])
                 candidates.append((r.evidence, holds))
-        judged = [r.evidence for r in ranked if r.evidence is not None]
-        vectors = any(e.standout is not None for e in judged)  # as knowledge.retrieval.search.find judges
-        best = sufficiency.judge(judged, group=language_group(q[2]), vectors=vectors).relevance
+        best = max((r.relevance for r in ranked), default=0.0)
+        group = language_group(q[2])
+        counts = meaning.cache.group_counts() if meaning is not None else {}
+        share = counts.get(group, 0) / max(sum(counts.values()), 1)
         crosses = gold is not None and gold[2]
-        out.append(Asked(q[0], gold is not None, best, crosses, candidates, q[1]))
+        out.append(Asked(q[0], gold is not None, best, crosses, candidates, q[1], share, group))
     return out
 
 
@@ -278,8 +281,11 @@ def thin_each(questions: list[Question], most: int) -> list[Question]:
     return [questions[i * len(questions) // most] for i in range(most)]
 
 
-def other_languages(tmp: Path, env: dict[str, str], counter, embedder) -> dict[str, list[Asked]]:
-    """TyDi dev in other languages: per language, 60 articles split in halves, both folds."""
+def other_languages(
+    tmp: Path, env: dict[str, str], counter, embedder, *, keep: bool = False
+) -> dict[str, list[Asked]]:
+    """TyDi dev in other languages: per language, 60 articles split in halves, both folds (``keep``: every
+    candidate's evidence)."""
     out: dict[str, list[Asked]] = {}
     for name in OTHER_TYDI:
         path = DATA / f"tydiqa_{name}_dev.json"
@@ -300,13 +306,15 @@ def other_languages(tmp: Path, env: dict[str, str], counter, embedder) -> dict[s
                 asked += ask_all(
                     index, meaning, questions,
                     lambda q, half=half, ids=doc_ids, name=name: (ids[(name, q[1])], q[3], False) if q[1] in half else None,
+                    keep_candidates=keep,
                 )  # fmt: skip
         out[name] = asked
     return out
 
 
-def one_document(tmp: Path, env: dict[str, str], counter, embedder) -> list[Asked]:
-    """Knowledge bases of one XQuAD article in one language: its questions, and the next article's."""
+def one_document(tmp: Path, env: dict[str, str], counter, embedder, *, keep: bool = False) -> list[Asked]:
+    """Knowledge bases of one XQuAD article in one language: its questions, and the next article's
+    (``keep``: every candidate's evidence)."""
     docs, questions = load_xquad(DEFAULT_DATA, titles=False)
     keys = sorted({k for _, k in docs})
     by_lang = {lg: [q for q in questions if q[0] == lg] for lg in LANGS}
@@ -327,7 +335,7 @@ def one_document(tmp: Path, env: dict[str, str], counter, embedder) -> list[Aske
                     return None
                 return ids[(lang, key)], by_lang[lang][position[id(q)]][3], lang != q[0]
 
-            out += ask_all(index, meaning, asked, indexed)
+            out += ask_all(index, meaning, asked, indexed, keep_candidates=keep)
     return out
 
 
@@ -476,13 +484,12 @@ def decision_cost(dim: int = 384, rows: int = 100_000) -> tuple[float, float]:
         t0 = time.perf_counter()
         typical, _, passages, noise = cache.reference(query)
         found_groups = cache.groups_of(list(cosines))
-        candidates = []
+        relevances = []
         for rowid, cos in cosines.items():
             group = found_groups[rowid]
             evidence = Evidence(sufficiency.standout(cos, typical[group], passages, noise), 0.3, 0.5, True)
-            sufficiency.relevance(evidence)
-            candidates.append(evidence)
-        sufficiency.judge(candidates, vectors=True)
+            relevances.append(sufficiency.relevance(evidence))
+        sufficiency.judge(relevances, vectors=True)
         times.append((time.perf_counter() - t0) * 1000)
     times.sort()
     return statistics.median(times), times[int(0.95 * (len(times) - 1))]
@@ -499,7 +506,7 @@ def main() -> int:
     parser.add_argument(
         "--dump",
         type=Path,
-        help="save every candidate's evidence of the XQuAD sets, and of the held-out set when --only names it",
+        help="save every candidate's evidence of every set measured (--only)",
     )
     parser.add_argument("--embed", default="local", help="KB_EMBED: local, or off (words only)")
     parser.add_argument(
@@ -542,14 +549,6 @@ def main() -> int:
         if args.dump is not None and "heldout" in wanted:  # dumped too, and its table read from the same run
             say("held out: TyDi en, DRCD zh-Hant, iApp th")
             results["heldout"] = heldout_set(tmp, env, counter, embedder, keep=True)
-        if args.dump is not None:
-            with args.dump.open("w") as out:
-                for name, asked in results.items():
-                    for a in asked:
-                        row = {"set": name, "lang": a.lang, "key": a.key, "answerable": a.answerable, "crosses": a.crosses,
-                               "candidates": [[e.standout, e.coverage, e.lexical, e.same_script, e.agreement, e.gloss, holds]
-                                              for e, holds in a.candidates]}  # fmt: skip
-                        out.write(json.dumps(row) + "\n")
         if args.choose:
             weights = choose(results["same"], results["cross"], words_only=embedder is None)
             print(
@@ -564,19 +563,22 @@ def main() -> int:
                 "\nthe trade-off: XQuAD same kept/sent per language, XQuAD cross answerable across languages kept"
             )
             sweep(results["same"], results.get("cross", []), (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9))
+        keep = args.dump is not None
         held_out = (  # (--sets name, progress, table title, the measured answers, the languages shown)
             ("heldout", "held out: TyDi en, DRCD zh-Hant, iApp th", "held out (TyDi en, DRCD zh-Hant, iApp th)",
              lambda: results.get("heldout") or heldout_set(tmp, env, counter, embedder), LANGS),
             ("other", "held out: TyDi in other languages", "held out, languages never measured (TyDi dev)",
-             lambda: [a for xs in other_languages(tmp, env, counter, embedder).values() for a in xs], OTHER_TYDI),
+             lambda: [a for xs in other_languages(tmp, env, counter, embedder, keep=keep).values() for a in xs],
+             OTHER_TYDI),
             ("one", "one-document knowledge bases", "one-document knowledge bases (XQuAD)",
-             lambda: one_document(tmp, env, counter, embedder), LANGS),
+             lambda: one_document(tmp, env, counter, embedder, keep=keep), LANGS),
         )  # fmt: skip
         for name, step, title, measure, langs in held_out:
             if name in wanted:
                 if name not in results:  # the held-out set was measured already for the dump
                     say(step)
-                table(title, measure(), threshold, langs)
+                results[name] = measure()
+                table(title, results[name], threshold, langs)
         if "big" in wanted and embedder is not None:
             say("XQuAD same with the held-out articles as distractors")
             samples = [
@@ -585,8 +587,17 @@ def main() -> int:
                 load_iapp([DATA / "iapp_test.jsonl", DATA / "iapp_valid.jsonl"], 290),
             ]
             extra = {(f"x-{s.lang}", key): text for s in samples for key, text in s.docs.items()}
-            big = xquad_set(tmp, env, counter, embedder, cross=False, keep=False, distractors=extra)
-            table("XQuAD same + 3,892 distractor chunks", big, threshold, LANGS)
+            results["big"] = xquad_set(tmp, env, counter, embedder, cross=False, keep=keep, distractors=extra)
+            table("XQuAD same + 3,892 distractor chunks", results["big"], threshold, LANGS)
+        if args.dump is not None:
+            with args.dump.open("w") as out:
+                for name, asked in results.items():
+                    for a in asked:
+                        row = {"set": name, "lang": a.lang, "group": a.group, "key": a.key,
+                               "answerable": a.answerable, "crosses": a.crosses, "share": a.share,
+                               "candidates": [[e.standout, e.coverage, e.lexical, e.same_script, e.agreement, e.gloss, holds]
+                                              for e, holds in a.candidates]}  # fmt: skip
+                        out.write(json.dumps(row) + "\n")
         if embedder is not None:
             embedder.save()
     if "cost" in wanted:

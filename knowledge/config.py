@@ -179,7 +179,7 @@ SETTINGS: tuple[Setting, ...] = (
             "a conversation ends after this much silence; the next message starts afresh"),
     Setting("KB_REWRITE_TIMEOUT_S", "6", _float(0.5, 120),
             "longest wait for the model to make a follow-up a standalone question"),
-    Setting("KB_MIN_RELEVANCE", "0.5", _float(0, 1), "relevance a question needs, judged from its passages, to be answered"),
+    Setting("KB_MIN_RELEVANCE", "0.5", _float(0, 1), "relevance the best passage needs for the documents to answer"),
     Setting("KB_LLM_TIMEOUT_S", "120", _float(1, 3600), "longest wait for one model answer"),
     Setting("KB_LLM_STREAM_TIMEOUT_S", "600", _float(1, 86400),
             "longest a streamed answer may take from start to end, keep-alive comments included"),

@@ -51,7 +51,7 @@ def test_ingest_then_search_then_status(tmp_path, sources, run_kb):
 
     human = run_kb("--home", str(home), "search", "黑豹队丢了多少分")
     assert human.returncode == 0 and "raw/" in human.stdout and "308分" in human.stdout
-    assert "verdict: the documents answer it: the best passage answers it" in human.stdout
+    assert "verdict: the documents answer it: the best passage is relevant" in human.stdout
 
     dead = {"KB_LLM_URL": f"http://127.0.0.1:{free_port()}/v1"}
     status = json.loads(run_kb("--home", str(home), "status", "--json", env=dead).stdout)

@@ -332,7 +332,7 @@ COMMANDS = {
         '{"rank","score","chunk_id","document_id","title","source_name","source_url","start_line","end_line","text",'
         '"relevance","tags","answerable","translations"}: relevance is the probability (0-1) that the passage answers '
         "the question, tags its document's (a note's front matter and inline #tags), answerable the verdict on "
-        "the question (judged from every passage found, its relevance reaches KB_MIN_RELEVANCE), "
+        "the question (its best passage reaches KB_MIN_RELEVANCE), "
         'translations the question as also searched in the index\'s other languages ([{"language","text"}], '
         "from the model), both the same on every result; a passage from a folder source (kb sources) also "
         'carries "source" (its name) and "path" (the file, relative to the source; start_line and end_line are '

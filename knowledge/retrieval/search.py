@@ -219,11 +219,11 @@ def find(
     these documents are candidates, in every pool (see knowledge.retrieval.scope); the gate is the same.
     """
     ranked = rank(index, query, k=k, meaning=meaning, translations=translations, also=also, scope=scope)
-    judged = [r.evidence for r in ranked if r.evidence is not None]
-    vectors = any(e.standout is not None for e in judged)
+    judged = [r.relevance for r in ranked]
+    vectors = any(r.evidence is not None and r.evidence.standout is not None for r in ranked)
     return Found(
         _results(index, ranked[:k]),
-        sufficiency.judge(judged, group=language_group(query), threshold=threshold, vectors=vectors),
+        sufficiency.judge(judged, threshold=threshold, vectors=vectors),
         ranked[0].evidence if ranked else None,
         None if also and also.queries else lead(ranked),  # a follow-up's scores add other queries'
     )

@@ -29,27 +29,9 @@ search found is judged by what discriminates, as an :class:`Evidence`:
   question names are mostly in its answer, even where e5 and the second embedder hear little of a
   four-character question. Absent (another language, no glossary) it counts for nothing.
 
-A logistic function of these gives each passage a ``relevance`` (0-1). The question is then judged
-by its whole candidate list (question_relevance): a logistic function of the best passage's relevance
-(as a logit) and its lead over the second, the highest standout, the best coverage and lexical score
-of a passage in the question's script, the second embedder's highest agreement, the share of
-candidates in the question's script, their mean standout (how near the question sits to everything),
-the best gloss, and whether the question is written in Chinese-Japanese-Korean or Thai script; it is
-answerable when that reaches the threshold (KB_MIN_RELEVANCE, 0.5). Without vectors (KB_EMBED=off)
-a second model reads the words alone, and the best passage decides.
-
-The question's weights (QUESTION_WEIGHTS) are fitted by bench/gate_questions.py on XQuAD's ``same``
-and ``cross`` sets (bench/sufficiency.py --dump), the answerable questions across languages weighed
-twice (tried: 1, 1.5, 2, 3), with the threshold chosen out of fold (fitted on half of the articles,
-read on the other) as the one sending the most unanswerable Chinese and Thai questions while keeping
-97 % of every language's answerable questions and, in every language, at least as many answerable
-questions across languages as the best passage alone kept; its intercept then makes 0.5 the decision.
-Out of fold, answerable kept / unanswerable sent (en, zh, th) .993 / .834, .976 / .804, .976 / .814, and
-kept across languages .877 / .813 / .801, where the best passage alone gave .989 / .784, .970 / .808,
-.977 / .803 and .877 / .778 / .790 (fitted on every question). Held out (TyDi en, DRCD zh-Hant, iApp th,
-never fitted on): .993 / .475, .970 / .775, .963 / .517 (the best passage: .993 / .472, .983 / .647,
-.965 / .495). A quadratic model sent more Chinese questions held out (.848) but kept only .965 of the
-answerable ones; the language terms matter most (without them, Chinese held out .588 sent).
+A logistic function of these gives ``relevance`` (0-1); the question is answerable when its
+best passage reaches the threshold (KB_MIN_RELEVANCE, 0.5). Without vectors (KB_EMBED=off, or a
+passage not embedded yet) a second model reads the words alone.
 
 Refitted with ``agreement`` by the same method and grid (its weight tried at 0, 2, 4, 8, 12, 16,
 24 spreads of standout per unit of cosine; 8 chosen), on the same XQuAD sets with the second
@@ -109,24 +91,6 @@ AGREEMENT_CENTRE = 0.2
 GLOSS_EVIDENCE = 6.0
 GLOSS_CENTRE = 0.4
 DEFAULT_THRESHOLD = 0.5
-# The features of a question's whole candidate list (question_features), in order.
-QUESTION_FEATURES = (
-    "best relevance (logit)",
-    "its lead over the second",
-    "highest standout",
-    "best same-script coverage",
-    "best same-script lexical score",
-    "highest agreement",
-    "share of candidates in the question's script",
-    "mean standout",
-    "best gloss",
-    "the question in Chinese-Japanese-Korean script",
-    "the question in Thai script",
-)
-# The question's verdict with meaning (question_relevance): logistic weights of QUESTION_FEATURES and
-# an intercept, fitted by bench/gate_questions.py (see the module docstring).
-QUESTION_WEIGHTS = (0.2534, 0.2928, 0.3297, 1.741, -0.5731, 6.19, -2.457, 0.08906, 0.5073, 0.1935, 1.084, -0.7612)  # fmt: skip
-LONE_LEAD_FLOOR = -10.0  # the second candidate's logit when there is only one
 CHANCE = 0.05  # see chance_best
 _NORMAL = NormalDist()
 
@@ -176,46 +140,6 @@ def relevance(evidence: Evidence, *, weights: tuple[float, ...] | None = None) -
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-def question_features(candidates: Sequence[Evidence]) -> list[float]:
-    """What the whole candidate list says about a question (see the module docstring), in
-    QUESTION_FEATURES' order; [] without any candidate."""
-    if not candidates:
-        return []
-    judged = sorted((_logit(relevance(e)) for e in candidates), reverse=True)
-    same = [e for e in candidates if e.same_script]
-    standouts = [e.standout or 0.0 for e in candidates]
-    return [
-        judged[0],
-        judged[0] - (judged[1] if len(judged) > 1 else LONE_LEAD_FLOOR),
-        max(standouts),
-        max((e.coverage for e in same), default=0.0),
-        max((e.lexical for e in same), default=0.0),
-        max((e.agreement for e in candidates if e.agreement is not None), default=0.0),
-        len(same) / len(candidates),
-        sum(standouts) / len(standouts),
-        max((e.gloss for e in candidates if e.gloss is not None), default=0.0),
-    ]
-
-
-def question_vector(candidates: Sequence[Evidence], group: str) -> list[float]:
-    """question_features and the question's script (``group``: knowledge.text.language_group's)."""
-    return [*question_features(candidates), float(group == "cjk"), float(group == "thai")]
-
-
-def question_relevance(candidates: Sequence[Evidence], group: str) -> float:
-    """The probability that the candidates answer the question (0-1; 0 without any)."""
-    if not candidates:
-        return 0.0
-    *weights, bias = QUESTION_WEIGHTS
-    z = sum(w * x for w, x in zip(weights, question_vector(candidates, group), strict=True)) + bias
-    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-9), 1.0 - 1e-9)
-    return math.log(p / (1.0 - p))
-
-
 @dataclass(frozen=True)
 class Verdict:
     """Retrieval's answer to "do the documents answer it?", with what it was decided from."""
@@ -236,24 +160,14 @@ class Verdict:
         }
 
 
-def judge(
-    candidates: Sequence[Evidence],
-    *,
-    group: str = "other",
-    threshold: float = DEFAULT_THRESHOLD,
-    vectors: bool,
-) -> Verdict:
-    """The verdict on a question from the evidence of every passage search found (``group``: the
-    question's script; ``vectors``: meaning was used). With meaning the question is judged by its whole
-    candidate list (question_relevance); by words alone, by its best passage."""
-    if not candidates:
+def judge(relevances: Sequence[float], *, threshold: float = DEFAULT_THRESHOLD, vectors: bool) -> Verdict:
+    """The verdict from the relevance of every passage search found (``vectors``: meaning was used)."""
+    if not relevances:
         return Verdict(False, 0.0, threshold, "nothing", "no passage matches the question")
-    if vectors:
-        judged = question_relevance(candidates, group)
-        basis, yes, no = "words and meaning", "the passages found answer it", "they do not answer it"
-    else:
-        judged = max(relevance(e) for e in candidates)
-        basis, yes, no = "words", "the best passage answers it", "no passage answers it well enough"
-    if judged >= threshold:
-        return Verdict(True, judged, threshold, basis, f"{yes} ({judged:.2f} ≥ {threshold})")
-    return Verdict(False, judged, threshold, basis, f"{no} ({judged:.2f} < {threshold})")
+    best = max(relevances)
+    basis = "words and meaning" if vectors else "words"
+    if best >= threshold:
+        return Verdict(
+            True, best, threshold, basis, f"the best passage is relevant ({best:.2f} ≥ {threshold})"
+        )
+    return Verdict(False, best, threshold, basis, f"no passage is relevant enough ({best:.2f} < {threshold})")
