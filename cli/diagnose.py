@@ -20,8 +20,8 @@ from knowledge.ingest.pipeline import Ingestor
 from knowledge.ingest.rawsync import built_otherwise
 from knowledge.model.client import ModelUnavailable
 from knowledge.model.reach import name_problem
-from knowledge.model.tokenizer import HfCounter, fetch_from_hub, hf_cache_dir, load_counter
-from knowledge.report.status import count_files, status_report
+from knowledge.model.tokenizer import HfCounter, TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
+from knowledge.report.status import LoadedCounter, count_files, status_report
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.glossary import PACKAGE, data_file
 from knowledge.retrieval.second import Second
@@ -65,8 +65,14 @@ async def doctor(
     """Check the model server, tokenizer, index, embedders, inbox, OCR, voice and Telegram settings
     (``second``: the second embedder to try, by default the Universal Sentence Encoder), in ``words``."""
     w = words
-    report = status_report(settings, second=second or Second())
-    findings = [await _check_model(settings, w), *_check_tokenizer(settings, w), _check_index(settings, w)]
+    loaded = _load_tokenizer(settings)  # once: the report, the tokenizer's and the index's findings share it
+    counter = None if isinstance(loaded, KbError) else loaded
+    report = status_report(settings, counter=counter, second=second or Second())
+    findings = [
+        await _check_model(settings, w),
+        *_check_tokenizer(settings, loaded, w),
+        _check_index(settings, counter[0] if counter else None, w),
+    ]
     findings += [
         *embedder_findings(settings, report, w),
         *(glossary_findings(data_file(), w) if settings.embed != "off" else []),
@@ -115,18 +121,28 @@ SERVER_FIX = N_(
 )
 
 
-def _check_tokenizer(settings: Settings, w: Words) -> list[Finding]:
-    name = w.tr(NAMES["tokenizer"])
-    try:  # kb doctor is asked for: a missing tokenizer is fetched now (once, briefly)
-        counter, why = load_counter(
+def _load_tokenizer(settings: Settings) -> LoadedCounter | KbError:
+    """The token counter and why it is approximate, or why it cannot be used. kb doctor is asked for: a
+    missing tokenizer is fetched now (once, briefly)."""
+    try:
+        return load_counter(
             settings.tokenizer_spec,
             cache_dir=hf_cache_dir(),
             own_dir=settings.tokenizer_dir,
             fetch=fetch_from_hub,
         )
     except KbError as exc:
-        said = english(w, str(exc), N_("the tokenizer {spec} cannot be used"), spec=settings.tokenizer_spec)
+        return exc
+
+
+def _check_tokenizer(settings: Settings, loaded: LoadedCounter | KbError, w: Words) -> list[Finding]:
+    name = w.tr(NAMES["tokenizer"])
+    if isinstance(loaded, KbError):
+        said = english(
+            w, str(loaded), N_("the tokenizer {spec} cannot be used"), spec=settings.tokenizer_spec
+        )
         return [Finding(name, False, said, w.tr("point KB_TOKENIZER at a valid tokenizer.json"))]
+    counter, why = loaded
     if why:
         fix = w.tr(
             "set KB_TOKENIZER to the model folder, or download its tokenizer once: hf download "
@@ -160,15 +176,18 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _check_index(settings: Settings, w: Words) -> Finding:
+def _check_index(settings: Settings, counter: TokenCounter | None, w: Words) -> Finding:
+    """The index: readable, whole, built as it would be now (``counter``: the tokenizer in use, loaded
+    here when the doctor could not)."""
     name, rebuild = w.tr(NAMES["index"]), w.tr(REBUILD)
     if not settings.index_path.exists():
         return Finding(
             name, False, w.tr("no index yet"), w.tr("drop files into the inbox or run: kb ingest PATH"), True
         )
-    counter, _ = load_counter(
-        settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir
-    )
+    if counter is None:
+        counter, _ = load_counter(
+            settings.tokenizer_spec, cache_dir=hf_cache_dir(), own_dir=settings.tokenizer_dir
+        )
     try:
         with Index(settings.index_path, readonly=True) as index:
             docs, chunks = index.document_count(), index.chunk_count()
