@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import signal
 import threading
+import warnings
 from collections.abc import Callable
 from datetime import tzinfo
 from functools import partial
@@ -14,6 +15,7 @@ from functools import partial
 import structlog
 from telegram import Update
 from telegram.error import InvalidToken
+from telegram.warnings import PTBDeprecationWarning
 
 from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
@@ -172,6 +174,9 @@ def announce(settings: Settings, username: str | None) -> None:
 
 def serve(settings: Settings, *, language: Language | None = None) -> int:
     """Poll Telegram until SIGTERM or SIGINT; exit 0 after a clean stop (``language``: see create)."""
+    # PTB reads its own RetryAfter's field as a 429 arrives and warns that the field will become a timedelta;
+    # kb reads either (bot.limiter.retry_seconds), so the warning is not the owner's to see on the terminal
+    warnings.filterwarnings("ignore", message=".*retry_after.*", category=PTBDeprecationWarning)
     app = create(settings, language=language, signals=True, warm=True)
     try:
         app.run_polling(allowed_updates=Update.ALL_TYPES, stop_signals=None)  # create's own: see on_signal

@@ -281,7 +281,6 @@ async def test_edits_keep_history_and_the_not_modified_rule_compares_entities(tg
     assert stored.edit_date is not None and tg.sent_messages(OWNER) == ["indexed, 3 chunks"]
 
 
-@pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning")
 async def test_too_many_requests_is_retry_after(tg: FakeTelegram, bot: Bot):
     tg.add_chat(OWNER)
     tg.fail_next("sendMessage", retry_after=3)
@@ -302,7 +301,6 @@ async def test_too_many_requests_is_retry_after(tg: FakeTelegram, bot: Bot):
         await bot.send_message(OWNER, "again")
 
 
-@pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning")
 async def test_aio_rate_limiter_retries_after_the_429(tg: FakeTelegram):
     tg.add_chat(OWNER)
     tg.fail_next("sendMessage", retry_after=1)
@@ -462,7 +460,6 @@ async def test_drafts_refused_makes_every_draft_fail():
     assert [c.status for c in fake.calls("sendMessageDraft")] == [400, 200] and len(fake.drafts()) == 1
 
 
-@pytest.mark.filterwarnings("ignore:.*retry_after.*:telegram.warnings.PTBDeprecationWarning")
 async def test_too_many_drafts_is_retry_after(tg: FakeTelegram, bot: Bot):
     tg.add_chat(OWNER)
     tg.fail_next("sendMessageDraft", retry_after=2)
