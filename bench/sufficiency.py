@@ -495,6 +495,18 @@ def decision_cost(dim: int = 384, rows: int = 100_000) -> tuple[float, float]:
     return statistics.median(times), times[int(0.95 * (len(times) - 1))]
 
 
+def dump(path: Path, results: dict[str, list[Asked]]) -> None:
+    """Every question of every set measured, with its candidates' evidence (bench/gate_questions.py reads it)."""
+    with path.open("w") as out:
+        for name, asked in results.items():
+            for a in asked:
+                row = {"set": name, "lang": a.lang, "group": a.group, "key": a.key,
+                       "answerable": a.answerable, "crosses": a.crosses, "share": a.share,
+                       "candidates": [[e.standout, e.coverage, e.lexical, e.same_script, e.agreement, e.gloss, holds]
+                                      for e, holds in a.candidates]}  # fmt: skip
+                out.write(json.dumps(row) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -550,6 +562,8 @@ def main() -> int:
             say("held out: TyDi en, DRCD zh-Hant, iApp th")
             results["heldout"] = heldout_set(tmp, env, counter, embedder, keep=True)
         if args.choose:
+            if args.dump is not None:  # the sets --choose measured (same and cross)
+                dump(args.dump, results)
             weights = choose(results["same"], results["cross"], words_only=embedder is None)
             print(
                 f"\nchosen weights (standout, coverage, lexical, same script, agreement, intercept): {weights}"
@@ -590,14 +604,7 @@ def main() -> int:
             results["big"] = xquad_set(tmp, env, counter, embedder, cross=False, keep=keep, distractors=extra)
             table("XQuAD same + 3,892 distractor chunks", results["big"], threshold, LANGS)
         if args.dump is not None:
-            with args.dump.open("w") as out:
-                for name, asked in results.items():
-                    for a in asked:
-                        row = {"set": name, "lang": a.lang, "group": a.group, "key": a.key,
-                               "answerable": a.answerable, "crosses": a.crosses, "share": a.share,
-                               "candidates": [[e.standout, e.coverage, e.lexical, e.same_script, e.agreement, e.gloss, holds]
-                                              for e, holds in a.candidates]}  # fmt: skip
-                        out.write(json.dumps(row) + "\n")
+            dump(args.dump, results)
         if embedder is not None:
             embedder.save()
     if "cost" in wanted:
