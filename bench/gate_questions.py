@@ -77,6 +77,11 @@ def vector(row: dict) -> list[float]:
     ]
 
 
+def best_relevance(row: dict) -> float:
+    """What kb's gate reads: the best passage's relevance (0 without any)."""
+    return max((sufficiency.relevance(Evidence(*c[:6])) for c in row["candidates"]), default=0.0)
+
+
 def fit(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1e-2, rounds: int = 50) -> np.ndarray:
     """Logistic regression by Newton's method on standardised features (each question counted ``weight``
     times): the weights on the raw features, the intercept last."""
@@ -100,8 +105,7 @@ class Dump:
 
     def __init__(self, rows: list[dict], columns: list[int]) -> None:
         self.x = np.array([vector(r) for r in rows])[:, columns]
-        self.best = np.array([max((sufficiency.relevance(Evidence(*c[:6])) for c in r["candidates"]), default=0.0)
-                              for r in rows])  # fmt: skip
+        self.best = np.array([best_relevance(r) for r in rows])
         self.y = np.array([r["answerable"] for r in rows], dtype=float)
         self.set = np.array([r["set"] for r in rows])
         self.lang = np.array([r["lang"] for r in rows])
@@ -202,8 +206,7 @@ def read_unfitted(rows: list[dict], models: dict[str, np.ndarray | None], column
         x = np.array([vector(r) for r in mine])[:, columns]
         y = np.array([r["answerable"] for r in mine], dtype=float)
         langs = np.array([r["lang"] for r in mine])
-        best = np.array([max((sufficiency.relevance(Evidence(*c[:6])) for c in r["candidates"]), default=0.0)
-                         for r in mine])  # fmt: skip
+        best = np.array([best_relevance(r) for r in mine])
         print(f"  {name} ({len(mine)} questions)")
         for model, weights in models.items():
             score: np.ndarray = best if weights is None else probability(weights, x)

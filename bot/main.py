@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import importlib.util
 import signal
-import threading
 import warnings
 from collections.abc import Callable
 from datetime import tzinfo
@@ -20,7 +19,6 @@ from telegram.warnings import PTBDeprecationWarning
 from bot.app import build_application, file_base_url
 from bot.deps import BotDeps
 from bot.digest import machine_zone, schedule_digests
-from knowledge.answer.assistant import Engine
 from knowledge.config import Settings
 from knowledge.conversation.session import Conversing
 from knowledge.errors import ConfigError, KbError
@@ -128,9 +126,7 @@ def create(
         deps = application.bot_data["deps"]
         schedule_digests(application, deps, zone=deps.zone)
         if warm:  # while the bot polls (a question meanwhile waits for what it loads); not holding a stop up
-            threading.Thread(
-                target=warm_for_owner, args=(engine, settings, talk), name="kb-warm", daemon=True
-            ).start()
+            engine.warm_in_background(owner_language(settings, talk))
         announce(settings, application.bot.username)
 
     async def stop(application) -> None:
@@ -149,9 +145,9 @@ def create(
     return app
 
 
-def warm_for_owner(engine: Engine, settings: Settings, talk: Conversing) -> None:
-    """Engine.warm in the owner's language first: KB_LANGUAGE, else the one last chosen with /lang."""
-    engine.warm(settings.language or talk.store.last_chosen_language() or "")
+def owner_language(settings: Settings, talk: Conversing) -> str:
+    """The language the bot warms in first: KB_LANGUAGE, else the one last chosen with /lang ("": English)."""
+    return settings.language or talk.store.last_chosen_language() or ""
 
 
 def announce(settings: Settings, username: str | None) -> None:

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 import structlog
 
-from bot.main import warm_for_owner
+from bot.main import owner_language
 from knowledge.model.template import FALLBACK_TEMPLATE, ChatTemplate
 from knowledge.model.tokenizer import ApproxCounter
 from knowledge.retrieval.backfill import embed_missing
@@ -114,9 +114,9 @@ async def test_the_bot_warms_in_the_language_its_owner_last_chose_first(tmp_path
         engine = build_engine(settings, session, ApproxCounter(), ChatTemplate(FALLBACK_TEMPLATE, {}))
         talk = conversing(settings, engine)
         with structlog.testing.capture_logs() as before:
-            warm_for_owner(engine, settings, talk)
+            engine.warm(owner_language(settings, talk))
         talk.store.choose_language("tg:1", "th")  # /lang in the bot
         with structlog.testing.capture_logs() as after:
-            warm_for_owner(engine, settings, talk)
+            engine.warm(owner_language(settings, talk))
     assert [e["groups"] for e in before if e["event"] == "engine.warmed"] == [["other"]]
     assert [e["groups"] for e in after if e["event"] == "engine.warmed"] == [["thai", "other"]]

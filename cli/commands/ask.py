@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import sys
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -118,9 +117,9 @@ async def _chat(settings: Settings, language: Language | None = None, *, out: Te
     language = language or load_language(settings)
     counter = (language[0], language[2])
     async with open_engine(settings, language) as engine:
-        # what the first question would load, while the summary is made and the question typed (a thread
-        # that does not hold the exit up: /quit or Ctrl-C right away leaves at once)
-        threading.Thread(target=engine.warm, args=(words.language,), name="kb-warm", daemon=True).start()
+        # what the first question would load, while the summary is made and the question typed (/quit or
+        # Ctrl-C right away leaves at once)
+        engine.warm_in_background(words.language)
         model = await probe_model(engine.llm)
         report = await asyncio.to_thread(status_report, settings, model=model, counter=counter)
         print("\n".join(summary_lines(report, words)), file=out, flush=True)

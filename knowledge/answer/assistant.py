@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import threading
 import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
@@ -233,6 +234,13 @@ class Engine:
             log.info("engine.warm_failed", reason=f"{type(exc).__name__}: {exc}"[:300])
             return
         log.info("engine.warmed", ms=round((time.perf_counter() - started) * 1000, 1), groups=list(groups))
+
+    def warm_in_background(self, reader: str = "") -> threading.Thread:
+        """:meth:`warm` on a thread of its own, started now: a front end goes on meanwhile (a question
+        asked at once waits for what it loads), and its exit does not wait for it."""
+        thread = threading.Thread(target=self.warm, args=(reader,), name="kb-warm", daemon=True)
+        thread.start()
+        return thread
 
     def retrieve(self, question: str, *, document: str | None = None) -> list[SearchResult]:
         """The evidence for a question (see :meth:`_find`); empty when the documents do not answer it."""

@@ -158,7 +158,8 @@ class Glossary:
             if self._chinese is None:
                 started = time.perf_counter()
                 self._chinese = reversed_senses(self.senses)
-                log.info("glossary.reversed", ms=_ms_since(started), senses=len(self._chinese))
+                ms = round((time.perf_counter() - started) * 1000, 1)
+                log.info("glossary.reversed", ms=ms, senses=len(self._chinese))
             return self._chinese
 
     def chinese_gloss(self, question: str) -> dict[str, float]:
@@ -203,11 +204,6 @@ class Glossary:
             w for w in dict.fromkeys(self.words(question)) if w not in FUNCTION_WORDS and self.terms_of(w)
         ]
         return tuple(self.terms_of(w) for w in ([w for w in words if len(w) > 1] or words))
-
-
-def _ms_since(started: float) -> float:
-    """Milliseconds since a perf_counter reading, as the log gives them."""
-    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def asks_in_chinese(question: str) -> bool:
@@ -332,7 +328,8 @@ class OnDemand:
                 started = time.perf_counter()
                 self._glossary, self._read = load(self.path), True
                 if self._glossary is not None:
-                    log.info("glossary.read", ms=_ms_since(started), headwords=len(self._glossary.senses))
+                    ms = round((time.perf_counter() - started) * 1000, 1)
+                    log.info("glossary.read", ms=ms, headwords=len(self._glossary.senses))
             return self._glossary
 
     def for_question(self, question: str) -> Glossary | None:
