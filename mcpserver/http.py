@@ -87,19 +87,33 @@ def loopback_sockets(port: int) -> list[socket.socket]:
     Made as TCP sockets by name (IPPROTO_TCP): asyncio then turns Nagle's algorithm off on each connection
     they accept (it does for TCP sockets only, and one made with protocol 0 does not say it is). With it on,
     a response's body waited for the client to acknowledge its headers, 40 ms of delayed ACK on every call."""
-    v4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    v4.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    v4.bind(("127.0.0.1", port))
-    sockets = [v4]
+    sockets = [_bound(socket.AF_INET, ("127.0.0.1", port))]
     with contextlib.suppress(OSError):
-        v6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        v6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        v6.bind(("::1", v4.getsockname()[1]))
-        sockets.append(v6)
-    for s in sockets:
-        s.listen(128)
-        s.setblocking(False)
+        sockets.append(_bound(socket.AF_INET6, ("::1", sockets[0].getsockname()[1])))
+    try:
+        for s in sockets:
+            s.listen(128)
+            s.setblocking(False)
+    except OSError:
+        for s in sockets:
+            s.close()
+        raise
     return sockets
+
+
+def _bound(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
+    """A TCP socket bound to the address, closed again when it cannot be (a port in use, no ::1)."""
+    made = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        if family == socket.AF_INET6:
+            made.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        else:
+            made.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        made.bind(address)
+    except OSError:
+        made.close()
+        raise
+    return made
 
 
 def http_app(server: Any, *, token: str) -> Guard:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import warnings
 
 import pytest
 
@@ -100,9 +102,12 @@ def test_kb_mcp_usage_and_a_port_in_use_are_said(tmp_path, run_kb):
     assert "--http" in run_kb("mcp", "--help").stdout
     usage = run_kb("--home", str(tmp_path), "mcp", "--port", "8765")
     assert usage.returncode == 2 and "--port goes with --http" in usage.stderr
-    with socket.socket() as taken:
+    with socket.socket() as taken, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", ResourceWarning)
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
         busy = run_kb("--home", str(tmp_path), "mcp", "--http", "--port", str(port))
+        gc.collect()  # a socket left open on the way out would be reported here
     assert busy.returncode == 1 and f"port {port} on 127.0.0.1 is in use" in busy.stderr
+    assert not [w for w in said if "unclosed" in str(w.message)]
