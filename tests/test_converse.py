@@ -170,6 +170,18 @@ async def test_a_fragment_first_is_not_searched_nor_sent_to_the_web(kb, model):
     assert got.reply.kinds() == ["fragment"] and model.requests == []
 
 
+@pytest.mark.parametrize(
+    ("message", "title"),
+    [("tide window?", "Harbor release checklist"), ("艙單？", "港口放行檢查表"),
+     ("ผู้นำร่อง?", "รายการตรวจสอบการปล่อยเรือ")],
+)  # fmt: skip
+async def test_a_short_question_first_is_searched_and_answered(kb, model, message, title):
+    async with aiohttp.ClientSession() as session:
+        talk = conversing(kb, session, model.base_url)
+        got = await talk.ask("tg:7", message)
+    assert "fragment" not in got.reply.kinds() and got.reply.citations[0].title == title
+
+
 async def test_a_reply_to_an_older_answer_continues_from_that_turn(kb, model):
     async with aiohttp.ClientSession() as session:
         talk = conversing(kb, session, model.base_url)

@@ -6,7 +6,15 @@ import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
-from knowledge.conversation.followup import Rewriter, check, is_fragment, messages, plan, stands_alone
+from knowledge.conversation.followup import (
+    Rewriter,
+    asks_nothing,
+    check,
+    is_fragment,
+    messages,
+    plan,
+    stands_alone,
+)
 from knowledge.conversation.grounding import grounded
 from knowledge.conversation.store import Turn
 from knowledge.model.client import ModelClient
@@ -62,6 +70,14 @@ def test_the_first_message_always_stands_alone():
                                                   ("你好", False), ("謝謝！", False), ("สวัสดีครับ", False)])  # fmt: skip
 def test_fragments(message, fragment):
     assert is_fragment(message) is fragment
+
+
+@pytest.mark.parametrize(("message", "nothing"), [("Why?", True), ("Tell me more", True), ("為什麼？", True),
+                                                 ("還有呢？", True), ("ทำไม", True), ("แล้วล่ะ", True), ("？！。", True),
+                                                 ("押金多少？", False), ("late fee?", False), ("rent?", False),
+                                                 ("ค่าเช่าเท่าไร", False), ("你好", False)])  # fmt: skip
+def test_a_first_message_asks_nothing_only_without_a_word_to_search(message, nothing):
+    assert asks_nothing(message) is nothing
 
 
 @pytest.mark.parametrize(

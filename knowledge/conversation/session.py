@@ -28,7 +28,7 @@ import structlog
 from knowledge.answer.assistant import Engine, Listener
 from knowledge.answer.prompt import Exchange
 from knowledge.answer.reply import Reply, Said
-from knowledge.conversation.followup import Plan, Rewriter, is_fragment, plan, points_back, stands_alone
+from knowledge.conversation.followup import Plan, Rewriter, asks_nothing, plan, points_back, stands_alone
 from knowledge.conversation.scoping import scope_words
 from knowledge.conversation.store import Anchor, Conversation, ConversationError, Conversations, Turn
 from knowledge.errors import SourceRefused
@@ -136,7 +136,7 @@ class Conversing:
             quoted = " ".join(replied_text.split())[:QUOTE_CHARS]
             turns = (*turns, _quoted_turn(quoted))
         document = document or _document_for(conversation, anchor, message, turns)
-        if not turns and document is None and is_fragment(message):
+        if not turns and document is None and asks_nothing(message):
             reply = Reply("", "no-evidence", said=(Said("fragment"),))
             return Answered(reply, Plan(message), None, conversation.fresh)
         rewrite = None
