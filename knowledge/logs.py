@@ -86,6 +86,7 @@ def configure_logging(
                 ],
             )
         )
+        file_handler.addFilter(_own_or_wrong)
         root.addHandler(file_handler)
     if console.isatty():
         console_handler = ConsoleHandler(console)
@@ -100,6 +101,7 @@ def configure_logging(
                 processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
             )
         )
+        console_handler.addFilter(_own_or_wrong)
         if once is not None:
             console_handler.addFilter(once)
         root.addHandler(console_handler)
@@ -158,6 +160,13 @@ def _log_thread_crash(args: threading.ExceptHookArgs) -> None:
         error=f"{args.exc_type.__name__}: {args.exc_value}",
         exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
     )
+
+
+def _own_or_wrong(record: logging.LogRecord) -> bool:
+    """A record of kb's own (a structlog event: its message is the event's dict), or anyone's warning
+    or worse: any other library's chatter stays out (markdown-it alone wrote 2,000 debug lines for a
+    few commands)."""
+    return record.levelno >= logging.WARNING or isinstance(record.msg, dict)
 
 
 NOISY_LIBRARIES = (

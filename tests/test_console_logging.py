@@ -98,9 +98,14 @@ def test_library_chatter_stays_out_of_the_log_file_too(tmp_path):
     configure_logging(path, console=io.StringIO())
     logging.getLogger("httpcore.http11").debug("receive_response_headers.started request=<Request [b'POST']>")
     logging.getLogger("hpack.hpack").debug("Decoded 0, consumed 1 bytes")
+    logging.getLogger("markdown_it.rules_block.code").debug("entering code: StateBlock(line=0)")
+    logging.getLogger("uvicorn.error").info("Waiting for application startup.")
+    logging.getLogger("uvicorn.error").warning("Invalid HTTP request received.")
     structlog.get_logger().debug("embed.batch", chunks=2)
     text = path.read_text()
     assert "embed.batch" in text and "receive_response_headers" not in text and "hpack" not in text
+    assert "entering code" not in text and "Waiting for application" not in text  # any library, listed or not
+    assert "Invalid HTTP request received" in text  # a library's warning is kept
 
 
 def test_the_log_is_rotated_even_while_two_processes_write_it(tmp_path):
