@@ -60,6 +60,12 @@ def language_group(text: str) -> str:
     return "other"
 
 
+def has_words(text: str) -> bool:
+    """Whether a text has a letter or a digit in any script: a question of punctuation, emoji or
+    nothing at all has nothing to search for."""
+    return any(ch.isalnum() for ch in text)
+
+
 def is_greeting(message: str) -> bool:
     """A greeting or a thank-you ("你好", "謝謝", "สวัสดีครับ", "thanks"): small talk, nothing to search,
     rewrite or leave open."""

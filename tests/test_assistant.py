@@ -296,6 +296,15 @@ async def test_nothing_local_goes_to_the_web_and_shows_candidates(kb, fake_llm, 
     assert store.latest("42").candidate("web-1").url == "https://art.example/sistine"
 
 
+@pytest.mark.parametrize("question", ["", "？！。", "🏠💰", "  ?? "])
+async def test_a_question_without_words_is_not_searched_nor_taken_to_the_web(kb, fake_llm, web, question):
+    search, store = web
+    async with aiohttp.ClientSession() as session:
+        reply = await web_engine(kb, session, fake_llm.base_url, search, store).ask(question, chat_id="42")
+    assert reply.kinds() == ["fragment"] and reply.passages == [] and reply.route.door == "none"
+    assert fake_llm.requests == [] and search.seen == []
+
+
 @pytest.mark.parametrize(
     "refusal",
     ["I don't know.", "我不知道。", "ไม่ทราบค่ะ", '"I don\'t know." The passages only say where the lake is.'],

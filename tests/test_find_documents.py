@@ -5,7 +5,7 @@ import pytest
 from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.documents import match_documents, matching_line
 from knowledge.retrieval.embed import LocalEmbedder
-from knowledge.retrieval.search import Meaning
+from knowledge.retrieval.search import Meaning, search
 from knowledge.store.index import Index
 from tests.conftest import ingest_texts, make_settings
 
@@ -46,6 +46,9 @@ def test_a_chinese_word_finds_the_english_page_and_unrelated_words_find_nothing(
         found = match_documents(index, "蛋白質 食物", meaning=meaning)
         assert found and found[0].document.title == "Muscle food"
         assert match_documents(index, "量子電腦的量子位元", meaning=meaning) == []  # nearest is not enough
+        assert search(index, "蛋白質", meaning=meaning)  # meaning alone finds a passage for a word
+        for nothing in ("？！。", "🏠💰", " ... "):  # but nothing is near no word at all
+            assert search(index, nothing, meaning=meaning) == []
 
 
 def test_the_line_shown_is_the_first_holding_a_word_and_is_kept_short():

@@ -65,7 +65,7 @@ from knowledge.retrieval.second import Nearness
 from knowledge.retrieval.sufficiency import Evidence, Verdict, judge
 from knowledge.retrieval.translate import Translation, Translator, search_translated
 from knowledge.store.index import Index
-from knowledge.text import is_greeting
+from knowledge.text import has_words, is_greeting
 from knowledge.websearch.providers import SearchRateLimited
 from knowledge.websearch.search import WebAnswer
 
@@ -375,6 +375,10 @@ class Engine:
         for the answer prompt. ``listener`` is shown the answer as the model writes it. ``language`` is the
         reader's (the chat's): the model is told to write in the question's language (its Chinese the
         reader's variant), and Simplified Chinese is made Traditional for a zh-Hant reader."""
+        if not has_words(question):  # 「？！。」, emoji, nothing: not searched, never taken to the web
+            return Reply(
+                "", "no-evidence", said=(Said("fragment"),), route=Route("none", "question", "no words")
+            )
         try:
             found, translations = await self.lookup(question, document=document, also=also, scope=scope)
         except IndexUnreadable as exc:  # never "nothing on this": the documents are there, unread

@@ -24,7 +24,8 @@ class Route:
     ``door``: ``local`` (answered from the documents), ``web`` (the web was searched), ``none``
     (neither: web search off, or nothing to search for). ``by``: ``retrieval`` (the sufficiency
     verdict), ``model`` (it read the passages and said they do not answer), ``owner`` (/search),
-    ``document`` (a question about one document), ``index`` (the index could not be read).
+    ``document`` (a question about one document), ``index`` (the index could not be read),
+    ``question`` (it has no words to search for).
     """
 
     door: str

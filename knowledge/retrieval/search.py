@@ -42,7 +42,7 @@ from knowledge.retrieval.translate import is_strong
 from knowledge.retrieval.vectors import VectorCache, stored_background
 from knowledge.store.index import Index
 from knowledge.store.records import Candidate
-from knowledge.text import language_group
+from knowledge.text import has_words, language_group
 
 log = structlog.get_logger()
 
@@ -371,7 +371,7 @@ def _hybrid(
 ) -> list[Ranked] | None:
     """The fused ranking, or None when there are no vectors to search (the caller ranks lexically)."""
     texts = ranked.texts
-    if not texts[0].strip():
+    if not has_words(texts[0]):  # punctuation or emoji alone: nothing is near it in meaning either
         return []
     meaning.refresh(index)
     if meaning.cache.size == 0:
