@@ -116,6 +116,16 @@ def test_a_long_thai_line_carries_almost_all_the_overlap_into_the_next_chunk(qwe
         assert 20 <= count(qwen_counter, prev.text[start:]) <= 24, (prev.text[-80:], cur.text[:80])
 
 
+def test_a_long_line_of_plain_words_fills_each_chunk_and_moves_on_by_all_but_the_overlap(qwen_counter):
+    words = "stone cloud river table light music green house alpha paper".split()
+    pick = random.Random(7)
+    line = " ".join(pick.choice(words) for _ in range(6000))  # no sentence end anywhere
+    chunks = chunk_lines([line], qwen_counter, max_tokens=160, overlap_tokens=48)
+    check(chunks, [line], qwen_counter, 160, 48)
+    assert all(c.token_count >= 150 for c in chunks[1:-1]), [c.token_count for c in chunks[:5]]
+    assert len(chunks) <= count(qwen_counter, line) / (160 - 48) + 2
+
+
 def test_blank_and_empty_inputs():
     assert chunk_lines([], APPROX, max_tokens=160, overlap_tokens=24) == []
     assert chunk_lines(["", "   ", ""], APPROX, max_tokens=160, overlap_tokens=24) == []

@@ -44,7 +44,10 @@ class _Unit:
     is_piece: bool
 
 
-_SPACE = re.compile(r"(?<=\S)\s+")
+# Words are cut before their spaces (" river"), as tokenizers read them: counted one by one they add
+# up to the whole. Cut after them ("river "), each trailing space counted as a token of its own and
+# a line of plain words was cut into pieces of half the budget.
+_SPACE = re.compile(r"(?<=\S)(?=\s)")
 _GAP = re.compile(r"\s+")
 
 
