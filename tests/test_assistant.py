@@ -114,6 +114,25 @@ async def test_a_dead_model_server_degrades_to_passages_quickly(kb):
     assert reply.citations and reply.citations[0].raw_path.startswith("raw/quillan-")
 
 
+def test_without_the_model_only_the_best_passage_and_others_that_answer_on_their_own_are_shown():
+    from knowledge.answer.reply import degraded_reply
+    from knowledge.retrieval.search import SearchResult
+
+    def passage(n, title, text, relevance):
+        return SearchResult(
+            n, 1.0, f"c{n}", f"d{n}", title, "file", None, f"raw/{n}.md", 1, 2, text, relevance
+        )
+
+    lease = passage(1, "Lease", "The rent is 1,200 dollars a month, due on the 5th.", 0.91)
+    dentist = passage(2, "Dentist", "The next check-up is on March 3rd.", 0.0)
+    deposit = passage(3, "Lease addendum", "The rent rises to 1,250 dollars in June.", 0.74)
+    reply = degraded_reply([lease, dentist, deposit], None, question="房租多少錢？", threshold=0.5)
+    assert [c.title for c in reply.citations] == ["Lease", "Lease addendum"]
+    assert "1,200 dollars" in reply.text and "1,250" in reply.text and "check-up" not in reply.text
+    alone = degraded_reply([dentist], None, question="房租多少錢？", threshold=0.5)
+    assert [c.title for c in alone.citations] == ["Dentist"]  # the verdict's best is always shown
+
+
 async def test_a_dead_model_server_is_named_once_and_each_reply_shows_the_answering_sentence(kb):
     async with aiohttp.ClientSession() as session:
         engine = engine_for(kb, session, f"http://127.0.0.1:{free_port()}/v1")

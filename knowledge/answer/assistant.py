@@ -483,7 +483,10 @@ class Engine:
         glossary, second = (self.meaning.glossary, self.meaning.second) if self.meaning else (None, None)
         senses = glossary.senses(question) if glossary is not None else ()
         near = Nearness(second.encoder, question) if second is not None else None
-        return degraded_reply(passages, why, question=question, more=more, senses=senses, near=near)
+        return degraded_reply(
+            passages, why, question=question, more=more, senses=senses, near=near,
+            threshold=self.settings.min_relevance,
+        )  # fmt: skip
 
     async def _complete(self, prompt: Prompt, listener: Listener | None, reader: str = "en") -> Completion:
         """The model's answer to a prompt: streamed to the listener when there is one, the "I don't know"

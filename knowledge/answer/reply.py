@@ -138,13 +138,18 @@ def unavailable(exc: ModelError | None) -> Said:
 
 def degraded_reply(
     passages: Sequence[SearchResult], why: Said | None, *, question: str = "", more: Sequence[Said] = (),
-    senses: Sequence[Sequence[str]] = (), near: Near | None = None,
+    senses: Sequence[Sequence[str]] = (), near: Near | None = None, threshold: float = 0.0,
 ) -> Reply:  # fmt: skip
     """The best passages with their citations, each shown by its sentences nearest the question as plain
     text (its Markdown read; ``senses`` and ``near``: how a question in another language is matched,
     see excerpt), and why the
-    model is not answering (``why`` None: it was said before, so only that it still is not)."""
+    model is not answering (``why`` None: it was said before, so only that it still is not).
+
+    The model would read every passage of the evidence pack and pick; the owner is shown the best (with
+    its neighbours, joined to it) and only those others that pass the relevance gate on their own
+    (``threshold``): a dentist's note under a question about the rent is noise on a phone."""
     down = why or Said("model-still-unavailable")
+    passages = [*passages[:1], *(p for p in passages[1:] if p.relevance >= threshold)]
     if not passages:
         return Reply("", "no-evidence", said=(Said("nothing-local"), *more, down))
     excerpts = [
