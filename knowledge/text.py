@@ -98,11 +98,14 @@ def gap(before: str, after: str) -> str:
 
 
 def sentences(parts: Iterable[str]) -> str:
-    """Sentences (or phrases) one after the other, each joined to the last by its :func:`gap`."""
-    out = ""
-    for part in (p.strip() for p in parts):
+    """Sentences (or phrases) one after the other, each joined to the last by its :func:`gap`; after
+    a part that ends its line (a command to copy), the next starts on a line of its own."""
+    out, line_ended = "", False
+    for raw in parts:
+        part = raw.strip()
         if part:
-            out += gap(out, part) + part
+            out += ("\n" if line_ended and out else gap(out, part)) + part
+            line_ended = raw.rstrip(" \t").endswith("\n")
     return out
 
 

@@ -209,6 +209,18 @@ def test_sentences_are_joined_as_each_script_writes_them(parts, joined):
     assert sentences(parts) == joined
 
 
+@pytest.mark.parametrize("language", ["zh-Hant", "th"])
+def test_the_command_that_starts_the_model_ends_its_line_in_every_language(language):
+    from knowledge.answer.reply import Reply, Said
+    from knowledge.words.replies import plain
+
+    fix = "mlx_lm.server --model M --port 8081 --chat-template-args '{\"enable_thinking\": false}'"
+    down = Said("model-unavailable", {"reason": "not-running", "detail": "refused", "fix": fix})
+    shown = plain(Reply("[1] passage", "degraded", said=(down, Said("best-passages"))), Words(language))
+    line = next(line for line in shown.splitlines() if "mlx_lm.server" in line)
+    assert line.endswith(fix)  # copied from the terminal, the command takes nothing after it
+
+
 @pytest.mark.parametrize(
     ("platform", "english", "chinese", "thai"),
     [

@@ -137,8 +137,10 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
         if terminal and words.language == "en":  # the error's own words, which name the fix
             return words.tr("The model is unavailable ({detail}).", detail=facts.get("detail", ""))
         text = unavailable_text(str(facts.get("reason")), words)
-        if terminal and facts.get("fix"):  # the command that starts it is the terminal's
-            text = sentences([text, words.tr("Start it with: {command}", command=facts["fix"])])
+        if terminal and facts.get(
+            "fix"
+        ):  # the command that starts it is the terminal's, alone at the line's end
+            text = sentences([text, words.tr("Start it with: {command}", command=facts["fix"])]) + "\n"
         return text
     if said.kind == "index-unreadable":
         if terminal:  # English reads the error itself; another language, what it means and the fix
