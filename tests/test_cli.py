@@ -175,6 +175,15 @@ def test_run_starts_the_daemon_and_answers_searches(tmp_path, run_kb):
     assert "(model unavailable)" in out and "zebrafish sleeps at noon" in out and "raw/note-" in out
 
 
+def test_a_path_that_is_not_there_is_said_and_the_others_are_ingested_all_the_same(tmp_path, run_kb):
+    good = tmp_path / "ok.md"
+    good.write_text("# ok\n\nThe boiler was serviced in March.\n")
+    out = run_kb("--home", str(tmp_path / "kb"), "ingest", str(tmp_path / "typo.md"), str(good))
+    assert out.returncode == 2 and f"no such file or folder: {tmp_path / 'typo.md'}" in out.stderr
+    assert "1 indexed" in out.stdout
+    assert "ok" in run_kb("--home", str(tmp_path / "kb"), "search", "boiler serviced").stdout
+
+
 def test_ingest_waits_for_then_refuses_a_held_writer_lock(tmp_path, run_kb):
     from knowledge.ingest.lock import WriterLock
 

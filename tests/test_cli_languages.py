@@ -93,7 +93,7 @@ def test_a_taiwanese_and_a_thai_owner_read_the_command_line_in_their_language(
 
     found = kb("search", "押金")
     assert found.returncode == 0 and TITLE in found.stdout and w.tr("the documents answer it") in found.stdout
-    kb("search", "-k", "0", "押金")
+    assert kb("search", "-k", "0", "押金").returncode == 2  # not quietly the default count
     listed = kb("ls")
     doc_id = next(line.split()[0] for line in listed.stdout.splitlines() if TITLE in line)
     kb("ls", "不存在的字")

@@ -48,15 +48,17 @@ def load_tokenizer(settings: Settings, *, background: bool = False) -> TokenCoun
 def cmd_ingest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb ingest PATH..."""
     missing = [p for p in args.paths if not p.exists() and not p.is_symlink()]
-    if missing:
-        words = terminal_words(settings)
-        for p in missing:
-            said = words.tr("no such file or folder: {path}", path=str(p))
-            print(f"kb: {said}", file=err)
+    words = terminal_words(settings)
+    for p in missing:  # said first; the paths that are there are ingested all the same
+        print(f"kb: {words.tr('no such file or folder: {path}', path=str(p))}", file=err)
+    given = [p for p in args.paths if p not in missing]
+    if not given:
         return EXIT_USAGE
-    paths = list(iter_sources(args.paths, skip=[settings.processed, settings.failed]))
+    paths = list(iter_sources(given, skip=[settings.processed, settings.failed]))
     paths, in_sources = outside_sources(settings, paths, err=err)
     outcomes = run_ingest(settings, paths, out=out, err=err) if paths or not in_sources else []
+    if missing:
+        return EXIT_USAGE
     return EXIT_FAILED if in_sources or any(o.status == "failed" for o in outcomes) else EXIT_OK
 
 

@@ -99,7 +99,7 @@ def scope_or_refusal(
 
 def cmd_search(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb search [-k N] [--json] [--in NAME] [--tag TAG] QUERY  |  kb search --batch FILE --json"""
-    k, words = args.k or settings.search_k, terminal_words(settings)
+    k, words = settings.search_k if args.k is None else args.k, terminal_words(settings)
     if k < 1:
         said = words.tr("-k must be at least 1")
         print(f"kb: {said}", file=err)
