@@ -1,5 +1,6 @@
 """The kb command line as a user runs it: real files, exit codes and output (in process; a process where one is the point)."""
 
+import argparse
 import json
 import re
 import select
@@ -137,6 +138,11 @@ def test_help_lists_commands_and_settings(tmp_path, run_kb):
     for word in ("ingest", "search", "reindex", "status", "run", "KB_CHUNK_MAX_TOKENS", "KB_HOME"):
         assert word in out.stdout
     assert '"query"' in run_kb("--home", str(tmp_path), "search", "--help").stdout
+    from cli.main import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [name for name, p in commands.choices.items() if not (p.description or "").strip()]
+    assert bare == []  # every command's own --help says what it does, not only its usage line
 
 
 def test_config_shows_values_and_origins(tmp_path, run_kb):

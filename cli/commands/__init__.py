@@ -22,8 +22,11 @@ class Command:
 
 def add_command(sub: argparse._SubParsersAction, name: str, command: Command) -> argparse.ArgumentParser:
     """The sub-parser of the command ``name``, which runs ``command.func``."""
+    described = (
+        command.description or f"{command.help[:1].upper()}{command.help[1:]}."
+    )  # never a bare usage line
     p = sub.add_parser(
-        name, help=command.help, description=command.description, formatter_class=command.formatter_class
+        name, help=command.help, description=described, formatter_class=command.formatter_class
     )
     p.set_defaults(func=command.func)
     if command.arguments is not None:
