@@ -444,6 +444,20 @@ def test_an_earlier_removal_of_a_document_added_again_stays_in_the_trash(tmp_pat
     assert set(documents(restored_settings)) == {doc.id}
 
 
+def test_a_folder_sources_notes_are_searchable_at_once_after_a_restore(tmp_path, run_kb):
+    home, notes = tmp_path / "kb", tmp_path / "notes"
+    notes.mkdir()
+    (notes / "boiler.md").write_text("# Boiler\n\nThe boiler was serviced by Harlow Heating in March.\n")
+    assert run_kb("--home", str(home), "sources", "add", str(notes), "--name", "notes").returncode == 0
+    assert run_kb("--home", str(home), "backup", str(tmp_path / "b.tar.gz")).returncode == 0
+    back = run_kb("restore-backup", str(tmp_path / "b.tar.gz"), "--home", str(tmp_path / "new"))
+    assert back.returncode == 0 and "no raw file" not in back.stdout, back.stdout
+    found = run_kb("--home", str(tmp_path / "new"), "search", "--json", "Harlow Heating")
+    assert [r["source_name"] for r in json.loads(found.stdout)][:1] == ["boiler.md"], found.stdout
+    listed = run_kb("--home", str(tmp_path / "new"), "sources")
+    assert "1 indexed" in listed.stdout, listed.stdout
+
+
 @pytest.mark.parametrize(
     ("name", "is_secret"),
     [("KB_TELEGRAM_TOKEN", True), ("HF_TOKEN", True), ("KB_BRAVE_API_KEY", True), ("brave_api_key", True),

@@ -44,6 +44,7 @@ from knowledge.backup.survey import DEFAULT_LIMITS, Limits, Survey, existing_fol
 from knowledge.ingest.files import unique_name
 from knowledge.ingest.sidecar import sidecar_path
 from knowledge.ingest.trash import with_snapshot
+from knowledge.sources.state import split_raw_path
 from knowledge.store.index import Index
 
 log = structlog.get_logger()
@@ -336,6 +337,8 @@ def settle_removals(home: Path) -> Settled:
     missing: list[str] = []
     renamed: dict[str, str] = {}  # doc id → its original's new name under processed/
     for doc_id, raw_path, snapshot, source_sha256, indexed_at in docs:
+        if split_raw_path(raw_path) is not None:  # a folder source's: indexed where it is, never archived
+            continue  # kept; the source's next scan brings it up to date (or keeps it while the folder is away)
         name = raw_path.removeprefix("raw/")
         removals = _removals_of(entries.get(doc_id, []), name, source_sha256, indexed_at)
         has_raw = os.path.lexists(raw / name)
