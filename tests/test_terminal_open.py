@@ -49,7 +49,10 @@ def numbers(reply: str) -> dict[str, int]:
 
 
 def env(**more: str) -> dict[str, str]:
-    return subprocess_env(KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off", **more)
+    # every passage passes the gate (KB_MIN_RELEVANCE=0), so the reply without the model cites one of each kind
+    return subprocess_env(
+        KB_LLM_URL=f"http://127.0.0.1:{free_port()}/v1", KB_WEB_SEARCH="off", KB_MIN_RELEVANCE="0", **more
+    )
 
 
 def test_open_n_shows_the_passage_and_where_its_file_is_opened(tmp_path, home):
