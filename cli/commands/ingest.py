@@ -50,7 +50,8 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err
     missing = [p for p in args.paths if not p.exists() and not p.is_symlink()]
     words = terminal_words(settings)
     for p in missing:  # said first; the paths that are there are ingested all the same
-        print(f"kb: {words.tr('no such file or folder: {path}', path=str(p))}", file=err)
+        said = words.tr("no such file or folder: {path}", path=str(p))
+        print(f"kb: {said}", file=err)
     given = [p for p in args.paths if p not in missing]
     if not given:
         return EXIT_USAGE

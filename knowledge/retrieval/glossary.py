@@ -36,6 +36,8 @@ from pathlib import Path
 
 import structlog
 
+from knowledge.retrieval import thai_words
+from knowledge.retrieval.thai_words import ThaiGlossary
 from knowledge.store import analysis
 from knowledge.store.records import Candidate
 from knowledge.text import language_group
@@ -314,12 +316,16 @@ def load(path: Path | None = None) -> Glossary | None:
 
 @dataclass
 class OnDemand:
-    """A glossary read on its first use, once (a missing one too: it is not looked for again), however
-    many searches ask for it at once (kb mcp searches in threads)."""
+    """The glossaries, each read on its first use, once (a missing one too: it is not looked for again),
+    however many searches ask for it at once (kb mcp searches in threads): CC-CEDICT for Chinese and English
+    questions, Thai WordNet for Thai ones (knowledge.retrieval.thai_words)."""
 
     path: Path | None = None
+    thai_paths: tuple[Path, Path] | None = None
     _glossary: Glossary | None = field(default=None, repr=False)
     _read: bool = field(default=False, repr=False)
+    _thai: ThaiGlossary | None = field(default=None, repr=False)
+    _thai_read: bool = field(default=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def get(self) -> Glossary | None:
@@ -332,10 +338,22 @@ class OnDemand:
                     log.info("glossary.read", ms=ms, headwords=len(self._glossary.senses))
             return self._glossary
 
-    def for_question(self, question: str) -> Glossary | None:
-        """The glossary for a question in Chinese (read on the first); None for any other, a Korean or a
-        Japanese one too (not read for them), or without one."""
-        return self.get() if asks_in_chinese(question) else None
+    def thai(self) -> ThaiGlossary | None:
+        with self._lock:
+            if not self._thai_read:
+                started = time.perf_counter()
+                self._thai, self._thai_read = thai_words.load(self.thai_paths), True
+                if self._thai is not None:
+                    ms = round((time.perf_counter() - started) * 1000, 1)
+                    log.info("glossary.read", ms=ms, headwords=len(self._thai.senses), language="th")
+            return self._thai
+
+    def for_question(self, question: str) -> Glossary | ThaiGlossary | None:
+        """The glossary for a question in Chinese or in Thai (read on the first); None for any other, a
+        Korean or a Japanese one too (not read for them), or without one."""
+        if asks_in_chinese(question):
+            return self.get()
+        return self.thai() if thai_words.asks_in_thai(question) else None
 
     def for_english(self, question: str) -> Glossary | None:
         """The glossary for a question in English (:func:`asks_in_english`; read on the first), None for

@@ -2,9 +2,10 @@
 
 Lexically (knowledge.retrieval.bm25): the question's most selective terms pick candidates, each
 scored with bm25 over all its terms plus its best sentence's; the best k are returned with their
-documents. A Chinese question is also read through its English gloss (knowledge.retrieval.glossary):
-those terms score the passages not written in Chinese or Thai the same way (GLOSS_WEIGHT), and the
-share of its words an English passage holds is evidence for the relevance gate (``gloss``). An
+documents. A Chinese question is also read through its English gloss (knowledge.retrieval.glossary),
+a Thai one through its own (knowledge.retrieval.thai_words): those terms score the passages not written in
+Chinese or Thai the same way (GLOSS_WEIGHT), and the share of a Chinese question's words an English passage
+holds is evidence for the relevance gate (``gloss``). An
 English question's gloss in Chinese scores the Chinese passages alike (INTO_CHINESE_WEIGHT), where
 search is by meaning and the index holds some.
 
@@ -38,6 +39,7 @@ from knowledge.retrieval.glossary import Glossary, OnDemand, english_terms, held
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
+from knowledge.retrieval.thai_words import ThaiGlossary
 from knowledge.retrieval.translate import is_strong
 from knowledge.retrieval.vectors import VectorCache, stored_background
 from knowledge.store.index import Index
@@ -450,25 +452,26 @@ def _hybrid(
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
-def _glossary(texts: _Texts, glossary: OnDemand | None) -> Glossary | None:
-    """The glossary for a Chinese question (read on the first), None for another language or without one."""
+def _glossary(texts: _Texts, glossary: OnDemand | None) -> Glossary | ThaiGlossary | None:
+    """The glossary for a Chinese or a Thai question (read on the first), None for another language or
+    without one."""
     return glossary.for_question(texts.texts[0]) if glossary is not None else None
 
 
-def _glossed(index: Index, texts: _Texts, glossary: Glossary | None) -> Scoring | None:
-    """The scoring of a Chinese question's English gloss, or None: another language, no glossary, no
-    word it knows, or none of their English in the index."""
+def _glossed(index: Index, texts: _Texts, glossary: Glossary | ThaiGlossary | None) -> Scoring | None:
+    """The scoring of a Chinese or Thai question's English gloss, or None: another language, no glossary,
+    no word it knows, or none of their English in the index."""
     return bm25.scoring(index, glossary.gloss(texts.texts[0])) if glossary is not None else None
 
 
 def _gloss_of(
-    index: Index, texts: _Texts, meaning: Meaning, chinese: Glossary | None
+    index: Index, texts: _Texts, meaning: Meaning, into_english: Glossary | ThaiGlossary | None
 ) -> tuple[Scoring | None, bool]:
-    """The scoring of the question's gloss, and whether it is in Chinese: a Chinese question's in
-    English (``chinese``: the glossary read for it, see _glossary), an English question's in Chinese
+    """The scoring of the question's gloss, and whether it is in Chinese: a Chinese or Thai question's in
+    English (``into_english``: the glossary read for it, see _glossary), an English question's in Chinese
     where the index holds Chinese chunks; (None, False) for another question, or without the glossary."""
-    if chinese is not None:
-        return _glossed(index, texts, chinese), False
+    if into_english is not None:
+        return _glossed(index, texts, into_english), False
     question = texts.texts[0]
     if meaning.glossary is not None and INTO_CHINESE_WEIGHT and meaning.cache.group_counts().get("cjk"):
         glossary = meaning.glossary.for_english(question)

