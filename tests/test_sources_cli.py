@@ -69,6 +69,15 @@ def test_a_folder_is_added_listed_searched_rescanned_and_removed(run_kb, home, v
     rescanned = kb(run_kb, home, "sources", "rescan", "vault")
     assert "vault: 1 indexed, 0 moved, 0 forgotten, 2 unchanged" in rescanned.stdout
 
+    (vault / "Birds").mkdir()
+    (vault / "Birds" / "owl.md").write_text("# Owls\n\nThe tawny owl calls at night.\n")
+    kb(run_kb, home, "sources", "rescan", "vault")
+    listed = kb(run_kb, home, "ls").stdout  # two notes named owl.md told apart, found by their folder
+    assert "Owls  (vault:owl.md)" in listed and "Owls  (vault:Birds/owl.md)" in listed
+    assert kb(run_kb, home, "ls", "birds").stdout.count("\n") == 1
+    (vault / "Birds" / "owl.md").unlink()
+    kb(run_kb, home, "sources", "rescan", "vault")
+
     status = json.loads(kb(run_kb, home, "status", "--json").stdout)
     assert status["sources"] == [{"name": "vault", "path": str(vault), "present": True, "indexed": 2,
                                   "skipped": 1, "failed": 0}]  # fmt: skip

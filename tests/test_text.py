@@ -14,11 +14,20 @@ from knowledge.convert.text import heading_text, text_to_markdown
         ("#    spaced out   \n\nbody\n", "spaced out"),
         ("intro line\n\n### Third level\n", "Third level"),
         ("---\ntitle:   'Front'  \n---\n\n# Heading\n", "Front"),
-        ("#not a heading\n\nfirst line\n", "#not a heading"),
+        ("#not a heading\n\nfirst line\n", ""),  # a note without a heading: named by its file (below)
     ],
 )
 def test_titles(source, title):
     assert text_to_markdown(source.encode(), markdown=True).title == title
+
+
+def test_a_note_without_a_heading_is_named_by_its_file_and_a_text_file_by_its_first_line():
+    from knowledge.convert import convert_source
+    from knowledge.convert.base import Limits
+
+    note = b"Water the lawn on Tuesdays and Saturdays before 8 am. #water/lawn\n"
+    assert convert_source(note, name="Watering schedule.md", limits=Limits()).title == "Watering schedule"
+    assert convert_source(note, name="watering.txt", limits=Limits()).title.startswith("Water the lawn on Tuesdays")
 
 
 def test_heading_text_keeps_a_hash_that_is_part_of_the_word():

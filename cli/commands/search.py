@@ -289,10 +289,7 @@ def cmd_ls(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: Te
         )
         return EXIT_OK
     for d in shown:
-        print(
-            f"{d.id}  {d.indexed_at[:16].replace('T', ' ')}  {d.title}  ({d.source_url or d.source_name})",
-            file=out,
-        )
+        print(f"{d.id}  {d.indexed_at[:16].replace('T', ' ')}  {d.title}  ({_origin(d)})", file=out)
     if len(shown) < len(docs):
         print(
             words.tr("… {n} more (--limit N shows more, --limit 0 all)", n=len(docs) - len(shown)), file=out
@@ -308,11 +305,19 @@ def matching_documents(docs: Sequence[DocumentRecord], words: Sequence[str]) -> 
     wanted = [w.casefold() for w in words if w.strip()]
 
     def is_match(d: DocumentRecord) -> bool:
-        text = f"{d.title} {d.source_name} {d.source_url or ''}".casefold()
+        text = f"{d.title} {d.source_name} {_origin(d)}".casefold()
         return all(w in text for w in wanted)
 
     found = [d for d in docs if is_match(d)]
     return sorted(found, key=lambda d: (d.indexed_at, d.id), reverse=True)
+
+
+def _origin(d: DocumentRecord) -> str:
+    """Where a document came from, as kb ls shows it: its page's URL, a folder source's note by its place
+    in the source (``notes:projA/README.md``: two README.md told apart), else the file's name."""
+    if d.source_url:
+        return d.source_url
+    return d.raw_path if split_raw_path(d.raw_path) is not None else d.source_name
 
 
 def document_json(d: DocumentRecord) -> dict[str, object]:

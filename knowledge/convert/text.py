@@ -43,13 +43,11 @@ def text_to_markdown(data: bytes, *, markdown: bool, declared: str | None = None
     title = front.title if front else ""
     if not text.strip():
         raise ConversionError("no-content", "the file contains no text")
-    if not title:
-        heading = _HEADING.search(text) if markdown else None
-        title = (
-            heading_text(heading.group(1))
-            if heading
-            else next(line for line in text.split("\n") if line.strip())
-        )
+    if not title and markdown:  # a note without a heading is named by its file, as Obsidian shows it
+        heading = _HEADING.search(text)
+        title = heading_text(heading.group(1)) if heading else ""
+    elif not title:
+        title = next(line for line in text.split("\n") if line.strip())
     return Converted(
         title=shorten(title, TITLE_MAX_CHARS),
         markdown=text,
