@@ -27,7 +27,9 @@ def test_a_note_without_a_heading_is_named_by_its_file_and_a_text_file_by_its_fi
 
     note = b"Water the lawn on Tuesdays and Saturdays before 8 am. #water/lawn\n"
     assert convert_source(note, name="Watering schedule.md", limits=Limits()).title == "Watering schedule"
-    assert convert_source(note, name="watering.txt", limits=Limits()).title.startswith("Water the lawn on Tuesdays")
+    assert convert_source(note, name="watering.txt", limits=Limits()).title.startswith(
+        "Water the lawn on Tuesdays"
+    )
 
 
 def test_heading_text_keeps_a_hash_that_is_part_of_the_word():
