@@ -1,7 +1,9 @@
-"""Progress of long jobs (ingest, reindex, embedding backfill): a bar on a terminal, silence otherwise.
+"""Progress of long jobs (ingest, reindex, embedding backfill): a bar on a terminal, a line a minute otherwise.
 
-The bar is tqdm's, drawn on ``stream`` (stderr) only when that stream is a terminal; piped or
-redirected output gets nothing extra. Lines the job prints while the bar is up go through
+The bar is tqdm's, drawn on ``stream`` (stderr) only when that stream is a terminal. Piped or
+redirected, a long job (PLAIN_MIN_STEPS steps or more) writes one plain line there once a minute
+(PLAIN_EVERY_S: "embed: 1,280/7,143 chunks (18%)"), so a log shows it is alive; a short one nothing.
+Lines the job prints while the bar is up go through
 :meth:`Progress.print`, which lifts the bar, prints, and draws it again; log records for the
 same terminal are written the same way while the bar is up. The caller prints its own
 one-line summary when the job ends, bar or not.
@@ -18,6 +20,7 @@ with Progress(len(paths), label=words.tr(INGEST), unit=words.tr(FILES), stream=s
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import TextIO
@@ -30,20 +33,34 @@ from knowledge.words.catalog import ENGLISH, LABELLED, N_, Words
 # The bars' labels and units (a folder source's bar is labelled with the source's name)
 INGEST, EMBED, REINDEX, BACKUP = N_("ingest"), N_("embed"), N_("reindex"), N_("backup")
 FILES, CHUNKS, DOCUMENTS = N_("files"), N_("chunks"), N_("documents")
+PLAIN_MIN_STEPS = 200
+PLAIN_EVERY_S = 60.0
 
 
 class Progress:
     """A progress bar for ``total`` steps of one job; every method is a no-op when the bar is off."""
 
     def __init__(
-        self, total: int, *, label: str, unit: str = "it", stream: TextIO, words: Words = ENGLISH
+        self,
+        total: int,
+        *,
+        label: str,
+        unit: str = "it",
+        stream: TextIO,
+        words: Words = ENGLISH,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``label`` and ``unit`` are shown as they are (in ``words``' language: the caller's), the
-        label followed by a colon as that language writes it."""
+        label followed by a colon as that language writes it. ``clock`` times the plain lines."""
         # The bar draws with carriage returns of its own: under a neutralising stream it writes
         # to the terminal beneath (item names shown in it are neutralised in describe()).
+        plain_stream = stream
         stream = getattr(stream, "raw_stream", stream)
         self.is_on = total > 0 and stream.isatty()
+        self._plain = None if self.is_on or total < PLAIN_MIN_STEPS else plain_stream
+        self._total, self._done, self._clock = total, 0, clock
+        self._next = clock() + PLAIN_EVERY_S
+        self._head, self._unit, self._words = words.tr(LABELLED, name=label, what=""), unit, words
         self._bar: tqdm | None = None
         self._lifted: list[tuple[logging.Handler, _AroundBar]] = []
         if self.is_on:
@@ -69,6 +86,14 @@ class Progress:
         """Count ``steps`` more as done."""
         if self._bar is not None:
             self._bar.update(steps)
+        elif self._plain is not None:
+            self._done += steps
+            now = self._clock()
+            if now >= self._next:
+                self._next = now + PLAIN_EVERY_S
+                share = self._words.number(round(100 * self._done / self._total))
+                line = f"{self._head}{self._words.number(self._done)}/{self._words.number(self._total)} {self._unit} ({share}%)"
+                print(line, file=self._plain, flush=True)
 
     def print(self, line: str, *, out: TextIO) -> None:
         """Print a line to ``out`` without tearing the bar (both may be the same terminal)."""

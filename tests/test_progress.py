@@ -1,4 +1,4 @@
-"""Progress bars: drawn on a terminal, nothing on a pipe; printed lines and log records never tear the bar."""
+"""Progress bars: drawn on a terminal; on a pipe a line a minute for a long job only; printed lines and log records never tear the bar."""
 
 import fcntl
 import io
@@ -28,6 +28,32 @@ def test_nothing_but_the_printed_lines_when_not_on_a_terminal():
             bar.advance()
             bar.print(f"line {n}", out=out)
     assert stream.getvalue() == "" and out.getvalue() == "line 0\nline 1\nline 2\n"
+
+
+def test_a_long_job_on_a_pipe_says_how_far_it_is_once_a_minute_in_the_readers_language():
+    from knowledge.words.catalog import Words
+
+    now, stream = [0.0], io.StringIO()
+    with Progress(7143, label="embed", unit="chunks", stream=stream, clock=lambda: now[0]) as bar:
+        for _ in range(10):
+            now[0] += 15.0  # ten batches of 128, a quarter of a minute each
+            bar.advance(128)
+    assert stream.getvalue().splitlines() == [
+        "embed: 512/7,143 chunks (7%)",
+        "embed: 1,024/7,143 chunks (14%)",
+    ]
+    thai, now[0] = io.StringIO(), 0.0
+    with Progress(
+        300, label="ฝังเวกเตอร์", unit="ส่วน", stream=thai, words=Words("th"), clock=lambda: now[0]
+    ) as bar:
+        now[0] = 61.0
+        bar.advance(30)
+    assert thai.getvalue().startswith("ฝังเวกเตอร์") and "30/300 ส่วน (10%)" in thai.getvalue()
+    short = io.StringIO()
+    with Progress(199, label="embed", unit="chunks", stream=short, clock=lambda: now[0]) as bar:
+        now[0] += 3600.0
+        bar.advance(199)
+    assert short.getvalue() == ""  # a short job says nothing beside its own summary
 
 
 def test_a_bar_on_a_terminal_lifts_itself_for_lines_and_log_records():
