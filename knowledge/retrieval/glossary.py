@@ -37,6 +37,7 @@ from pathlib import Path
 import structlog
 
 from knowledge.retrieval import thai_words
+from knowledge.retrieval.lexicon import longest_words, weighed
 from knowledge.retrieval.thai_words import ThaiGlossary
 from knowledge.store import analysis
 from knowledge.store.records import Candidate
@@ -116,18 +117,7 @@ class Glossary:
     def words(self, text: str) -> list[str]:
         """The dictionary's words in a text's Chinese runs, longest match first (characters the
         dictionary does not know are skipped)."""
-        out: list[str] = []
-        for run in _CHINESE.findall(text):
-            i = 0
-            while i < len(run):
-                for n in range(min(LONGEST_WORD, len(run) - i), 0, -1):
-                    if run[i : i + n] in self.senses:
-                        out.append(run[i : i + n])
-                        i += n
-                        break
-                else:
-                    i += 1
-        return out
+        return longest_words(_CHINESE.findall(text), self.senses, longest=LONGEST_WORD)
 
     def terms_of(self, word: str) -> tuple[str, ...]:
         """A word's English index terms: every sense's, stopwords and asides out, each once."""
@@ -143,14 +133,9 @@ class Glossary:
         """English index term → weight for a question: each Chinese word's weight of 1 shared among
         its terms, added up where two words share a term. Empty without Chinese words it knows, and for
         a question not in Chinese (:func:`asks_in_chinese`)."""
-        weights: dict[str, float] = {}
         if not asks_in_chinese(question):
-            return weights
-        for word in self.words(question)[:GLOSSED_WORDS]:
-            terms = self.terms_of(word)
-            for term in terms:
-                weights[term] = weights.get(term, 0.0) + 1.0 / len(terms)
-        return weights
+            return {}
+        return weighed(self.words(question)[:GLOSSED_WORDS], self.terms_of)
 
     def chinese(self) -> Mapping[tuple[str, ...], tuple[tuple[str, ...], ...]]:
         """English index terms of a short sense → the forms of each entry that has it (its traditional and

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import structlog
 
+from knowledge.retrieval.lexicon import longest_words, weighed
 from knowledge.store import analysis
 from knowledge.text import language_group
 
@@ -49,18 +50,7 @@ class ThaiGlossary:
 
     def words(self, text: str) -> list[str]:
         """The dictionary's words in a text's Thai runs, longest match first (of two letters or more)."""
-        out: list[str] = []
-        for run in _THAI.findall(text):
-            i = 0
-            while i < len(run):
-                for n in range(min(LONGEST_WORD, len(run) - i), 1, -1):
-                    if run[i : i + n] in self.senses:
-                        out.append(run[i : i + n])
-                        i += n
-                        break
-                else:
-                    i += 1
-        return out
+        return longest_words(_THAI.findall(text), self.senses, longest=LONGEST_WORD, shortest=2)
 
     def terms_of(self, word: str) -> tuple[str, ...]:
         """A word's English index terms: its lemmas', stopwords out, each once."""
@@ -73,14 +63,9 @@ class ThaiGlossary:
     def gloss(self, question: str) -> dict[str, float]:
         """English index term → weight for a Thai question (each word's weight of 1 shared among its
         terms); empty for a question in another language or without a word the dictionary knows."""
-        weights: dict[str, float] = {}
         if not asks_in_thai(question):
-            return weights
-        for word in self.words(question)[:GLOSSED_WORDS]:
-            terms = self.terms_of(word)
-            for term in terms:
-                weights[term] = weights.get(term, 0.0) + 1.0 / len(terms)
-        return weights
+            return {}
+        return weighed(self.words(question)[:GLOSSED_WORDS], self.terms_of)
 
     def held_words(self, question: str) -> tuple[tuple[str, ...], ...]:
         """Nothing: the relevance gate reads a Chinese question's gloss only (see the module)."""
