@@ -1,4 +1,4 @@
-"""Progress bars: drawn on a terminal; on a pipe a line a minute for a long job only; printed lines and log records never tear the bar."""
+"""Progress bars: drawn on a terminal, a line a minute on a pipe for a long job; lines and log records never tear the bar."""
 
 import fcntl
 import io

@@ -210,6 +210,23 @@ def test_sentences_are_joined_as_each_script_writes_them(parts, joined):
 
 
 @pytest.mark.parametrize("language", ["zh-Hant", "th"])
+def test_a_failed_web_search_is_said_in_the_readers_words_on_a_terminal_too(language):
+    from knowledge.answer.reply import Reply, Said
+    from knowledge.words.replies import plain
+
+    detail = "DuckDuckGo did not answer: Cannot connect to host lite.duckduckgo.com:443 — check the network"
+    said = (
+        Said("nothing-local"),
+        Said("web-failed", {"detail": detail}),
+        Said("web-note", {"detail": detail}),
+    )
+    shown = plain(Reply("", "no-evidence", said=said), Words(language))
+    assert "DuckDuckGo" not in shown and not re.search(r"[A-Za-z]{4,}", shown), shown
+    english = plain(Reply("", "no-evidence", said=said), Words("en"))
+    assert "Cannot connect to host" in english  # English reads the error itself, with its fix
+
+
+@pytest.mark.parametrize("language", ["zh-Hant", "th"])
 def test_the_command_that_starts_the_model_ends_its_line_in_every_language(language):
     from knowledge.answer.reply import Reply, Said
     from knowledge.words.replies import plain

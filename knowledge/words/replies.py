@@ -159,9 +159,11 @@ def said_text(said: Said, words: Words, *, terminal: bool) -> str:
         return text
     if said.kind in SCOPES:
         return scope_text(said, words)
-    if said.kind in DETAILED:
+    if said.kind in DETAILED:  # the error's own (English) words for an English terminal; else what it means
         technical, phone = DETAILED[said.kind]
-        return words.tr(technical, detail=facts.get("detail", "")) if terminal else words.tr(phone)
+        if terminal and words.language == "en":
+            return words.tr(technical, detail=facts.get("detail", ""))
+        return words.tr(phone)
     raise ValueError(f"no words for {said.kind!r}")  # a kind the engine says must have words here
 
 
