@@ -162,3 +162,13 @@ def test_kb_rm_of_a_sources_document_is_refused_and_the_file_stays(run_kb, home,
     )
     assert (vault / "owl.md").is_file()
     assert json.loads(kb(run_kb, home, "search", "barn owl", "--json").stdout)[0]["document_id"] == doc_id
+
+
+def test_a_rescan_of_a_folder_that_is_not_there_says_so_and_keeps_its_notes(run_kb, home, vault, tmp_path):
+    assert kb(run_kb, home, "sources", "add", str(vault), "--name", "vault").returncode == 0
+    vault.rename(tmp_path / "unplugged")
+    rescanned = kb(run_kb, home, "sources", "rescan", "vault")
+    assert "vault: 0 indexed, 0 moved, 0 forgotten" in rescanned.stdout
+    assert "(not there now: its documents are kept)" in rescanned.stdout
+    found = json.loads(kb(run_kb, home, "search", "barn owl", "--json").stdout)
+    assert found and found[0]["source"] == "vault"
