@@ -32,7 +32,8 @@ LEADS = {
 }
 NOTES = {
     "web-off-how": N_(
-        "Web search is off (KB_WEB_SEARCH=off): set KB_WEB_SEARCH=on, or ask to use /search QUESTION."
+        "Web search is off (KB_WEB_SEARCH=off): set KB_WEB_SEARCH=on, or search when you ask with"
+        " /search QUESTION (or kb websearch)."
     ),
     "web-ask-how": N_(
         "Web search runs only when asked (KB_WEB_SEARCH=ask): /search QUESTION (or kb websearch) searches it."
