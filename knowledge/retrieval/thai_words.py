@@ -86,10 +86,10 @@ def english_lemmas(folder: Path) -> dict[str, tuple[str, ...]]:
             for line in f:
                 if line.startswith(" "):  # the licence at the top of each file
                     continue
-                fields = line.split()
-                count = int(fields[3], 16)
-                lemmas = (_MARKER.sub("", fields[4 + 2 * k]).replace("_", " ") for k in range(count))
-                out[f"{fields[0]}-{part}"] = tuple(dict.fromkeys(lemmas))
+                offset, _, _, count, rest = line.split(" ", 4)  # the gloss after the words is not split
+                words = rest.split(" ", 2 * int(count, 16))[: 2 * int(count, 16) : 2]  # word, lex_id, word, …
+                lemmas = (_MARKER.sub("", word).replace("_", " ") for word in words)
+                out[f"{offset}-{part}"] = tuple(dict.fromkeys(lemmas))
     return out
 
 
