@@ -227,6 +227,16 @@ def test_a_failed_web_search_is_said_in_the_readers_words_on_a_terminal_too(lang
 
 
 @pytest.mark.parametrize("language", ["zh-Hant", "th"])
+def test_a_source_file_kb_cannot_read_is_said_in_the_readers_words(language):
+    from knowledge.words.sources import left_out
+
+    detail = "bin.md is an executable (ELF), not a document kb can read"
+    said = left_out(Words(language), "binary", error=detail)
+    assert "ELF" not in said and not re.search(r"[A-Za-z]{3,}", said.replace("kb", "")), said
+    assert detail in left_out(Words("en"), "binary", error=detail)  # English reads the converter's own words
+
+
+@pytest.mark.parametrize("language", ["zh-Hant", "th"])
 def test_the_command_that_starts_the_model_ends_its_line_in_every_language(language):
     from knowledge.answer.reply import Reply, Said
     from knowledge.words.replies import plain

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from knowledge.words.catalog import N_, Words
+from knowledge.words.reasons import FAILED
 
 # Why a source cannot be added, removed or rescanned (knowledge.errors.SourceRefused reasons).
 REFUSALS = {
@@ -69,9 +70,12 @@ STATES = {
 
 
 def left_out(words: Words, reason: str, *, error: str = "", rule: str = "") -> str:
-    """Why a file is left out, in the reader's language."""
-    message = LEFT_OUT.get(reason, LEFT_OUT["convert"])
-    return words.tr(message, error=error or reason, rule=rule)
+    """Why a file is left out, in the reader's language: a file kb cannot read by the converter's own
+    (English) words for an English reader, by what its reason means for another."""
+    message = LEFT_OUT.get(reason)
+    if message is None and words.language != "en" and reason in FAILED:
+        return words.tr(LEFT_OUT["convert"], error=words.tr(FAILED[reason]))
+    return words.tr(message or LEFT_OUT["convert"], error=error or reason, rule=rule)
 
 
 def counts_line(words: Words, counts: dict[str, int]) -> str:
