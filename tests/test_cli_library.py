@@ -94,6 +94,9 @@ def test_rm_then_restore_from_the_terminal(library, run_kb):
     )
     assert match and match.group(1) == match.group(2)
     trash_id = match.group(1)
+    again = run_kb("--home", str(home), "rm", ids["Heron survey"])  # removed twice: where it went is said
+    assert again.returncode == 1
+    assert f"{ids['Heron survey']} was removed already; kb restore {trash_id} brings it back" in again.stderr
     assert "Heron survey" not in run_kb("--home", str(home), "ls").stdout
     assert "42 birds" not in run_kb("--home", str(home), "search", "heron count at pond 6").stdout
 

@@ -73,8 +73,20 @@ def cmd_rm(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: Te
             )
         else:
             failed += 1
-            print(f"kb: {change_said(result, doc_id, words)}", file=err)
+            said = change_said(result, doc_id, words)
+            removed = _in_trash(settings, doc_id) if result.reason == "no-document" else None
+            if removed is not None:  # removed before: say where it is rather than only that it is not here
+                said = words.tr("{doc_id} was removed already; kb restore {trash_id} brings it back",
+                                doc_id=doc_id, trash_id=removed)  # fmt: skip
+            print(f"kb: {said}", file=err)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _in_trash(settings: Settings, doc_id: str) -> str | None:
+    """The trash entry of a document removed before (the newest), or None."""
+    from knowledge.ingest import trash
+
+    return next((e.trash_id for e in trash.trashed(settings) if e.doc_id == doc_id), None)
 
 
 def change_said(result: Change, target: str, words: Words) -> str:
