@@ -41,6 +41,7 @@ from knowledge.model.untrusted import strip_control_tokens
 from knowledge.retrieval import search
 from knowledge.retrieval.search import Also
 from knowledge.retrieval.translate import Chat
+from knowledge.store import analysis
 from knowledge.text import is_greeting, language_group, one_line
 
 log = structlog.get_logger()
@@ -75,21 +76,11 @@ _POINTERS = {
 }
 # Shorter than this (letters and digits, by script) is a fragment: "Why?", 「為什麼？」, "ทำไม"
 _SHORT = {"other": 12, "cjk": 5, "thai": 10}
-# Question words: a first message of these and pointers only names nothing to search for (asks_nothing),
-# nor does one with fewer letters than _NAMED left.
-_ASKING = {
-    "other": re.compile(
-        r"\b(what|who|whom|whose|when|where|which|how|much|many|is|are|was|do|does|did|the|a)\b",
-        re.IGNORECASE,
-    ),  # fmt: skip
-    "cjk": re.compile(
-        r"為什麼|为什么|什麼|什么|甚麼|怎麼|怎么|如何|哪|誰|谁|多少|幾|几|嗎|吗|呢|吧|啊|請問|请问|是|有"
-    ),
-    "thai": re.compile(
-        r"ทำไม|อะไร|ใคร|ที่ไหน|เมื่อไร|เมื่อไหร่|อย่างไร|ยังไง|เท่าไร|เท่าไหร่|ไหม|บ้าง|ล่ะ|แล้ว|ครับ|ค่ะ|คะ|นะ"
-    ),
-}
-_NAMED = {"other": 3, "cjk": 2, "thai": 2}
+# Thai question words and particles, which search keeps (knowledge.store.analysis has no Thai stopwords):
+# a first message of these and pointers only names nothing to search for (asks_nothing).
+_THAI_ASKING = re.compile(
+    r"ทำไม|อะไร|ใคร|ที่ไหน|เมื่อไร|เมื่อไหร่|อย่างไร|ยังไง|เท่าไร|เท่าไหร่|ไหม|บ้าง|ล่ะ|แล้ว|ครับ|ค่ะ|คะ|นะ"
+)
 _FRAGMENT = re.compile(
     r"\W*(tell me more|more|go on|continue|and|why|why not|how so|really|ok|okay)( please)?\W*"
 )
@@ -123,7 +114,7 @@ def is_fragment(message: str) -> bool:
 
 def asks_nothing(message: str) -> bool:
     """A first message with nothing to search for: a fragment ("Why?", 「為什麼？」, "ทำไม", "Tell me
-    more") whose words, pointers and question words aside, leave less than a word. A short question
+    more") that leaves no search term once its pointers and question words are aside. A short question
     that names something (「押金多少？」, "late fee?", "ค่าเช่าเท่าไร") is searched like any other."""
     text = message.strip()
     group = language_group(text)
@@ -131,8 +122,10 @@ def asks_nothing(message: str) -> bool:
         return False
     if group == "other" and _FRAGMENT.fullmatch(text.lower()) is not None:
         return True
-    rest = _ASKING[group].sub(" ", _POINTERS[group].sub(" ", text))
-    return _letters(rest) < _NAMED[group]
+    rest = _POINTERS[group].sub(" ", text)
+    if group == "thai":
+        rest = _THAI_ASKING.sub(" ", rest)
+    return not analysis.query_terms(rest)  # no term left once search drops its question and stop words
 
 
 def points_back(message: str) -> bool:
