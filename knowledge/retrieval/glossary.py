@@ -30,9 +30,10 @@ import importlib.util
 import re
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import structlog
 
@@ -299,46 +300,57 @@ def load(path: Path | None = None) -> Glossary | None:
         return None
 
 
+T = TypeVar("T", Glossary, ThaiGlossary)
+
+
+@dataclass
+class _ReadOnce(Generic[T]):
+    """One dictionary, read on its first use, once (a missing one too: it is not looked for again), however
+    many searches ask for it at once (kb mcp searches in threads); ``language`` names it in the log."""
+
+    read: Callable[[], T | None]
+    language: str
+    _value: T | None = field(default=None, repr=False)
+    _done: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def get(self) -> T | None:
+        with self._lock:
+            if not self._done:
+                started = time.perf_counter()
+                self._value, self._done = self.read(), True
+                if self._value is not None:
+                    ms = round((time.perf_counter() - started) * 1000, 1)
+                    log.info(
+                        "glossary.read", ms=ms, headwords=len(self._value.senses), language=self.language
+                    )
+            return self._value
+
+
 @dataclass
 class OnDemand:
-    """The glossaries, each read on its first use, once (a missing one too: it is not looked for again),
-    however many searches ask for it at once (kb mcp searches in threads): CC-CEDICT for Chinese and English
+    """The glossaries, each read on its first use (see _ReadOnce): CC-CEDICT for Chinese and English
     questions, Thai WordNet for Thai ones (knowledge.retrieval.thai_words)."""
 
     path: Path | None = None
     thai_paths: tuple[Path, Path] | None = None
-    _glossary: Glossary | None = field(default=None, repr=False)
-    _read: bool = field(default=False, repr=False)
-    _thai: ThaiGlossary | None = field(default=None, repr=False)
-    _thai_read: bool = field(default=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _cedict: _ReadOnce[Glossary] = field(init=False, repr=False)
+    _thai: _ReadOnce[ThaiGlossary] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._cedict = _ReadOnce(lambda: load(self.path), "zh")
+        self._thai = _ReadOnce(lambda: thai_words.load(self.thai_paths), "th")
 
     def get(self) -> Glossary | None:
-        with self._lock:
-            if not self._read:
-                started = time.perf_counter()
-                self._glossary, self._read = load(self.path), True
-                if self._glossary is not None:
-                    ms = round((time.perf_counter() - started) * 1000, 1)
-                    log.info("glossary.read", ms=ms, headwords=len(self._glossary.senses))
-            return self._glossary
-
-    def thai(self) -> ThaiGlossary | None:
-        with self._lock:
-            if not self._thai_read:
-                started = time.perf_counter()
-                self._thai, self._thai_read = thai_words.load(self.thai_paths), True
-                if self._thai is not None:
-                    ms = round((time.perf_counter() - started) * 1000, 1)
-                    log.info("glossary.read", ms=ms, headwords=len(self._thai.senses), language="th")
-            return self._thai
+        """CC-CEDICT, read on the first call."""
+        return self._cedict.get()
 
     def for_question(self, question: str) -> Glossary | ThaiGlossary | None:
         """The glossary for a question in Chinese or in Thai (read on the first); None for any other, a
         Korean or a Japanese one too (not read for them), or without one."""
         if asks_in_chinese(question):
             return self.get()
-        return self.thai() if thai_words.asks_in_thai(question) else None
+        return self._thai.get() if thai_words.asks_in_thai(question) else None
 
     def for_english(self, question: str) -> Glossary | None:
         """The glossary for a question in English (:func:`asks_in_english`; read on the first), None for
