@@ -152,7 +152,7 @@ def walk_each(
         said = words.tr(SAID["synced"], name=s.name, indexed=tally.indexed,
                         moved=tally.moved, forgotten=tally.forgotten, unchanged=tally.unchanged + tally.touched,
                         skipped=tally.skipped, failed=tally.failed)  # fmt: skip
-        if not s.path.is_dir():  # a folder moved away or an unplugged disk: nothing walked, nothing forgotten
+        if tally.missing:  # nothing walked, nothing forgotten
             said = f"{said} {words.tr(SAID['absent'])}"
         print(said, file=out)
         tallies.append(tally)

@@ -55,6 +55,7 @@ class Tally:
     failed: int = 0
     paths: list[str] = field(default_factory=list)  # the paths indexed, moved or forgotten
     whole: bool = True  # the walk saw the whole folder (not missing, no folder it could not list)
+    missing: bool = False  # the folder is not there (moved away, a disk unplugged): nothing was walked
 
     def add(self, outcome: str, path: str) -> None:
         """Count one file's outcome."""
@@ -95,7 +96,7 @@ class SourceSync:
         root = source.root
         if not root.is_dir():  # an unmounted disk, a renamed folder: its documents stay until it is removed
             log.warning("sources.missing", source=source.name, path=str(source.path))
-            tally.whole = False
+            tally.whole, tally.missing = False, True
             return tally
         found = scan(root, Rules(source.include, source.exclude))
         conn = self.index.conn
