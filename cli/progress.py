@@ -66,7 +66,7 @@ class Progress:
         if self.is_on:
             self._bar = tqdm(
                 total=total,
-                desc=words.tr(LABELLED, name=label, what=""),
+                desc=self._head,
                 unit=unit,
                 file=stream,
                 leave=False,  # the caller's summary line replaces the bar

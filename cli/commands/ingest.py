@@ -47,12 +47,13 @@ def load_tokenizer(settings: Settings, *, background: bool = False) -> TokenCoun
 
 def cmd_ingest(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: TextIO) -> int:
     """kb ingest PATH..."""
-    missing = [p for p in args.paths if not p.exists() and not p.is_symlink()]
+    given, missing = [], []
+    for p in args.paths:
+        (given if p.exists() or p.is_symlink() else missing).append(p)
     words = terminal_words(settings)
     for p in missing:  # said first; the paths that are there are ingested all the same
         said = words.tr("no such file or folder: {path}", path=str(p))
         print(f"kb: {said}", file=err)
-    given = [p for p in args.paths if p not in missing]
     if not given:
         return EXIT_USAGE
     paths = list(iter_sources(given, skip=[settings.processed, settings.failed]))
