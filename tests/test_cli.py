@@ -390,6 +390,24 @@ def test_websearch_exit_3_when_rate_limited(tmp_path, run_kb):
     assert out.returncode == 3 and "rate-limit" in out.stderr.lower()
 
 
+@pytest.mark.parametrize(("ddg", "status", "said"), [("challenge", 3, "rate-limit"), ("closed", 1, "failed")])
+def test_ask_exits_as_websearch_does_when_the_web_search_it_went_to_fails(
+    tmp_path, run_kb, ddg, status, said
+):
+    from tests.fake_llm import ThreadedServer
+    from tests.fake_search import FakeSearch, challenge, start_fake_search
+
+    search = FakeSearch()
+    search.script["ddg"] = [challenge(202)]
+    dead = f"http://127.0.0.1:{free_port()}"
+    with ThreadedServer(search, start_fake_search) as s:
+        url = s.ddg_url if ddg == "challenge" else dead
+        out = run_kb("--home", str(tmp_path), "ask", "latest news about Lake Quillan",
+                     env={"KB_DDG_URL": url, "KB_LLM_URL": f"{dead}/v1"})  # fmt: skip
+    assert out.returncode == status, out.stdout + out.stderr
+    assert said in out.stdout.lower(), out.stdout
+
+
 def test_an_index_built_by_an_older_text_analysis_is_flagged_until_reindexed(tmp_path, run_kb):
     from knowledge.store.analysis import ANALYZER_VERSION
     from knowledge.store.index import Index

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import structlog
 
-from cli.commands import EXIT_OK, EXIT_USAGE, Command
+from cli.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Command
 from cli.commands.search import add_scope, scope_or_refusal, search_meaning
 from cli.commands.web import describe_import, import_and_answer, import_exit, typed_pick
 from knowledge.config import Settings
@@ -243,7 +243,17 @@ def cmd_ask(args: argparse.Namespace, settings: Settings, *, out: TextIO, err: T
                 "\n" + words.tr("Import one with: kb import web-N (nothing is imported until you do)"),
                 file=out,
             )
-    return EXIT_OK
+    return web_exit(reply.kinds())
+
+
+def web_exit(kinds: list[str]) -> int:
+    """kb ask's exit status: as kb websearch's when the web search it went to failed (3 rate-limited,
+    1 another failure), else 0, the answer given."""
+    from cli.commands.web import EXIT_RATE_LIMITED
+
+    if "web-rate-limited" in kinds:
+        return EXIT_RATE_LIMITED
+    return EXIT_FAILED if "web-failed" in kinds else EXIT_OK
 
 
 def passage_json(p: SearchResult) -> dict[str, object]:
@@ -318,7 +328,8 @@ COMMANDS = {
         description="Answer a typed QUESTION, or the question spoken in an audio file (--audio: a voice note or "
         "MP3, M4A, OGG, WAV, FLAC; transcribed with KB_WHISPER_MODEL, then answered like a typed question). "
         "Exit status: 0 answered, 1 the audio could not be transcribed (nothing heard, too long, unreadable, "
-        "timed out: the reason on stderr) or another failure, 2 usage.",
+        "timed out: the reason on stderr), the web search it went to failed, or another failure, 2 usage, "
+        "3 the web search was rate-limited (as kb websearch).",
         arguments=_ask_arguments,
     ),
     "chat": Command(cmd_chat, help="a terminal chat with the knowledge base (/help inside)"),
