@@ -301,6 +301,8 @@ def load(path: Path | None = None) -> Glossary | None:
 
 
 T = TypeVar("T", Glossary, ThaiGlossary)
+# a question's words in English: a Chinese one's through CC-CEDICT, a Thai one's through Thai WordNet
+IntoEnglish = Glossary | ThaiGlossary
 
 
 @dataclass
@@ -345,7 +347,7 @@ class OnDemand:
         """CC-CEDICT, read on the first call."""
         return self._cedict.get()
 
-    def for_question(self, question: str) -> Glossary | ThaiGlossary | None:
+    def for_question(self, question: str) -> IntoEnglish | None:
         """The glossary for a question in Chinese or in Thai (read on the first); None for any other, a
         Korean or a Japanese one too (not read for them), or without one."""
         if asks_in_chinese(question):

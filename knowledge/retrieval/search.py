@@ -35,11 +35,10 @@ from knowledge.retrieval.backfill import embed_background
 from knowledge.retrieval.bm25 import Ranked, Scoring, question_scoring, rerank
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
-from knowledge.retrieval.glossary import Glossary, OnDemand, english_terms, held
+from knowledge.retrieval.glossary import IntoEnglish, OnDemand, english_terms, held
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
-from knowledge.retrieval.thai_words import ThaiGlossary
 from knowledge.retrieval.translate import is_strong
 from knowledge.retrieval.vectors import VectorCache, stored_background
 from knowledge.store.index import Index
@@ -452,20 +451,20 @@ def _hybrid(
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
-def _glossary(texts: _Texts, glossary: OnDemand | None) -> Glossary | ThaiGlossary | None:
+def _glossary(texts: _Texts, glossary: OnDemand | None) -> IntoEnglish | None:
     """The glossary for a Chinese or a Thai question (read on the first), None for another language or
     without one."""
     return glossary.for_question(texts.texts[0]) if glossary is not None else None
 
 
-def _glossed(index: Index, texts: _Texts, glossary: Glossary | ThaiGlossary | None) -> Scoring | None:
+def _glossed(index: Index, texts: _Texts, glossary: IntoEnglish | None) -> Scoring | None:
     """The scoring of a Chinese or Thai question's English gloss, or None: another language, no glossary,
     no word it knows, or none of their English in the index."""
     return bm25.scoring(index, glossary.gloss(texts.texts[0])) if glossary is not None else None
 
 
 def _gloss_of(
-    index: Index, texts: _Texts, meaning: Meaning, into_english: Glossary | ThaiGlossary | None
+    index: Index, texts: _Texts, meaning: Meaning, into_english: IntoEnglish | None
 ) -> tuple[Scoring | None, bool]:
     """The scoring of the question's gloss, and whether it is in Chinese: a Chinese or Thai question's in
     English (``into_english``: the glossary read for it, see _glossary), an English question's in Chinese
