@@ -215,6 +215,21 @@ def test_duplicates_are_recorded_not_indexed_twice(settings, kb):
     assert kb.index.last_ingests(1)[0].status == "duplicate"
 
 
+def test_a_file_from_elsewhere_ingested_again_is_not_copied_again(settings, kb, tmp_path):
+    from cli.commands.ingest import describe_outcome
+
+    outside = tmp_path / "elsewhere" / "lease.md"
+    outside.parent.mkdir()
+    outside.write_bytes(b"# Lease\n\nThe rent is 1,200 a month, due on the 5th.\n")
+    assert kb.ingest(outside).status == "indexed"
+    for _ in range(3):  # kb ingest ~/Documents run every day
+        again = kb.ingest(outside)
+        assert again.status == "duplicate" and again.kept_at is None
+    assert describe_outcome(again).endswith("('Lease'), not copied again")
+    assert sorted(p.name for p in settings.processed.iterdir()) == ["lease.md"]
+    assert outside.read_bytes().startswith(b"# Lease")  # the owner's file is left as it was
+
+
 def test_same_name_different_content_keeps_both(settings, kb):
     kb.ingest(drop(settings, "a.md", b"# One\n\nfirst\n"))
     kb.ingest(drop(settings, "a.md", b"# Two\n\nsecond\n"))

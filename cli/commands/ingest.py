@@ -245,7 +245,8 @@ def describe_outcome(o: Outcome, words: Words = ENGLISH) -> str:
         )
         return f"indexed    {o.source.name} → {o.raw_path} ({plural(o.chunks, 'chunk')}, {o.title!r}){unread}"
     if o.status == "duplicate":
-        return f"duplicate  {o.source.name} = {o.duplicate_of} ({o.title!r}), kept as {_rel(o.kept_at)}"
+        kept = f"kept as {_rel(o.kept_at)}" if o.kept_at else "not copied again"
+        return f"duplicate  {o.source.name} = {o.duplicate_of} ({o.title!r}), {kept}"
     if o.status == "skipped":
         return f"skipped    {o.source.name}: {o.message}"
     if o.status == "waiting":
@@ -279,8 +280,12 @@ def described(o: Outcome, words: Words) -> str:
                 "; OCR time ran out, pages {pages} not read (KB_OCR_BUDGET_S)", pages=o.unread_pages
             )
     elif o.status == "duplicate":
-        rest = words.tr("{name} = {other} ({title}), kept as {kept}", name=name, other=o.duplicate_of,
-                        title=repr(o.title), kept=kept)  # fmt: skip
+        if o.kept_at is None:
+            rest = words.tr("{name} = {other} ({title}), not copied again", name=name, other=o.duplicate_of,
+                            title=repr(o.title))  # fmt: skip
+        else:
+            rest = words.tr("{name} = {other} ({title}), kept as {kept}", name=name, other=o.duplicate_of,
+                            title=repr(o.title), kept=kept)  # fmt: skip
     elif o.status == "skipped":
         why = words.tr(SKIPPED[o.reason]) if o.reason in SKIPPED else not_read(o.reason, words)
         rest = words.tr(LABELLED, name=name, what=why)
@@ -369,7 +374,8 @@ COMMANDS = {
         help="convert and index files or folders now",
         description="Convert files (HTML, PDF, text, Markdown) and index them. Originals are kept under "
         "knowledge/inbox/processed/ (or failed/ with NAME.error.json); files from outside the inbox are copied, "
-        "never moved. A file that fails does not stop the others; the end lists failures by reason. "
+        "never moved (one whose bytes kb already holds is recorded as a duplicate and not copied again). A file "
+        "that fails does not stop the others; the end lists failures by reason. "
         "Exit status: 0 all succeeded, 1 any failed.",
         arguments=_ingest_arguments,
     ),

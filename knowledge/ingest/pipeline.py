@@ -4,7 +4,8 @@ Per file, in this order (a crash between steps loses nothing: the next start fin
 the original still in the inbox, or a raw file that is indexed again):
 
 1. check it is a regular file within the size limit, read it, hash it;
-2. the same bytes already indexed → record a duplicate, keep the original, stop;
+2. the same bytes already indexed → record a duplicate, keep an inbox original (one from elsewhere is
+   not copied again), stop;
 3. convert (with its ``NAME.source.json`` sidecar, when there is one);
 4. write ``raw/<slug>-<hash8>.md`` atomically (a page imported again from the same URL: over the raw
    file of its earlier version, so the document stays one and its old text never answers again);
@@ -273,8 +274,8 @@ class Ingestor(RawSync):
 
     def _ingest_bytes(self, path: Path, data: bytes, sha: str, root: Path, started: str) -> Outcome:
         dup = self.index.document_by_source_sha256(sha)
-        if dup is not None:
-            kept = self._keep(path, self.settings.processed)
+        if dup is not None:  # an inbox file is moved out of the way; the owner's own is left where it is
+            kept = self._keep(path, self.settings.processed) if is_within(path, self._inbox) else None
             self.index.record_ingest(
                 self._inbox_record(path, sha, "duplicate", started, doc_id=dup.id, duplicate_of=dup.id)
             )
