@@ -8,17 +8,20 @@ vectors cached), every question asked in every rotation: without the model's tra
 XQuAD's own translations of it where kb would ask for one (``+t``: the best the model could give;
 bench/retrieval_cross.py). A hit at rank r
 is a chunk of its article (in the document's language) holding the answer among the first r.
-GLOSS_WEIGHT (knowledge.retrieval.search) is chosen on the first half of the articles (``tuning``)
+GLOSS_WEIGHT (knowledge.retrieval.glossing) is chosen on the first half of the articles (``tuning``)
 and reported on the second (``held out``), never fitted there. Chinese and Thai questions are glossed
 (one weight for both): the English questions' pairs are listed to show they do not move.
 
 ``--into-chinese`` sweeps INTO_CHINESE_WEIGHT instead: an English question's words in Chinese, the
-dictionary read the other way, scoring the Chinese chunks (English questions are the ones that move).
+dictionary read the other way, scoring the Chinese chunks (English questions are the ones that move);
+``--into-thai`` sweeps INTO_THAI_WEIGHT: an English question's words in Thai through Thai WordNet;
+``--pivot`` sweeps PIVOT_WEIGHT: a Chinese question's words in Thai and a Thai one's in Chinese, each
+through the English of its own dictionary read in the other one.
 
 Also: the gloss's cost per question (reading the dictionary once, then cutting and glossing; reading it
 the other way once, then glossing an English question).
 
-    python bench/glossary.py [--weights 0,0.2,0.3,0.5] [--into-chinese] [--every 2] [--data DIR]
+    python bench/glossary.py [--weights 0,0.2,0.3,0.5] [--into-chinese | --into-thai | --pivot] [--every 2] [--data DIR]
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from bench.crossing import arranged, cross_setup, embed_both, report, swept  # noqa: E402
 from bench.retrieval import LANGS, hit_rank, rotations  # noqa: E402
 from bench.retrieval_cross import with_translations  # noqa: E402
-from knowledge.retrieval import search as search_module  # noqa: E402
+from knowledge.retrieval import glossing  # noqa: E402
 from knowledge.retrieval.glossary import Glossary, OnDemand, reversed_senses  # noqa: E402
 from knowledge.retrieval.search import Meaning, find  # noqa: E402
 from knowledge.retrieval.second import Second  # noqa: E402
@@ -50,10 +53,16 @@ def main() -> int:
         "--weights",
         "0,0.3,0.5,0.7",
         "GLOSS_WEIGHT (or INTO_CHINESE_WEIGHT)",
-        extra=[("--into-chinese", "sweep INTO_CHINESE_WEIGHT: an English question's gloss in Chinese")],
+        extra=[
+            ("--into-chinese", "sweep INTO_CHINESE_WEIGHT: an English question's gloss in Chinese"),
+            ("--into-thai", "sweep INTO_THAI_WEIGHT: an English question's gloss in Thai"),
+            ("--pivot", "sweep PIVOT_WEIGHT: a Chinese question's gloss in Thai, a Thai one's in Chinese"),
+        ],
     )
-    setting = "INTO_CHINESE_WEIGHT" if args.into_chinese else "GLOSS_WEIGHT"
-    asker = "en" if args.into_chinese else "zh"
+    picked = [name for name, on in (("INTO_CHINESE_WEIGHT", args.into_chinese), ("INTO_THAI_WEIGHT",
+              args.into_thai), ("PIVOT_WEIGHT", args.pivot)) if on]  # fmt: skip
+    setting = picked[0] if picked else "GLOSS_WEIGHT"
+    asker = "en" if args.into_chinese or args.into_thai else "zh"
     docs, questions, env, counter, embedder, use = cross_setup(args)
     second = Second(use)
     glossary = OnDemand()
@@ -68,7 +77,7 @@ def main() -> int:
     }  # Chinese questions across scripts
     loop = asyncio.new_event_loop()
     ranks: dict[tuple[str, str, str], dict[str, list[int | None]]] = {}
-    chosen = getattr(search_module, setting)
+    chosen = getattr(glossing, setting)
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         for rotation, lang_of, settings, doc_ids in rotations(
             Path(tmp), docs, xquad.keys, env, counter, name="gloss"
@@ -84,7 +93,7 @@ def main() -> int:
                     for w, m, mt in zip(
                         weights, methods[: len(weights)], methods[len(weights) :], strict=True
                     ):
-                        setattr(search_module, setting, w)
+                        setattr(glossing, setting, w)
                         pair[m].append(
                             hit_rank(find(index, q[2], k=args.k, meaning=meaning).results, gold, answers)
                         )
@@ -94,7 +103,7 @@ def main() -> int:
                         pair[mt].append(hit_rank(found, gold, answers))
                         if q[0] == asker and dlang != asker:
                             asked[mt].append(used)
-                    setattr(search_module, setting, chosen)
+                    setattr(glossing, setting, chosen)
             print(f"[rotation {rotation} done]", file=sys.stderr, flush=True)
     loop.close()
     report(ranks, methods)

@@ -57,6 +57,52 @@ def test_a_thai_question_is_cut_into_the_dictionarys_longest_words_and_glossed(t
     assert glossary.held_words("ล้างฟิลเตอร์เครื่องดูดฝุ่นบ่อยแค่ไหน") == ()  # the gate reads Chinese glosses only
 
 
+def test_function_words_are_read_whole_and_glossed_as_nothing(thai_files):
+    db, folder = thai_files
+    (db.parent / "stopwords_th.txt").write_text(
+        "เท่าไร\nไหน\n", encoding="utf-8"
+    )  # beside it, as pythainlp has it
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO word_synset VALUES ('01433493-a', 'เท่า')")  # "equal": เท่าไร is not it
+    conn.close()
+    glossary = load(thai_files)
+    assert glossary.words("แม่น้ำยาวเท่าไร") == ["แม่น้ำ", "ยาว", "เท่าไร"]
+    assert set(glossary.gloss("แม่น้ำยาวเท่าไร")) == {"river", "long"}
+
+
+def test_an_english_questions_words_become_the_thai_words_that_translate_them(thai_files):
+    from knowledge.store import analysis
+
+    glossary = load(thai_files)
+    gloss = glossary.thai_gloss("How often should the vacuum cleaner filter be washed?")
+    # "vacuum cleaner" is matched as one lemma; "filter" names two words, which share its weight
+    assert gloss == pytest.approx(
+        {t: w for word, share in (("เครื่องดูดฝุ่น", 1.0), ("ฟิลเตอร์", 0.5), ("ตัวกรอง", 0.5), ("ล้าง", 1.0),
+                                  ("บ่อย", 1.0))
+         for t, w in _shared(analysis.terms(word), share).items()}
+    )  # fmt: skip
+
+
+def test_a_chinese_questions_words_reach_thai_and_a_thai_ones_chinese_through_their_english(thai_files):
+    from knowledge.retrieval import glossary as cedict
+    from knowledge.store import analysis
+
+    chinese, thai = cedict.load(), load(thai_files)
+    into_thai = thai.thai_of(chinese.sense_keys("吸塵器的濾網多久洗一次？"))  # vacuum cleaner, filter
+    for word in ("เครื่องดูดฝุ่น", "ตัวกรอง", "ฟิลเตอร์"):
+        assert set(analysis.terms(word)) <= set(into_thai), word
+    assert not set(analysis.terms("แม่น้ำ")) & set(into_thai)  # a river is not asked about
+    into_chinese = chinese.chinese_of(thai.lemma_keys("ล้างฟิลเตอร์เครื่องดูดฝุ่นบ่อยแค่ไหน"))
+    assert {"吸塵", "濾網", "過濾"} <= set(into_chinese)
+    assert thai.lemma_keys("How often is the filter washed?") == []  # only a Thai question is read on
+    assert chinese.sense_keys("How often is the filter washed?") == []
+
+
+def _shared(terms: list[str], weight: float) -> dict[str, float]:
+    unique = list(dict.fromkeys(terms))
+    return {t: weight / len(unique) for t in unique}
+
+
 def test_the_questions_language_picks_its_glossary(thai_files, tmp_path):
     words = OnDemand(path=tmp_path / "no-cedict.txt.gz", thai_paths=thai_files)
     with capture_logs() as logs:
@@ -112,3 +158,24 @@ def test_before_any_vector_is_made_a_thai_question_finds_its_english_page_by_the
         plain = find(index, next(iter(ASKED)), k=3, meaning=Meaning.of(e5, glossary=False))
     assert firsts == {q: [title] for q, title in ASKED.items()}
     assert plain.results == []
+
+
+def test_a_thai_question_finds_its_chinese_page_through_the_english_of_both_dictionaries(tmp_path):
+    from knowledge.retrieval.backfill import embed_missing
+    from knowledge.retrieval.second import Second, UseEncoder
+    from tests.test_glossary import ZH_APPLIANCES
+
+    chinese = {"Vacuum cleaner": "吸塵器", "Dishwasher": "洗碗機", "Washing machine": "洗衣機", "Air conditioner":
+               "冷氣機", "Refrigerator": "冰箱", "Boiler": "鍋爐", "Smoke alarm": "煙霧警報器", "Car": "汽車",
+               "Oven": "烤箱"}  # fmt: skip
+    settings = make_settings(tmp_path / "kb")
+    ingest_texts(settings, ZH_APPLIANCES)
+    e5, second = LocalEmbedder(), Second(UseEncoder())
+    with Index(settings.index_path) as index:
+        embed_missing(index, e5, second=second)
+        glossed, meaning_only = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
+        firsts = {q: find(index, q, k=3, meaning=glossed).results[0].title for q in ASKED}
+        boiler = "ความดันของหม้อต้มน้ำควรเป็นเท่าไร"
+        plain = find(index, boiler, k=3, meaning=meaning_only).results[0].title
+    assert firsts == {q: chinese[page] for q, page in ASKED.items()}
+    assert plain == "熱水壺"  # by meaning alone the boiler's pressure is the kettle's

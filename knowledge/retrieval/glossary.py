@@ -7,13 +7,13 @@ English senses. A question is cut into the dictionary's words, longest first; ea
 become English index terms (knowledge.store.analysis: stemmed, stopwords out), the word's weight of
 one shared among them, so a word with many senses counts no more than a word with one. Search scores
 the index's chunks on those terms with bm25 as it does a question's own words, and the pool takes the
-chunks they find best (knowledge.retrieval.search: GLOSS_WEIGHT, GLOSS_POOL). Traditional and simplified
+chunks they find best (knowledge.retrieval.glossing: GLOSS_WEIGHT, GLOSS_POOL). Traditional and simplified
 questions are glossed alike.
 
 Read the other way, the dictionary gives an English question's words in Chinese
 (:meth:`Glossary.chinese_gloss`): the senses that are a word or a short phrase ("deposit", "prime
 number") name the entries that have them, and those entries' index terms score the index's Chinese
-chunks (knowledge.retrieval.search: INTO_CHINESE_WEIGHT).
+chunks (knowledge.retrieval.glossing: INTO_CHINESE_WEIGHT).
 
 The dictionary is read once, on the first Chinese question, or the first English one where the index
 holds Chinese passages (about half a second; it then holds about 36 MB; read the other way, about
@@ -38,7 +38,13 @@ from typing import Generic, TypeVar
 import structlog
 
 from knowledge.retrieval import thai_words
-from knowledge.retrieval.lexicon import longest_words, weighed
+from knowledge.retrieval.lexicon import (
+    asks_in_english,
+    longest_words,
+    phrases_weighed,
+    senses_weighed,
+    weighed,
+)
 from knowledge.retrieval.thai_words import ThaiGlossary
 from knowledge.store import analysis
 from knowledge.store.records import Candidate
@@ -91,12 +97,6 @@ SHORTEST_HEADWORD = 2
 LONGEST_HEADWORD = 4
 LONGEST_SENSE = 3  # English index terms
 GLOSSED_WORDS = 160  # a question's first words glossed, either way (a pasted page is not glossed whole)
-# A question is read as English when it holds one of these (as written: Vietnamese "thể" is not "the").
-_ENGLISH_ASKS = frozenset(
-    """what which who whom whose when where why how is are was were did does do can could should would will
-    must i my you your it the of""".split()
-)
-_LATIN_WORD = re.compile(r"[a-z]+")
 # A chunk is read as English when ENGLISH_MARKERS of these words are among its first ENGLISH_SAMPLE terms
 # (its analysed body keeps them: only questions lose their stopwords). No other language in Latin letters
 # writes them (Vietnamese "thể" is analysed as "the", hence three).
@@ -113,6 +113,7 @@ class Glossary:
     _terms: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _chinese: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] | None = field(default=None, repr=False)
     _forms: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict, repr=False)
+    _keys: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def words(self, text: str) -> list[str]:
@@ -155,25 +156,33 @@ class Glossary:
         LONGEST_SENSE of them, matched longest first; each match's weight of 1 shared among the entries
         that have it as a sense, and an entry's among its terms (those of its traditional and its
         simplified form alike). Empty for a question not in English (:func:`asks_in_english`)."""
-        weights: dict[str, float] = {}
         if not asks_in_english(question):
-            return weights
-        chinese = self.chinese()
+            return {}
         words = analysis.terms(question, drop_stopwords=True)[:GLOSSED_WORDS]
-        i = 0
-        while i < len(words):
-            for n in range(min(LONGEST_SENSE, len(words) - i), 0, -1):
-                entries = chinese.get(tuple(words[i : i + n]))
-                if entries:
-                    for forms in entries:
-                        terms = self._terms_of_forms(forms)
-                        for term in terms:
-                            weights[term] = weights.get(term, 0.0) + 1.0 / len(entries) / len(terms)
-                    i += n
-                    break
-            else:
-                i += 1
-        return weights
+        return phrases_weighed(words, self.chinese(), self._terms_of_forms, longest=LONGEST_SENSE)
+
+    def sense_keys(self, question: str) -> list[tuple[tuple[str, ...], ...]]:
+        """Each of a Chinese question's words (FUNCTION_WORDS aside) as its short senses' English index
+        terms, to be read on into Thai (lexicon.senses_weighed); [] for a question not in Chinese."""
+        if not asks_in_chinese(question):
+            return []
+        words = [w for w in self.words(question)[:GLOSSED_WORDS] if w not in FUNCTION_WORDS]
+        return [self._sense_keys(w) for w in words]
+
+    def chinese_of(self, words: list[tuple[tuple[str, ...], ...]]) -> dict[str, float]:
+        """Chinese index term → weight for words read in English elsewhere (a Thai question's lemmas)."""
+        return senses_weighed(words, self.chinese(), self._terms_of_forms)
+
+    def _sense_keys(self, word: str) -> tuple[tuple[str, ...], ...]:
+        if word not in self._keys:
+            keys = []
+            for sense in self.senses.get(word, "").split("/"):
+                if sense and not sense.startswith(_NO_SENSE) and sense.count(" ") <= 2 * LONGEST_SENSE:
+                    key = tuple(analysis.terms(_ASIDE.sub(" ", sense), drop_stopwords=True))
+                    if 1 <= len(key) <= LONGEST_SENSE:
+                        keys.append(key)
+            self._keys[word] = tuple(dict.fromkeys(keys))
+        return self._keys[word]
 
     def _terms_of_forms(self, forms: tuple[str, ...]) -> tuple[str, ...]:
         """An entry's Chinese index terms, its forms' together, each once (read when a question needs them)."""
@@ -200,14 +209,6 @@ def asks_in_chinese(question: str) -> bool:
     none to look up)."""
     return (
         language_group(question) == "cjk" and bool(_CHINESE.search(question)) and not _KANA.search(question)
-    )
-
-
-def asks_in_english(question: str) -> bool:
-    """Whether an English question is read through the glossary into Chinese: Latin script, and one of
-    English's question or function words as written."""
-    return language_group(question) == "other" and not _ENGLISH_ASKS.isdisjoint(
-        _LATIN_WORD.findall(question.lower())
     )
 
 
@@ -358,6 +359,15 @@ class OnDemand:
         """The glossary for a question in English (:func:`asks_in_english`; read on the first), None for
         any other or without one."""
         return self.get() if asks_in_english(question) else None
+
+    def thai(self) -> ThaiGlossary | None:
+        """Thai WordNet, read on the first call."""
+        return self._thai.get()
+
+    def thai_for_english(self, question: str) -> ThaiGlossary | None:
+        """Thai WordNet for a question in English (read on the first), to gloss it into Thai; None for any
+        other or without it."""
+        return self._thai.get() if asks_in_english(question) else None
 
     def senses(self, question: str) -> tuple[tuple[str, ...], ...]:
         """A Chinese question's words in English (:meth:`Glossary.held_words`); () for another language

