@@ -28,10 +28,12 @@ GLOSS_POOL = 20  # each gloss's lexical candidates that enter the pool (tried 5,
 # An English question's words in Chinese, where the index holds some Chinese (bench/glossary.py
 # --into-chinese: tried 0, 0.3, 0.5, 0.8, 1.0, 1.5 on the same tuning half).
 INTO_CHINESE_WEIGHT = 1.0
-# An English question's words in Thai, where the index holds some Thai (bench/glossary.py --into-thai).
+# An English question's words in Thai, where the index holds some Thai (bench/glossary.py --into-thai:
+# tried 0, 0.3, 1.0; at 1.0 the Thai passages it lifts come before the Chinese answers of English questions).
 INTO_THAI_WEIGHT = 0.3
 # A Chinese question's words in Thai, a Thai one's in Chinese, through their English (a Chinese word's
-# CC-CEDICT senses read in Thai WordNet, a Thai word's lemmas in CC-CEDICT): bench/glossary.py --pivot.
+# CC-CEDICT senses read in Thai WordNet, a Thai word's lemmas in CC-CEDICT): bench/glossary.py --pivot,
+# tried 0, 0.3, 0.6, 1.0 (above 0.3 a Chinese question's English answer loses more than Thai gains).
 PIVOT_WEIGHT = 0.3
 
 
