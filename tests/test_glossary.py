@@ -286,12 +286,19 @@ ASKED_IN_ENGLISH = {
 }
 
 
-def test_an_english_question_finds_its_chinese_page_among_pages_much_like_it(tmp_path):
-    settings = make_settings(tmp_path / "kb")
-    ingest_texts(settings, ZH_APPLIANCES)
+def embedded(home, texts):
+    """A knowledge base of these texts, embedded by e5 and the second encoder: its settings and both."""
+    settings = make_settings(home)
+    ingest_texts(settings, texts)
     e5, second = LocalEmbedder(), Second(UseEncoder())
     with Index(settings.index_path) as index:
         embed_missing(index, e5, second=second)
+    return settings, e5, second
+
+
+def test_an_english_question_finds_its_chinese_page_among_pages_much_like_it(tmp_path):
+    settings, e5, second = embedded(tmp_path / "kb", ZH_APPLIANCES)
+    with Index(settings.index_path) as index:
         glossed, meaning_only = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
         firsts = {q: find(index, q, k=3, meaning=glossed).results[0].title for q in ASKED_IN_ENGLISH}
         plain = [
@@ -304,11 +311,9 @@ def test_an_english_question_finds_its_chinese_page_among_pages_much_like_it(tmp
 def test_an_english_question_its_own_words_answer_in_english_leaves_the_chinese_pages_as_they_were(tmp_path):
     """The same pages kept in English and in Chinese: a question whose words found its English page is
     not glossed into Chinese, so the Chinese twin cannot come before the page in the owner's language."""
-    settings = make_settings(tmp_path / "kb")
-    ingest_texts(settings, {**APPLIANCES, **{f"zh-{name}": text for name, text in ZH_APPLIANCES.items()}})
-    e5, second = LocalEmbedder(), Second(UseEncoder())
+    twins = {**APPLIANCES, **{f"zh-{name}": text for name, text in ZH_APPLIANCES.items()}}
+    settings, e5, second = embedded(tmp_path / "kb", twins)
     with Index(settings.index_path) as index:
-        embed_missing(index, e5, second=second)
         glossed, meaning_only = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
         for question in (
             "How often should the dishwasher filter be cleaned?",
@@ -324,12 +329,7 @@ def test_an_english_question_its_own_words_answer_in_english_leaves_the_chinese_
 @pytest.fixture(scope="module")
 def lease(tmp_path_factory):
     """A newcomer's knowledge base: one English lease of two passages, embedded by e5 and the second encoder."""
-    settings = make_settings(tmp_path_factory.mktemp("lease") / "kb")
-    ingest_texts(settings, {"lease.md": FULL_LEASE})
-    e5, second = LocalEmbedder(), Second(UseEncoder())
-    with Index(settings.index_path) as index:
-        embed_missing(index, e5, second=second)
-    return settings, e5, second
+    return embedded(tmp_path_factory.mktemp("lease") / "kb", {"lease.md": FULL_LEASE})
 
 
 def test_in_a_newcomers_english_lease_a_chinese_question_it_answers_stays_local_by_its_gloss(lease):

@@ -161,18 +161,13 @@ def test_before_any_vector_is_made_a_thai_question_finds_its_english_page_by_the
 
 
 def test_a_thai_question_finds_its_chinese_page_through_the_english_of_both_dictionaries(tmp_path):
-    from knowledge.retrieval.backfill import embed_missing
-    from knowledge.retrieval.second import Second, UseEncoder
-    from tests.test_glossary import ZH_APPLIANCES
+    from tests.test_glossary import ZH_APPLIANCES, embedded
 
     chinese = {"Vacuum cleaner": "吸塵器", "Dishwasher": "洗碗機", "Washing machine": "洗衣機", "Air conditioner":
                "冷氣機", "Refrigerator": "冰箱", "Boiler": "鍋爐", "Smoke alarm": "煙霧警報器", "Car": "汽車",
                "Oven": "烤箱"}  # fmt: skip
-    settings = make_settings(tmp_path / "kb")
-    ingest_texts(settings, ZH_APPLIANCES)
-    e5, second = LocalEmbedder(), Second(UseEncoder())
+    settings, e5, second = embedded(tmp_path / "kb", ZH_APPLIANCES)
     with Index(settings.index_path) as index:
-        embed_missing(index, e5, second=second)
         glossed, meaning_only = Meaning.of(e5, second=second), Meaning.of(e5, second=second, glossary=False)
         firsts = {q: find(index, q, k=3, meaning=glossed).results[0].title for q in ASKED}
         boiler = "ความดันของหม้อต้มน้ำควรเป็นเท่าไร"
