@@ -175,13 +175,8 @@ class Glossary:
 
     def _sense_keys(self, word: str) -> tuple[tuple[str, ...], ...]:
         if word not in self._keys:
-            keys = []
-            for sense in self.senses.get(word, "").split("/"):
-                if sense and not sense.startswith(_NO_SENSE) and sense.count(" ") <= 2 * LONGEST_SENSE:
-                    key = tuple(analysis.terms(_ASIDE.sub(" ", sense), drop_stopwords=True))
-                    if 1 <= len(key) <= LONGEST_SENSE:
-                        keys.append(key)
-            self._keys[word] = tuple(dict.fromkeys(keys))
+            keys = (short_sense(sense) for sense in self.senses.get(word, "").split("/"))
+            self._keys[word] = tuple(dict.fromkeys(key for key in keys if key))
         return self._keys[word]
 
     def _terms_of_forms(self, forms: tuple[str, ...]) -> tuple[str, ...]:
@@ -225,14 +220,21 @@ def reversed_senses(senses: Mapping[str, str]) -> dict[tuple[str, ...], tuple[tu
     entries: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = {}
     for meaning, words in forms.items():
         for sense in meaning.split("/"):
-            if not sense or sense.startswith(_NO_SENSE) or sense.count(" ") > 2 * LONGEST_SENSE:
-                continue
             key = keys.get(sense)
             if key is None:
-                key = keys[sense] = tuple(analysis.terms(_ASIDE.sub(" ", sense), drop_stopwords=True))
-            if 1 <= len(key) <= LONGEST_SENSE and meaning not in entries.setdefault(key, {}):
+                key = keys[sense] = short_sense(sense)
+            if key and meaning not in entries.setdefault(key, {}):
                 entries[key][meaning] = words
     return {key: tuple(found.values()) for key, found in entries.items()}
+
+
+def short_sense(sense: str) -> tuple[str, ...]:
+    """A sense's English index terms when it is a word or a short phrase (one to LONGEST_SENSE terms) that
+    says what the word means; () for a longer one, a measure word, a cross-reference and the like."""
+    if not sense or sense.startswith(_NO_SENSE) or sense.count(" ") > 2 * LONGEST_SENSE:
+        return ()
+    key = tuple(analysis.terms(_ASIDE.sub(" ", sense), drop_stopwords=True))
+    return key if 1 <= len(key) <= LONGEST_SENSE else ()
 
 
 def english_terms(pool: Sequence[Candidate], groups: Mapping[int, str]) -> dict[int, frozenset[str]]:

@@ -68,10 +68,7 @@ def phrases_weighed(
         for n in range(min(longest, len(words) - i), 0, -1):
             entries = senses.get(tuple(words[i : i + n]))
             if entries:
-                for entry in entries:
-                    terms = terms_of(entry)
-                    for term in terms:
-                        weights[term] = weights.get(term, 0.0) + 1.0 / len(entries) / len(terms)
+                _share(weights, entries, terms_of)
                 i += n
                 break
         else:
@@ -90,12 +87,16 @@ def senses_weighed(
     into Thai)."""
     weights: dict[str, float] = {}
     for keys in words:
-        entries = list(dict.fromkeys(entry for key in keys for entry in senses.get(key, ())))
-        for entry in entries:
-            terms = terms_of(entry)
-            for term in terms:
-                weights[term] = weights.get(term, 0.0) + 1.0 / len(entries) / len(terms)
+        _share(weights, list(dict.fromkeys(entry for key in keys for entry in senses.get(key, ()))), terms_of)
     return weights
+
+
+def _share(weights: dict[str, float], entries: Sequence[E], terms_of: Callable[[E], tuple[str, ...]]) -> None:
+    """Add one word's weight of 1 to ``weights``, shared among its entries, an entry's among its terms."""
+    for entry in entries:
+        terms = terms_of(entry)
+        for term in terms:
+            weights[term] = weights.get(term, 0.0) + 1.0 / len(entries) / len(terms)
 
 
 def asks_in_english(question: str) -> bool:

@@ -73,18 +73,14 @@ class ThaiGlossary:
     def terms_of(self, word: str) -> tuple[str, ...]:
         """A word's English index terms: its lemmas', stopwords out, each once."""
         if word not in self._terms:
-            lemmas = self.senses.get(word, ())
-            terms = (t for lemma in lemmas for t in analysis.terms(lemma, drop_stopwords=True))
+            terms = (t for lemma in self.senses.get(word, ()) for t in self._key(lemma))
             self._terms[word] = tuple(dict.fromkeys(terms))
         return self._terms[word]
 
     def gloss(self, question: str) -> dict[str, float]:
         """English index term → weight for a Thai question (each word's weight of 1 shared among its
         terms); empty for a question in another language or without a word the dictionary knows."""
-        if not asks_in_thai(question):
-            return {}
-        words = [w for w in self.words(question)[:GLOSSED_WORDS] if w not in self.unglossed]
-        return weighed(words, self.terms_of)
+        return weighed(self._named(question), self.terms_of)
 
     def held_words(self, question: str) -> tuple[tuple[str, ...], ...]:
         """Nothing: the relevance gate reads a Chinese question's gloss only (see the module)."""
@@ -110,10 +106,13 @@ class ThaiGlossary:
     def lemma_keys(self, question: str) -> list[tuple[tuple[str, ...], ...]]:
         """Each of a Thai question's words (function words aside) as its lemmas' English index terms, to be
         read on into Chinese (lexicon.senses_weighed); [] for a question in another language."""
+        return [tuple(self._key(lemma) for lemma in self.senses.get(w, ())) for w in self._named(question)]
+
+    def _named(self, question: str) -> list[str]:
+        """A Thai question's first GLOSSED_WORDS words, function words aside; [] for another language."""
         if not asks_in_thai(question):
             return []
-        words = [w for w in self.words(question)[:GLOSSED_WORDS] if w not in self.unglossed]
-        return [tuple(self._key(lemma) for lemma in self.senses.get(w, ())) for w in words]
+        return [w for w in self.words(question)[:GLOSSED_WORDS] if w not in self.unglossed]
 
     def thai_of(self, words: list[tuple[tuple[str, ...], ...]]) -> dict[str, float]:
         """Thai index term → weight for words read in English elsewhere (a Chinese question's senses)."""
